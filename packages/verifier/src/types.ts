@@ -20,6 +20,7 @@ export type ReasonCode =
   | 'dns_timeout'
   | 'dns_error'
   | 'mailbox_not_found'
+  | 'mailbox_disabled'
   | 'smtputf8_unsupported'
   | 'mailbox_full'
   | 'smtp_policy_block'
@@ -33,7 +34,7 @@ export type ReasonCode =
 export type ParsedAddress =
   | {
       ok: true;
-      /** Local part as written (without surrounding quotes for a quoted local part? no: as written, quotes kept). */
+      /** Local part as written (a quoted local part keeps its quotes). */
       local: string;
       /** Domain as written, lower-cased (Unicode form for an IDN). */
       domain: string;

@@ -1,0 +1,19 @@
+// The relational store port. Business code writes SQL once; it runs on PGlite (embedded profile)
+// and on Postgres through `pg` (cluster profile). Both adapters return rows with int8 and numeric
+// columns as JS numbers (PGlite does so natively; the pg adapter is told to), so callers never ask
+// which adapter they got.
+
+export type Row = Record<string, unknown>;
+
+export interface Queryable {
+  query<T extends Row = Row>(sql: string, params?: unknown[]): Promise<T[]>;
+}
+
+export interface Db extends Queryable {
+  /** Runs fn in one transaction: COMMIT when it resolves, ROLLBACK when it throws. */
+  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  /** Runs a script of several statements (migrations). */
+  exec(sql: string): Promise<void>;
+  close(): Promise<void>;
+  readonly kind: 'pglite' | 'postgres';
+}

@@ -1,0 +1,54 @@
+// The verifier core talks to the outside world only through these ports. Adapters live in
+// ./adapters (node:dns, node:net) and in @svc/store (caches); the core never imports them.
+
+import type { MxAnswer, SmtpReply } from './types.ts';
+
+export interface DnsPort {
+  /** MX answer for an ASCII domain, with RFC 5321 5.1 implicit MX and RFC 7505 null MX applied. */
+  resolveMail(asciiDomain: string): Promise<MxAnswer>;
+  /** IPv4 then IPv6 addresses of a host name; [] when it has none or the lookup failed. */
+  resolveAddresses(host: string): Promise<string[]>;
+}
+
+export type SmtpPhase = 'connect' | 'greeting' | 'ehlo' | 'helo' | 'starttls' | 'mail' | 'rcpt' | 'rset' | 'quit';
+
+/** Why a session stopped early. Plain data: it crosses threads and processes unchanged. */
+export interface SessionFailure {
+  phase: SmtpPhase;
+  kind: 'timeout' | 'connection' | 'protocol' | 'reply';
+  detail: string;
+  /** The reply that ended the session (kind 'reply'), e.g. a 421 banner. */
+  reply?: SmtpReply;
+}
+
+export type SendResult = { ok: true; reply: SmtpReply } | { ok: false; failure: SessionFailure };
+
+/** One open, greeted SMTP session (after EHLO/HELO and STARTTLS when offered). */
+export interface SmtpSession {
+  readonly extensions: ReadonlySet<string>;
+  readonly tls: boolean;
+  /** Sends exactly one command and waits for exactly one reply, within the phase timeout. */
+  send(phase: SmtpPhase, line: string): Promise<SendResult>;
+  /** Sends QUIT (politely, bounded by the timeout) and closes the socket. Never throws. */
+  quit(): Promise<void>;
+  /** Closes at once (no QUIT). */
+  destroy(): void;
+}
+
+export interface SmtpConnectOptions {
+  host: string; // IP address to connect to
+  servername: string; // MX host name (TLS SNI, logs)
+  port: number;
+  heloName: string;
+  timeoutMs: number;
+}
+
+export interface SmtpConnector {
+  open(opts: SmtpConnectOptions): Promise<{ ok: true; session: SmtpSession } | { ok: false; failure: SessionFailure }>;
+}
+
+/** Shared cache (in-process in the embedded profile, Redis in the cluster profile). */
+export interface CachePort {
+  get<T>(key: string): Promise<T | undefined>;
+  set<T>(key: string, value: T, ttlMs: number): Promise<void>;
+}

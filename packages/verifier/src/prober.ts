@@ -1,0 +1,253 @@
+// Domain actors: one per domain at a time, holding that domain's MX list, catch-all verdict and
+// SMTP session. Every recipient of a domain that arrives while the actor works joins the same
+// session (many RCPT per transaction, RSET between transactions), so a bulk list costs one
+// connection per domain, not one per address. Sessions per MX host are throttled.
+
+import type { CachePort, DnsPort, SessionFailure, SmtpConnector, SmtpSession } from './ports.ts';
+import { classifyRcpt, type RcptClass } from './smtp/classify.ts';
+import { KeyedSemaphore } from './throttle.ts';
+import type { MxHost, SmtpReply } from './types.ts';
+
+export interface ProberConfig {
+  smtpPort: number;
+  heloName: string;
+  mailFrom: string;
+  /** Per-phase SMTP timeout (connect, greeting, EHLO, STARTTLS, MAIL, RCPT, RSET, QUIT). */
+  smtpTimeoutMs: number;
+  /** How often a 4xx answer is retried before the verdict becomes unknown. */
+  smtpRetries: number;
+  smtpRetryDelayMs: number;
+  maxConnectionsPerMx: number;
+  maxRcptsPerTransaction: number;
+  catchallTtlMs: number;
+}
+
+export interface CatchallEvidence {
+  catchall: boolean;
+  /** Index in the MX list of the host that answered the probe. */
+  mxIndex: number;
+}
+
+export type ProbeOutcome =
+  | { kind: 'answer'; cls: RcptClass; reply: SmtpReply; mxIndex: number; attempts: number; catchall?: CatchallEvidence }
+  | { kind: 'smtputf8_unsupported'; mxIndex: number }
+  | { kind: 'failure'; failure: SessionFailure };
+
+interface Job {
+  local: string;
+  utf8: boolean;
+  attempts: number;
+  resolve: (o: ProbeOutcome) => void;
+}
+
+export interface ProberDeps {
+  dns: DnsPort;
+  smtp: SmtpConnector;
+  cache: CachePort;
+  config: ProberConfig;
+  randomLocal?: () => string;
+}
+
+const defaultRandomLocal = () => `svc-probe-${Math.random().toString(36).slice(2, 10)}${Date.now().toString(36)}`;
+
+class DomainActor {
+  #queue: Job[] = [];
+  #running = false;
+  #timers = new Set<NodeJS.Timeout>();
+  #catchall: CatchallEvidence | undefined;
+  #catchallLoaded = false;
+
+  constructor(
+    readonly domain: string,
+    readonly hosts: MxHost[],
+    readonly prober: Prober,
+  ) {}
+
+  get idle(): boolean {
+    return !this.#running && this.#queue.length === 0 && this.#timers.size === 0;
+  }
+
+  check(local: string, utf8: boolean): Promise<ProbeOutcome> {
+    return new Promise((resolve) => this.#enqueue({ local, utf8, attempts: 0, resolve }));
+  }
+
+  #enqueue(job: Job): void {
+    this.#queue.push(job);
+    if (!this.#running) {
+      this.#running = true;
+      void this.#run();
+    }
+  }
+
+  async #run(): Promise<void> {
+    try {
+      while (this.#queue.length > 0) await this.#session();
+    } finally {
+      this.#running = false;
+      this.prober.settled(this);
+    }
+  }
+
+  /** Works the queue on the first MX that answers, failing over in priority order. */
+  async #session(): Promise<void> {
+    const { dns, smtp, config, cache } = this.prober.deps;
+    if (!this.#catchallLoaded) {
+      this.#catchall = await cache.get<CatchallEvidence>(`ca:${this.domain}`);
+      this.#catchallLoaded = true;
+    }
+    let last: SessionFailure = { phase: 'connect', kind: 'connection', detail: 'no MX host could be reached' };
+    for (let mxIndex = 0; mxIndex < this.hosts.length && this.#queue.length > 0; mxIndex++) {
+      const host = this.hosts[mxIndex]!;
+      const ips = await dns.resolveAddresses(host.exchange);
+      if (ips.length === 0) {
+        last = { phase: 'connect', kind: 'connection', detail: `MX host ${host.exchange} has no address` };
+        continue;
+      }
+      const release = await this.prober.throttle.acquire(host.exchange);
+      try {
+        const open = await smtp.open({ host: ips[0]!, servername: host.exchange, port: config.smtpPort, heloName: config.heloName, timeoutMs: config.smtpTimeoutMs });
+        if (!open.ok) {
+          last = open.failure;
+          continue;
+        }
+        this.prober.sessionsOpened++;
+        const failure = await this.#converse(open.session, mxIndex);
+        if (!failure) return;
+        last = failure;
+      } finally {
+        release();
+      }
+    }
+    for (const job of this.#queue.splice(0)) job.resolve({ kind: 'failure', failure: last });
+  }
+
+  /** One connection: transactions of up to maxRcptsPerTransaction recipients, RSET between. */
+  async #converse(session: SmtpSession, mxIndex: number): Promise<SessionFailure | undefined> {
+    const { config, cache } = this.prober.deps;
+    const smtputf8 = session.extensions.has('SMTPUTF8');
+    let probed = false;
+    let first = true;
+    while (this.#queue.length > 0) {
+      if (!first) {
+        const rset = await session.send('rset', 'RSET');
+        if (!rset.ok) return rset.failure;
+        if (rset.reply.code !== 250) {
+          session.destroy();
+          return { phase: 'rset', kind: 'reply', detail: 'RSET refused', reply: rset.reply };
+        }
+      }
+      first = false;
+      const batch = this.#queue.splice(0, config.maxRcptsPerTransaction);
+      const requeue = (from: number) => this.#queue.unshift(...batch.slice(from));
+      const mail = await session.send('mail', `MAIL FROM:<${config.mailFrom}>${smtputf8 ? ' SMTPUTF8' : ''}`);
+      if (!mail.ok) {
+        requeue(0);
+        return mail.failure;
+      }
+      if (mail.reply.code === 421) {
+        requeue(0);
+        session.destroy();
+        return { phase: 'mail', kind: 'reply', detail: 'server closing', reply: mail.reply };
+      }
+      if (mail.reply.code !== 250) {
+        // A refused sender says nothing about the recipients: never 'rejected' from here.
+        const cls = classifyRcpt(mail.reply);
+        for (const job of batch) this.#answer(job, cls === 'rejected' ? 'unclassified' : cls, mail.reply, mxIndex);
+        continue;
+      }
+      if (!probed && this.#catchall === undefined) {
+        probed = true;
+        // Catch-all probe: a random local part that cannot exist, on the same session (DESIGN 5).
+        const local = (this.prober.deps.randomLocal ?? defaultRandomLocal)();
+        const r = await session.send('rcpt', `RCPT TO:<${local}@${this.domain}>`);
+        if (!r.ok) {
+          requeue(0);
+          return r.failure;
+        }
+        const cls = classifyRcpt(r.reply);
+        if (cls === 'accepted' || cls === 'rejected') {
+          this.#catchall = { catchall: cls === 'accepted', mxIndex };
+          await cache.set(`ca:${this.domain}`, this.#catchall, config.catchallTtlMs);
+        }
+      }
+      for (let i = 0; i < batch.length; i++) {
+        const job = batch[i]!;
+        if (job.utf8 && !smtputf8) {
+          job.resolve({ kind: 'smtputf8_unsupported', mxIndex });
+          continue;
+        }
+        const r = await session.send('rcpt', `RCPT TO:<${job.local}@${this.domain}>`);
+        if (!r.ok) {
+          requeue(i);
+          return r.failure;
+        }
+        if (r.reply.code === 421) {
+          requeue(i);
+          session.destroy();
+          return { phase: 'rcpt', kind: 'reply', detail: 'server closing', reply: r.reply };
+        }
+        this.#answer(job, classifyRcpt(r.reply), r.reply, mxIndex);
+      }
+    }
+    await session.quit();
+    this.prober.sessionsQuit++;
+    return undefined;
+  }
+
+  #answer(job: Job, cls: RcptClass, reply: SmtpReply, mxIndex: number): void {
+    const { config } = this.prober.deps;
+    if (cls === 'tempfail' && job.attempts < config.smtpRetries && !this.prober.closing) {
+      // Greylisting (RFC 6647) wants the same triple again later: retry on a later session.
+      job.attempts++;
+      const timer = setTimeout(() => {
+        this.#timers.delete(timer);
+        this.#enqueue(job);
+      }, config.smtpRetryDelayMs);
+      this.#timers.add(timer);
+      return;
+    }
+    const outcome: ProbeOutcome = { kind: 'answer', cls, reply, mxIndex, attempts: job.attempts + 1 };
+    if (this.#catchall) outcome.catchall = this.#catchall;
+    job.resolve(outcome);
+  }
+}
+
+export class Prober {
+  readonly throttle: KeyedSemaphore;
+  #actors = new Map<string, DomainActor>();
+  #idleWaiters: Array<() => void> = [];
+  closing = false;
+  sessionsOpened = 0;
+  sessionsQuit = 0;
+
+  constructor(readonly deps: ProberDeps) {
+    this.throttle = new KeyedSemaphore(deps.config.maxConnectionsPerMx);
+  }
+
+  /** Checks one recipient of `domain` (ASCII) through that domain's actor. */
+  check(domain: string, hosts: MxHost[], local: string, utf8: boolean): Promise<ProbeOutcome> {
+    let actor = this.#actors.get(domain);
+    if (!actor) {
+      actor = new DomainActor(domain, hosts, this);
+      this.#actors.set(domain, actor);
+    }
+    return actor.check(local, utf8);
+  }
+
+  /** Called by an actor whose queue ran dry. */
+  settled(actor: DomainActor): void {
+    if (actor.idle && this.#actors.get(actor.domain) === actor) this.#actors.delete(actor.domain);
+    if (this.#actors.size === 0) for (const w of this.#idleWaiters.splice(0)) w();
+  }
+
+  get activeDomains(): number {
+    return this.#actors.size;
+  }
+
+  /** Stops retrying, lets every actor finish its queue and QUIT its session. */
+  async close(): Promise<void> {
+    this.closing = true;
+    if (this.#actors.size === 0) return;
+    await new Promise<void>((resolve) => this.#idleWaiters.push(resolve));
+  }
+}

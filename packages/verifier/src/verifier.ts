@@ -1,0 +1,123 @@
+// The four-layer pipeline: syntax, DNS, SMTP, catch-all. Pure orchestration over ports.
+// Two steps so the caller can price the work before it is done: plan() parses and reads the
+// verdict cache (so the most the work can cost is known), run() does the rest.
+
+import type { CachePort, DnsPort, SmtpConnector } from './ports.ts';
+import { Prober, type ProberConfig } from './prober.ts';
+import { parseAddress } from './syntax.ts';
+import type { MxAnswer, ParsedAddress, Verdict } from './types.ts';
+import { buildVerdict } from './verdict.ts';
+
+export interface VerifierConfig extends ProberConfig {
+  /** How long a definite verdict (valid, invalid, risky…) is reused. Unknown is never cached. */
+  resultCacheTtlMs: number;
+  mxCacheTtlMs: number;
+  /** NXDOMAIN, no records and null MX: cached shorter. SERVFAIL and timeouts are not cached. */
+  negativeDnsCacheTtlMs: number;
+}
+
+export interface VerifierDeps {
+  dns: DnsPort;
+  smtp: SmtpConnector;
+  cache: CachePort;
+  config: VerifierConfig;
+  randomLocal?: () => string;
+}
+
+type Stored = Omit<Verdict, 'email'>;
+
+interface PlanItem {
+  email: string;
+  parsed: ParsedAddress;
+  /** Cache and in-request dedupe key: exact local part, lower-case ASCII domain. */
+  key?: string;
+  verdict?: Verdict;
+}
+
+export interface Plan {
+  items: PlanItem[];
+  /** Unique addresses whose verdict may still turn out chargeable: the most the work can cost. */
+  maxCost: number;
+}
+
+const withEmail = (email: string, s: Stored): Verdict => ({ email, ...s });
+
+export class Verifier {
+  readonly prober: Prober;
+  #inflight = new Map<string, Promise<Stored>>();
+
+  constructor(readonly deps: VerifierDeps) {
+    this.prober = new Prober(deps);
+  }
+
+  async plan(emails: readonly string[]): Promise<Plan> {
+    const items: PlanItem[] = [];
+    const open = new Set<string>();
+    let maxCost = 0;
+    for (const email of emails) {
+      const parsed = parseAddress(email);
+      if (!parsed.ok) {
+        items.push({ email, parsed, verdict: buildVerdict(email, parsed, { layer: 'syntax', reason: parsed.reason }) });
+        continue;
+      }
+      const key = `${parsed.local}@${parsed.asciiDomain}`;
+      const item: PlanItem = { email, parsed, key };
+      const cached = await this.deps.cache.get<Stored>(`v:${key}`);
+      if (cached) item.verdict = withEmail(email, cached);
+      if (!open.has(key) && (!cached || cached.chargeable)) {
+        open.add(key);
+        maxCost++;
+      }
+      items.push(item);
+    }
+    return { items, maxCost };
+  }
+
+  /** Verdicts in input order, one per submitted string. */
+  async run(plan: Plan): Promise<Verdict[]> {
+    return Promise.all(plan.items.map(async (item) => item.verdict ?? withEmail(item.email, await this.#verifyKey(item.key!, item.parsed))));
+  }
+
+  async verify(emails: readonly string[]): Promise<Verdict[]> {
+    return this.run(await this.plan(emails));
+  }
+
+  #verifyKey(key: string, parsed: ParsedAddress): Promise<Stored> {
+    let p = this.#inflight.get(key);
+    if (!p) {
+      p = this.#fresh(key, parsed).finally(() => this.#inflight.delete(key));
+      this.#inflight.set(key, p);
+    }
+    return p;
+  }
+
+  async #fresh(key: string, parsed: ParsedAddress): Promise<Stored> {
+    const ok = parsed as Extract<ParsedAddress, { ok: true }>;
+    const mx = await this.#mx(ok.asciiDomain);
+    let verdict: Verdict;
+    if (mx.kind === 'mx' || mx.kind === 'implicit') {
+      const outcome = await this.prober.check(ok.asciiDomain, mx.hosts, ok.local, ok.utf8Local);
+      verdict = buildVerdict(key, parsed, { layer: 'smtp', outcome, implicitMx: mx.kind === 'implicit' });
+    } else {
+      verdict = buildVerdict(key, parsed, { layer: 'dns', answer: mx });
+    }
+    const { email: _drop, ...stored } = verdict;
+    if (stored.result !== 'unknown') await this.deps.cache.set(`v:${key}`, stored, this.deps.config.resultCacheTtlMs);
+    return stored;
+  }
+
+  async #mx(domain: string): Promise<MxAnswer> {
+    const cached = await this.deps.cache.get<MxAnswer>(`mx:${domain}`);
+    if (cached) return cached;
+    const answer = await this.deps.dns.resolveMail(domain);
+    const { config } = this.deps;
+    if (answer.kind === 'mx' || answer.kind === 'implicit') await this.deps.cache.set(`mx:${domain}`, answer, config.mxCacheTtlMs);
+    else if (answer.kind === 'nxdomain' || answer.kind === 'no_records' || answer.kind === 'null_mx') await this.deps.cache.set(`mx:${domain}`, answer, config.negativeDnsCacheTtlMs);
+    return answer;
+  }
+
+  /** Drains: no new retries, every domain actor finishes and QUITs its session. */
+  close(): Promise<void> {
+    return this.prober.close();
+  }
+}
