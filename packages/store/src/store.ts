@@ -79,9 +79,10 @@ export class Store {
   }
 
   /** Stores a key (generated unless given) and returns it: the only time the plain key exists. */
-  async createKey(opts: { accountId: string; kind: KeyKind; scopes: string[] | null; name?: string; key?: string; expiresAt?: Date | null }): Promise<{ id: string; key: string }> {
+  /** `lenient`: accept an operator-chosen key without the svc_ prefix (the bootstrap key). */
+  async createKey(opts: { accountId: string; kind: KeyKind; scopes: string[] | null; name?: string; key?: string; expiresAt?: Date | null; lenient?: boolean }): Promise<{ id: string; key: string }> {
     const key = opts.key ?? generateKey(opts.kind);
-    if (keyKindOf(key) !== opts.kind) throw new Error(`key must match ${KEY_PREFIX[opts.kind]}[A-Za-z0-9]{16,128}`);
+    if (!opts.lenient && keyKindOf(key) !== opts.kind) throw new Error(`key must match ${KEY_PREFIX[opts.kind]}[A-Za-z0-9]{16,128}`);
     const id = newId('key');
     await this.db.query(
       'INSERT INTO api_keys (id, account_id, key_hash, display_prefix, kind, scopes, name, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)',

@@ -26,7 +26,7 @@ export interface VerifierDeps {
 
 type Stored = Omit<Verdict, 'email'>;
 
-interface PlanItem {
+export interface PlanItem {
   email: string;
   parsed: ParsedAddress;
   /** Cache and in-request dedupe key: exact local part, lower-case ASCII domain. */

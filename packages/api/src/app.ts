@@ -1,0 +1,203 @@
+// The thin Fastify front: request ids, the shared gates (IP rate limit, key, key rate limit,
+// scope, subscription), one error handler, OpenAPI, and the route plugins.
+
+import { randomUUID } from 'node:crypto';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import swagger from '@fastify/swagger';
+import type { KeyRecord, RateLimiterPort, Store } from '@svc/store';
+import { hashKey } from '@svc/store';
+import type { Verifier } from '@svc/verifier/verifier.ts';
+import type { Config } from './config.ts';
+import { ApiError, ERRORS, type ErrorCode } from './errors.ts';
+import type { Readiness } from './readiness.ts';
+import { sharedSchemas } from './schemas.ts';
+import { creditRoutes } from './routes/credits.ts';
+import { healthRoutes } from './routes/health.ts';
+import { validateRoutes } from './routes/validate.ts';
+import { idempotencyHooks } from './idempotency.ts';
+
+export interface Services {
+  config: Config;
+  store: Store;
+  verifier: Verifier;
+  rateLimiter: RateLimiterPort;
+  readiness: Readiness;
+}
+
+export interface Principal {
+  key: KeyRecord;
+  accountId: string;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    principal?: Principal;
+  }
+  interface FastifyInstance {
+    /** Forget cached key lookups (after an admin changes a key). */
+    clearKeyCache(): void;
+  }
+  interface FastifyContextConfig {
+    /** Scope the route needs (spec core 5); undefined = no key needed. */
+    scope?: string;
+    /** The route is blocked by an ended subscription (402). */
+    billable?: boolean;
+    /** Maps a body-schema failure to a specific error code. */
+    mapValidation?: (errors: NonNullable<FastifyError['validation']>) => ErrorCode;
+  }
+}
+
+const MINUTE_MS = 60_000;
+const KEY_CACHE_MS = 2_000;
+
+/** A short-lived cache of key lookups: saves a database round trip per request under load. */
+class KeyCache {
+  #map = new Map<string, { rec: KeyRecord; at: number }>();
+  get(hash: string): KeyRecord | undefined {
+    const e = this.#map.get(hash);
+    if (!e) return undefined;
+    if (Date.now() - e.at > KEY_CACHE_MS) {
+      this.#map.delete(hash);
+      return undefined;
+    }
+    return e.rec;
+  }
+  set(hash: string, rec: KeyRecord): void {
+    if (this.#map.size > 10_000) this.#map.clear();
+    this.#map.set(hash, { rec, at: Date.now() });
+  }
+  clear(): void {
+    this.#map.clear();
+  }
+}
+
+function setRateHeaders(reply: FastifyReply, d: { limit: number; remaining: number; resetSeconds: number }): void {
+  reply.header('RateLimit-Limit', d.limit);
+  reply.header('RateLimit-Remaining', d.remaining);
+  reply.header('RateLimit-Reset', d.resetSeconds);
+}
+
+function rateLimited(): ApiError {
+  return new ApiError('rate_limited', undefined, { retry_after: 60 }, { 'Retry-After': 60 });
+}
+
+export async function buildApp(services: Services): Promise<FastifyInstance> {
+  const { config, store, rateLimiter } = services;
+  const app = Fastify({
+    logger: {
+      level: config.logLevel,
+      redact: { paths: ['req.headers["x-api-key"]', 'req.headers.authorization', 'headers["x-api-key"]'], censor: '[redacted]' },
+    },
+    bodyLimit: config.bodyLimitBytes,
+    genReqId: () => `req_${randomUUID().replace(/-/g, '')}`,
+    requestIdHeader: false,
+    trustProxy: config.trustProxy,
+    return503OnClosing: true,
+    ajv: { customOptions: { allErrors: false, coerceTypes: false, removeAdditional: false } },
+  });
+  const keyCache = new KeyCache();
+  app.decorate('clearKeyCache', () => keyCache.clear());
+
+  for (const s of sharedSchemas) app.addSchema(s);
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: { title: 'Email validation service', version: '1.0.0', description: 'Four-layer email validation (syntax, DNS, SMTP, catch-all) with credits charged only for High-Value Validations.' },
+      servers: [{ url: config.publicUrl }],
+      components: { securitySchemes: { apiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key' } } },
+    },
+    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
+  });
+
+  // Every response carries the request id, error or not.
+  app.addHook('onRequest', async (req, reply) => {
+    reply.header('X-Request-ID', req.id);
+  });
+
+  // The shared gates, in order: IP rate limit, key, key rate limit, scope, subscription.
+  app.addHook('onRequest', async (req, reply) => {
+    const cfg = req.routeOptions.config;
+    if (!cfg?.scope) return;
+    const ip = await rateLimiter.hit(`ip:${req.ip}`, config.rateLimitPerIp, MINUTE_MS);
+    if (!ip.allowed) {
+      setRateHeaders(reply, ip);
+      throw rateLimited();
+    }
+    const raw = req.headers['x-api-key'];
+    const key = Array.isArray(raw) ? raw[0] : raw;
+    if (!key) throw new ApiError('api_key_required');
+    if (key.length > 256) throw new ApiError('invalid_api_key');
+    const hash = hashKey(key);
+    let rec = keyCache.get(hash);
+    if (!rec) {
+      rec = await store.findKeyByHash(hash);
+      if (!rec) throw new ApiError('invalid_api_key');
+      keyCache.set(hash, rec);
+    }
+    if (rec.state === 'revoked') throw new ApiError('api_key_revoked');
+    if (rec.state === 'inactive') throw new ApiError('api_key_inactive');
+    if (rec.expires_at && rec.expires_at.getTime() <= Date.now()) throw new ApiError('api_key_expired');
+    req.log = req.log.child({ key: rec.display_prefix, account: rec.account_id });
+    const k = await rateLimiter.hit(`key:${rec.id}`, config.rateLimitPerKey, MINUTE_MS);
+    setRateHeaders(reply, k.remaining < ip.remaining ? k : ip);
+    if (!k.allowed) throw rateLimited();
+    if (rec.scopes !== null && !rec.scopes.includes(cfg.scope)) {
+      throw new ApiError('insufficient_scope', `API key lacks the ${cfg.scope} scope`, { required_scope: cfg.scope });
+    }
+    if (cfg.billable && rec.subscription_status === 'canceled') throw new ApiError('subscription_inactive');
+    req.principal = { key: rec, accountId: rec.account_id };
+  });
+
+  app.setNotFoundHandler(async (req) => {
+    throw new ApiError('route_not_found', `Route ${req.method} ${req.url.split('?')[0]} not found`);
+  });
+
+  app.setErrorHandler(async (err: FastifyError | ApiError, req, reply) => {
+    let apiErr: ApiError;
+    if (err instanceof ApiError) {
+      apiErr = err;
+    } else if (err.validation) {
+      const map = req.routeOptions.config?.mapValidation;
+      apiErr = new ApiError(map ? map(err.validation) : 'invalid_request', undefined, {});
+      if (apiErr.code === 'invalid_request') apiErr = new ApiError('invalid_request', `Request body does not match the schema: ${err.message}`);
+    } else {
+      apiErr = fromFastifyError(err);
+      if (apiErr.code === 'internal_error') req.log.error({ err }, 'unexpected error');
+    }
+    for (const [h, v] of Object.entries(apiErr.headers)) reply.header(h, v);
+    return reply.status(apiErr.status).send(apiErr.body());
+  });
+
+  idempotencyHooks(app, store);
+  await app.register(healthRoutes, { services });
+  await app.register(validateRoutes, { services });
+  await app.register(creditRoutes, { services });
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+
+  return app;
+}
+
+function fromFastifyError(err: FastifyError): ApiError {
+  switch (err.code) {
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new ApiError('unsupported_media_type');
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return err.code === 'FST_ERR_CTP_BODY_TOO_LARGE' ? new ApiError('payload_too_large') : new ApiError('invalid_request', 'Content-Length does not match the body');
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return new ApiError('invalid_json');
+    case 'FST_ERR_CTP_EMPTY_TYPE':
+    case 'FST_ERR_CTP_INVALID_TYPE':
+      return new ApiError('unsupported_media_type');
+  }
+  if (err instanceof SyntaxError || (err.statusCode === 400 && /JSON/i.test(err.message))) return new ApiError('invalid_json');
+  if (err.statusCode === 413) return new ApiError('payload_too_large');
+  if (err.statusCode === 415) return new ApiError('unsupported_media_type');
+  if (err.statusCode === 503) return new ApiError('service_unavailable');
+  if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) return new ApiError('invalid_request', err.message);
+  return new ApiError('internal_error');
+}
+
+export { ERRORS };
+export type { FastifyRequest };

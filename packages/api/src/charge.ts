@@ -1,0 +1,65 @@
+// Validation with money attached: price the work (Verifier.plan), hold that many credits, do the
+// work, charge exactly the High-Value Validations and release the rest. Every path settles the
+// reservation, including a crash of the work itself; a process crash leaves an open reservation
+// that the next start releases (Store.releaseStale).
+
+import type { Store } from '@svc/store';
+import type { Verifier } from '@svc/verifier/verifier.ts';
+import type { Verdict } from '@svc/verifier/types.ts';
+import { ApiError } from './errors.ts';
+
+export type ChargeReason =
+  | 'high_value_validation'
+  | 'role_based_not_charged'
+  | 'catchall_not_charged'
+  | 'disposable_not_charged'
+  | 'invalid_not_charged'
+  | 'unknown_not_charged'
+  | 'duplicate_in_request';
+
+export type ChargedResult = Omit<Verdict, 'chargeable'> & { credits_charged: 0 | 1; charge_reason: ChargeReason };
+
+function reasonFor(v: Verdict): ChargeReason {
+  switch (v.result) {
+    case 'valid':
+      return 'high_value_validation';
+    case 'valid_role_based':
+      return 'role_based_not_charged';
+    case 'risky':
+      return v.reason_code === 'disposable_domain' ? 'disposable_not_charged' : 'catchall_not_charged';
+    case 'invalid':
+      return 'invalid_not_charged';
+    case 'unknown':
+      return 'unknown_not_charged';
+  }
+}
+
+export async function validateAndCharge(store: Store, verifier: Verifier, accountId: string, emails: readonly string[], purpose = 'sync'): Promise<ChargedResult[]> {
+  const plan = await verifier.plan(emails);
+  let reservationId: string | undefined;
+  if (plan.maxCost > 0) {
+    const r = await store.reserve(accountId, plan.maxCost, purpose);
+    if (!r.ok) throw new ApiError('insufficient_credits', `This request needs up to ${plan.maxCost} credits; ${r.available} available`, { required: plan.maxCost, available: r.available });
+    reservationId = r.reservationId;
+  }
+  let charged = 0;
+  try {
+    const verdicts = await verifier.run(plan);
+    const seen = new Set<string>();
+    const out = verdicts.map(({ chargeable, ...v }, i): ChargedResult => {
+      // The plan's key (exact local part, ASCII domain) is what it priced: the same mailbox twice is charged once.
+      const k = plan.items[i]!.key ?? `#${i}`;
+      const dup = seen.has(k);
+      seen.add(k);
+      if (chargeable && !dup) charged++;
+      const credits = chargeable && !dup ? 1 : 0;
+      return { ...v, credits_charged: credits, charge_reason: dup && chargeable ? 'duplicate_in_request' : reasonFor({ ...v, chargeable }) };
+    });
+    return out;
+  } catch (err) {
+    charged = 0;
+    throw err;
+  } finally {
+    if (reservationId) await store.settle(reservationId, charged);
+  }
+}

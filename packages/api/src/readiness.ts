@@ -1,0 +1,84 @@
+// Readiness (DESIGN 6): DNS resolves the MX of SVC_READY_DOMAIN, a TCP connection to that MX
+// on SVC_SMTP_PORT opens, the cache answers, the database answers. Checked in the background
+// every 30 s; /ready only reads the last result, so probes never multiply with traffic.
+
+import type { DnsPort } from '@svc/verifier/ports.ts';
+
+export type CheckState = 'ok' | 'failed';
+
+export interface ReadinessDeps {
+  dns: DnsPort;
+  tcpReachable: (host: string, port: number, timeoutMs: number) => Promise<boolean>;
+  cachePing: () => Promise<boolean>;
+  databasePing?: () => Promise<boolean>;
+  readyDomain: string;
+  smtpPort: number;
+  timeoutMs: number;
+  intervalMs?: number;
+}
+
+export interface ReadinessState {
+  ready: boolean;
+  checks: Record<string, CheckState>;
+  errors: string[];
+}
+
+export class Readiness {
+  #state: ReadinessState = { ready: false, checks: { redis: 'failed', dns: 'failed', smtp: 'failed' }, errors: ['readiness not checked yet'] };
+  #timer: NodeJS.Timeout | undefined;
+  #running: Promise<void> | undefined;
+
+  constructor(readonly deps: ReadinessDeps) {}
+
+  get state(): ReadinessState {
+    return this.#state;
+  }
+
+  start(): Promise<void> {
+    const first = this.refresh();
+    this.#timer = setInterval(() => void this.refresh(), this.deps.intervalMs ?? 30_000);
+    this.#timer.unref();
+    return first;
+  }
+
+  stop(): void {
+    if (this.#timer) clearInterval(this.#timer);
+  }
+
+  refresh(): Promise<void> {
+    this.#running ??= this.#check().finally(() => (this.#running = undefined));
+    return this.#running;
+  }
+
+  async #check(): Promise<void> {
+    const d = this.deps;
+    const checks: Record<string, CheckState> = {};
+    const errors: string[] = [];
+    const guard = async (name: string, fn: () => Promise<string | undefined>) => {
+      let problem: string | undefined;
+      try {
+        problem = await fn();
+      } catch (err) {
+        problem = `${name}: ${(err as Error).message}`;
+      }
+      checks[name] = problem ? 'failed' : 'ok';
+      if (problem) errors.push(problem);
+    };
+    let mxHost: string | undefined;
+    await guard('redis', async () => ((await d.cachePing()) ? undefined : 'redis: cache did not answer'));
+    if (d.databasePing) await guard('database', async () => ((await d.databasePing!()) ? undefined : 'database: did not answer'));
+    await guard('dns', async () => {
+      const mx = await d.dns.resolveMail(d.readyDomain);
+      if (mx.kind !== 'mx' && mx.kind !== 'implicit') return `dns: MX lookup of ${d.readyDomain} failed (${mx.kind})`;
+      mxHost = mx.hosts[0]!.exchange;
+      return undefined;
+    });
+    await guard('smtp', async () => {
+      if (!mxHost) return `smtp: no MX host of ${d.readyDomain} to connect to`;
+      const ips = await d.dns.resolveAddresses(mxHost);
+      if (ips.length === 0) return `smtp: MX host ${mxHost} has no address`;
+      return (await d.tcpReachable(ips[0]!, d.smtpPort, d.timeoutMs)) ? undefined : `smtp: cannot connect to ${mxHost} port ${d.smtpPort}`;
+    });
+    this.#state = { ready: errors.length === 0, checks, errors };
+  }
+}

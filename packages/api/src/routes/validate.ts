@@ -1,0 +1,93 @@
+// POST /v1/validate and POST /v1/validate/bulk (spec core 4; bulk envelope per DESIGN 6).
+
+import type { FastifyError, FastifyPluginAsync } from 'fastify';
+import type { Services } from '../app.ts';
+import { validateAndCharge, type ChargedResult } from '../charge.ts';
+import { ApiError, type ErrorCode } from '../errors.ts';
+import { gatedErrors } from '../schemas.ts';
+
+type ValidationErrors = NonNullable<FastifyError['validation']>;
+
+export const MAX_BULK = 100;
+
+function singleError(errors: ValidationErrors): ErrorCode {
+  const e = errors[0];
+  if (!e) return 'invalid_request';
+  if (e.keyword === 'required' && (e.params as { missingProperty?: string }).missingProperty === 'email') return 'email_required';
+  if (e.instancePath === '/email') return e.keyword === 'type' ? 'invalid_email_type' : 'email_required';
+  return 'invalid_request';
+}
+
+function bulkError(errors: ValidationErrors): ErrorCode {
+  const e = errors[0];
+  if (!e) return 'invalid_request';
+  if (e.keyword === 'required' && (e.params as { missingProperty?: string }).missingProperty === 'emails') return 'emails_required';
+  if (e.instancePath === '/emails') {
+    if (e.keyword === 'maxItems') return 'too_many_emails';
+    if (e.keyword === 'minItems') return 'emails_required';
+    return 'invalid_request';
+  }
+  if (/^\/emails\/\d+$/.test(e.instancePath)) return 'invalid_email_type';
+  return 'invalid_request';
+}
+
+export const validateRoutes: FastifyPluginAsync<{ services: Services }> = async (app, { services }) => {
+  const { store, verifier } = services;
+
+  app.post<{ Body: { email: string } }>(
+    '/v1/validate',
+    {
+      config: { scope: 'email:validate:single', billable: true, mapValidation: singleError },
+      schema: {
+        summary: 'Validate one email address',
+        tags: ['validation'],
+        security: [{ apiKey: [] }],
+        headers: { type: 'object', properties: { 'idempotency-key': { type: 'string', description: 'Optional; 1-255 printable characters, kept 24 h' } } },
+        body: {
+          type: 'object',
+          required: ['email'],
+          properties: { email: { type: 'string', pattern: '\\S', description: 'The address to validate' } },
+        },
+        response: { 200: { $ref: 'ValidationResult#' }, ...gatedErrors },
+      },
+    },
+    async (req) => {
+      const [result] = await validateAndCharge(store, verifier, req.principal!.accountId, [req.body.email.trim()]);
+      return result!;
+    },
+  );
+
+  app.post<{ Body: { emails: string[] } }>(
+    '/v1/validate/bulk',
+    {
+      config: { scope: 'email:validate:bulk', billable: true, mapValidation: bulkError },
+      schema: {
+        summary: `Validate up to ${MAX_BULK} email addresses`,
+        description: 'Results come back in input order, one per submitted string. Addresses of one domain share one SMTP session.',
+        tags: ['validation'],
+        security: [{ apiKey: [] }],
+        body: {
+          type: 'object',
+          required: ['emails'],
+          properties: { emails: { type: 'array', minItems: 1, maxItems: MAX_BULK, items: { type: 'string' } } },
+        },
+        response: { 200: { $ref: 'BulkValidationResponse#' }, ...gatedErrors },
+      },
+    },
+    async (req) => {
+      const results = await validateAndCharge(store, verifier, req.principal!.accountId, req.body.emails.map((e) => e.trim()));
+      return { results, summary: summarize(results) };
+    },
+  );
+};
+
+export function summarize(results: ChargedResult[]) {
+  const s = { total: results.length, valid: 0, valid_role_based: 0, risky: 0, invalid: 0, unknown: 0, credits_charged: 0 };
+  for (const r of results) {
+    s[r.result]++;
+    s.credits_charged += r.credits_charged;
+  }
+  return s;
+}
+
+export { ApiError };

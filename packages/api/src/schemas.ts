@@ -1,0 +1,92 @@
+// JSON schemas of the public resources. They validate requests, serialise responses fast and
+// generate the OpenAPI 3.1 document (GET /openapi.json).
+
+export const errorSchema = {
+  $id: 'Error',
+  type: 'object',
+  required: ['error', 'message', 'code'],
+  properties: {
+    error: { type: 'string' },
+    message: { type: 'string' },
+    code: { type: 'string' },
+    retry_after: { type: 'integer' },
+    required_scope: { type: 'string' },
+    required: { type: 'integer' },
+    available: { type: 'integer' },
+  },
+} as const;
+
+const quality = { type: 'string', enum: ['high', 'low', 'none', 'unknown'] } as const;
+
+export const validationResultSchema = {
+  $id: 'ValidationResult',
+  type: 'object',
+  required: [
+    'email', 'result', 'reason', 'reason_code', 'syntax_valid', 'dns_valid', 'smtp_valid', 'is_role_based', 'is_free_provider',
+    'is_disposable', 'is_catchall', 'b2b_outbound_quality', 'b2b_quality', 'credits_charged', 'charge_reason', 'validation_layer', 'flags',
+  ],
+  properties: {
+    email: { type: 'string' },
+    result: { type: 'string', enum: ['valid', 'valid_role_based', 'risky', 'invalid', 'unknown'] },
+    reason: { type: 'string', description: 'Human explanation; empty for a plain valid address.' },
+    reason_code: { type: 'string', description: 'Stable machine reason (extra field; see docs/decisions.md).' },
+    syntax_valid: { type: 'boolean' },
+    dns_valid: { type: 'boolean' },
+    smtp_valid: { type: 'boolean' },
+    is_role_based: { type: 'boolean' },
+    role_type: { type: 'string' },
+    is_free_provider: { type: 'boolean' },
+    is_disposable: { type: 'boolean' },
+    is_catchall: { type: 'boolean' },
+    catchall_confidence: { type: 'string', enum: ['high', 'medium', 'low'] },
+    b2b_outbound_quality: quality,
+    b2b_quality: quality,
+    credits_charged: { type: 'integer', enum: [0, 1] },
+    charge_reason: { type: 'string' },
+    validation_layer: { type: 'string', enum: ['syntax', 'dns', 'smtp', 'catchall'] },
+    smtp_response: { type: 'string' },
+    did_you_mean: { type: 'string' },
+    flags: { type: 'array', items: { type: 'string' } },
+  },
+} as const;
+
+export const bulkResponseSchema = {
+  $id: 'BulkValidationResponse',
+  type: 'object',
+  required: ['results', 'summary'],
+  properties: {
+    results: { type: 'array', items: { $ref: 'ValidationResult#' } },
+    summary: {
+      type: 'object',
+      required: ['total', 'valid', 'valid_role_based', 'risky', 'invalid', 'unknown', 'credits_charged'],
+      properties: {
+        total: { type: 'integer' },
+        valid: { type: 'integer' },
+        valid_role_based: { type: 'integer' },
+        risky: { type: 'integer' },
+        invalid: { type: 'integer' },
+        unknown: { type: 'integer' },
+        credits_charged: { type: 'integer' },
+      },
+    },
+  },
+} as const;
+
+export const creditsSchema = {
+  $id: 'CreditBalance',
+  type: 'object',
+  required: ['balance', 'reserved', 'available', 'subscription_status', 'current_period_end', 'cancel_at_period_end'],
+  properties: {
+    balance: { type: 'integer' },
+    reserved: { type: 'integer' },
+    available: { type: 'integer' },
+    subscription_status: { type: 'string' },
+    current_period_end: { type: ['string', 'null'] },
+    cancel_at_period_end: { type: 'boolean' },
+  },
+} as const;
+
+export const sharedSchemas = [errorSchema, validationResultSchema, bulkResponseSchema, creditsSchema];
+
+/** Error responses every gated route can give, for the OpenAPI document. */
+export const gatedErrors = Object.fromEntries(['400', '401', '402', '403', '409', '413', '415', '429', '500', '503'].map((s) => [s, { $ref: 'Error#' }]));

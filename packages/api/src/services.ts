@@ -1,0 +1,48 @@
+// The composition root: turns a Config into running services, choosing each port's adapter.
+
+import { MemoryCache, MemoryRateLimiter, openStore, type Store } from '@svc/store';
+import { nodeDns } from '@svc/verifier/adapters/dns-node.ts';
+import { netSmtpConnector } from '@svc/verifier/adapters/smtp-net.ts';
+import { tcpReachable } from '@svc/verifier/adapters/tcp.ts';
+import { Verifier } from '@svc/verifier/verifier.ts';
+import type { Services } from './app.ts';
+import type { Config } from './config.ts';
+import { Readiness } from './readiness.ts';
+
+export async function createServices(config: Config, opts: { store?: Store } = {}): Promise<Services> {
+  const store = opts.store ?? (await openStore(config.databaseUrl ? { databaseUrl: config.databaseUrl } : { dataDir: config.dataDir }));
+  const dns = nodeDns({ servers: config.dnsServers, timeoutMs: config.dnsTimeoutMs, tries: 2 });
+  const cache = new MemoryCache();
+  const verifier = new Verifier({
+    dns,
+    smtp: netSmtpConnector,
+    cache,
+    config: {
+      smtpPort: config.smtpPort,
+      heloName: config.heloName,
+      mailFrom: config.mailFrom,
+      smtpTimeoutMs: config.smtpTimeoutMs,
+      smtpRetries: config.smtpRetries,
+      smtpRetryDelayMs: config.smtpRetryDelayMs,
+      maxConnectionsPerMx: config.maxConnectionsPerMx,
+      maxRcptsPerTransaction: 50,
+      catchallTtlMs: 3600_000,
+      resultCacheTtlMs: config.resultCacheTtlMs,
+      mxCacheTtlMs: 300_000,
+      negativeDnsCacheTtlMs: 60_000,
+    },
+  });
+  const readiness = new Readiness({
+    dns,
+    tcpReachable,
+    cachePing: async () => {
+      await cache.set('ready:ping', 1, 1000);
+      return (await cache.get<number>('ready:ping')) === 1;
+    },
+    databasePing: async () => (await store.db.query('SELECT 1 AS ok')).length === 1,
+    readyDomain: config.readyDomain,
+    smtpPort: config.smtpPort,
+    timeoutMs: Math.min(config.smtpTimeoutMs, 5000),
+  });
+  return { config, store, verifier, rateLimiter: new MemoryRateLimiter(), readiness };
+}
