@@ -98,6 +98,8 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   const keyCache = new KeyCache();
   app.decorate('clearKeyCache', () => keyCache.clear());
 
+  // Bodies are JSON only (spec core 4): without this, Fastify would take text/plain as a string.
+  app.removeContentTypeParser('text/plain');
   for (const s of sharedSchemas) app.addSchema(s);
   await app.register(swagger, {
     openapi: {
