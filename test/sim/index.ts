@@ -1,0 +1,168 @@
+// The simulated internet: one DNS server and one SMTP server per live MX address, all on
+// loopback, all SMTP servers on one shared port. See README.md for the domain table.
+//
+//   const sim = await startSim();
+//   t.teardown(() => sim.close());
+//   env: SVC_DNS_SERVERS=sim.dnsServers, SVC_SMTP_PORT=String(sim.smtpPort)
+
+import { domainToASCII } from 'node:url';
+import { buildZone, startDns, type DnsServer } from './dns.ts';
+import { SIM_DNS_IP, SIM_DOMAINS, SIM_GMAIL_MAILBOXES, type SimDomain } from './domains.ts';
+import { Timers, emptyStats, probeFree, startMx, type MxServerSpec, type MxStats, type RunningMx, type SmtpContext } from './smtp.ts';
+
+export * from './domains.ts';
+export type { MxStats } from './smtp.ts';
+
+export interface SimOptions {
+  /** 0 or undefined: a free UDP port chosen by the OS. */
+  dnsPort?: number;
+  /** 0 or undefined: a random port in 20000-60000 free on every sim address (retried on EADDRINUSE). */
+  smtpPort?: number;
+  /** Default 300: a greylisted (sender, recipient) pair is accepted once this long has passed since its first attempt. */
+  greylistMs?: number;
+  /** Default 30000: delay before the tarpit server answers RCPT. */
+  tarpitMs?: number;
+  /** Default 400: delay before the slow server's 220 banner. */
+  slowBannerMs?: number;
+  /** Default 0: extra delay before every SMTP reply (banner included) of every server, for benchmarks. */
+  replyLatencyMs?: number;
+}
+
+export interface Sim {
+  /** Value for SVC_DNS_SERVERS, e.g. '127.0.0.1:53531'. */
+  dnsServers: string;
+  smtpPort: number;
+  /** Counters per MX IP address (dead addresses included, always zero). */
+  stats(): Record<string, MxStats>;
+  /** Counters summed over the domain's MX addresses (ASCII or Unicode name; zeros for a domain without MX hosts). */
+  statsFor(domain: string): MxStats;
+  /** DNS queries received, keyed `name/TYPE` (e.g. `accept.test/MX`); for cache tests. */
+  dnsQueries(): Record<string, number>;
+  /** Zeroes SMTP counters and DNS query counts (greylist memory is kept). */
+  resetStats(): void;
+  /** Closes every server and socket at once, pending tarpits included. Safe to call twice. */
+  close(): Promise<void>;
+}
+
+const SMTP_PORT_MIN = 20_000;
+const SMTP_PORT_MAX = 60_000;
+const SMTP_PORT_ATTEMPTS = 50;
+
+function mxSpecs(): { live: MxServerSpec[]; dead: string[] } {
+  const live: MxServerSpec[] = [];
+  const dead: string[] = [];
+  for (const d of SIM_DOMAINS) {
+    for (const m of d.mx) {
+      if (!m.ip || !m.smtp) continue;
+      if (m.smtp === 'dead') dead.push(m.ip);
+      else
+        live.push({
+          ip: m.ip,
+          host: m.exchange,
+          kind: m.smtp,
+          ...(d.domain === 'gmail.com' ? { extraMailboxes: SIM_GMAIL_MAILBOXES } : {}),
+        });
+    }
+  }
+  return { live, dead };
+}
+
+function isAddrInUse(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && (err as { code?: unknown }).code === 'EADDRINUSE';
+}
+
+/** Starts every MX server on one port: the requested one, or a random one free on all sim addresses. */
+async function startAllMx(
+  live: MxServerSpec[],
+  dead: string[],
+  requested: number | undefined,
+  ctx: SmtpContext,
+): Promise<{ port: number; servers: RunningMx[] }> {
+  const fixed = requested !== undefined && requested !== 0;
+  let lastError: unknown;
+  for (let attempt = 0; attempt < (fixed ? 1 : SMTP_PORT_ATTEMPTS); attempt++) {
+    const port = fixed ? requested : SMTP_PORT_MIN + Math.floor(Math.random() * (SMTP_PORT_MAX - SMTP_PORT_MIN + 1));
+    try {
+      // A dead address must stay dead: nothing (say a 0.0.0.0 listener) may answer on it.
+      for (const ip of dead) await probeFree(ip, port);
+    } catch (err) {
+      lastError = err;
+      if (isAddrInUse(err) && !fixed) continue;
+      throw err;
+    }
+    const results = await Promise.allSettled(live.map(spec => startMx(spec, port, ctx)));
+    const servers = results.flatMap(r => (r.status === 'fulfilled' ? [r.value] : []));
+    const failure = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (!failure) return { port, servers };
+    await Promise.all(servers.map(s => s.close()));
+    lastError = failure.reason;
+    if (!isAddrInUse(failure.reason) || fixed) throw failure.reason;
+  }
+  throw new Error(`sim: no free SMTP port after ${SMTP_PORT_ATTEMPTS} attempts`, { cause: lastError });
+}
+
+function findDomain(domain: string): SimDomain | undefined {
+  const name = domain.trim().replace(/\.$/, '').toLowerCase();
+  const ascii = domainToASCII(name) || name;
+  return SIM_DOMAINS.find(d => d.domain === ascii);
+}
+
+export async function startSim(opts: SimOptions = {}): Promise<Sim> {
+  const ctx: SmtpContext = {
+    greylistMs: opts.greylistMs ?? 300,
+    tarpitMs: opts.tarpitMs ?? 30_000,
+    slowBannerMs: opts.slowBannerMs ?? 400,
+    replyLatencyMs: opts.replyLatencyMs ?? 0,
+    timers: new Timers(),
+  };
+  const { live, dead } = mxSpecs();
+
+  const dns: DnsServer = await startDns(buildZone(), opts.dnsPort ?? 0);
+  let servers: RunningMx[];
+  let smtpPort: number;
+  try {
+    ({ port: smtpPort, servers } = await startAllMx(live, dead, opts.smtpPort, ctx));
+  } catch (err) {
+    ctx.timers.clear();
+    await dns.close();
+    throw err;
+  }
+
+  const statsByIp = new Map<string, MxStats>();
+  for (const ip of dead) statsByIp.set(ip, emptyStats());
+  for (const s of servers) statsByIp.set(s.ip, s.stats);
+
+  let closing: Promise<void> | undefined;
+
+  return {
+    dnsServers: `${SIM_DNS_IP}:${dns.port}`,
+    smtpPort,
+    stats() {
+      return Object.fromEntries([...statsByIp].map(([ip, s]) => [ip, { ...s }]));
+    },
+    statsFor(domain) {
+      const total = emptyStats();
+      const ips = new Set((findDomain(domain)?.mx ?? []).flatMap(m => (m.ip ? [m.ip] : [])));
+      for (const ip of ips) {
+        const s = statsByIp.get(ip);
+        if (!s) continue;
+        for (const key of Object.keys(total) as (keyof MxStats)[]) total[key] += s[key];
+      }
+      return total;
+    },
+    dnsQueries() {
+      return Object.fromEntries(dns.queries);
+    },
+    resetStats() {
+      for (const s of statsByIp.values()) Object.assign(s, emptyStats());
+      dns.queries.clear();
+    },
+    close() {
+      closing ??= (async () => {
+        ctx.timers.clear();
+        await Promise.all([...servers.map(s => s.close()), dns.close()]);
+      })();
+      return closing;
+    },
+  };
+}

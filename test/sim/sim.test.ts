@@ -1,0 +1,558 @@
+// Tests of the simulated internet itself, with plain node:dns and raw sockets: every DNS
+// behaviour gives the resolver error the service relies on, every mail server answers with the
+// exact reply lines the table promises, and the counters count.
+
+import { once } from 'node:events';
+import { Resolver } from 'node:dns/promises';
+import net from 'node:net';
+import { StringDecoder } from 'node:string_decoder';
+import tls from 'node:tls';
+import t from 'tap';
+import { SIM_DOMAINS, startSim, type MxStats, type Sim } from './index.ts';
+
+// ---------------------------------------------------------------------------------------------
+// A minimal SMTP client: one reply (all its lines) per read, nothing else.
+
+class SmtpClient {
+  private sock: net.Socket | tls.TLSSocket;
+  private buf = '';
+  private partial: string[] = [];
+  private readonly replies: string[][] = [];
+  private waiter: { resolve: (r: string[]) => void; reject: (e: Error) => void } | undefined;
+  closed = false;
+  readonly closedEvent: Promise<void>;
+  private markClosed!: () => void;
+
+  private constructor(sock: net.Socket) {
+    this.sock = sock;
+    this.closedEvent = new Promise(resolve => (this.markClosed = resolve));
+    this.attach(sock);
+  }
+
+  static async open(ip: string, port: number): Promise<SmtpClient> {
+    const sock = net.connect({ host: ip, port });
+    await once(sock, 'connect');
+    return new SmtpClient(sock);
+  }
+
+  private attach(sock: net.Socket | tls.TLSSocket): void {
+    const decoder = new StringDecoder('utf8');
+    sock.on('data', (chunk: Buffer) => this.onData(decoder.write(chunk)));
+    sock.on('error', () => {});
+    sock.on('close', () => {
+      if (sock !== this.sock) return;
+      this.closed = true;
+      this.markClosed();
+      this.waiter?.reject(new Error('connection closed'));
+      this.waiter = undefined;
+    });
+  }
+
+  private onData(text: string): void {
+    this.buf += text;
+    let nl: number;
+    while ((nl = this.buf.indexOf('\r\n')) >= 0) {
+      const line = this.buf.slice(0, nl);
+      this.buf = this.buf.slice(nl + 2);
+      this.partial.push(line);
+      if (/^\d{3}-/.test(line)) continue;
+      const reply = this.partial;
+      this.partial = [];
+      if (this.waiter) {
+        const w = this.waiter;
+        this.waiter = undefined;
+        w.resolve(reply);
+      } else this.replies.push(reply);
+    }
+  }
+
+  reply(timeoutMs = 3000): Promise<string[]> {
+    const queued = this.replies.shift();
+    if (queued) return Promise.resolve(queued);
+    if (this.closed) return Promise.reject(new Error('connection closed'));
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.waiter = undefined;
+        reject(new Error('reply timeout'));
+      }, timeoutMs);
+      this.waiter = {
+        resolve: r => (clearTimeout(timer), resolve(r)),
+        reject: e => (clearTimeout(timer), reject(e)),
+      };
+    });
+  }
+
+  write(data: string): void {
+    this.sock.write(data);
+  }
+
+  cmd(line: string, timeoutMs?: number): Promise<string[]> {
+    this.write(`${line}\r\n`);
+    return this.reply(timeoutMs);
+  }
+
+  /** Sends STARTTLS (expects 220) and wraps the socket in TLS. */
+  async starttls(): Promise<string[]> {
+    const reply = await this.cmd('STARTTLS');
+    const raw = this.sock as net.Socket;
+    raw.removeAllListeners('data');
+    raw.removeAllListeners('close');
+    const secure = tls.connect({ socket: raw, rejectUnauthorized: false });
+    this.sock = secure;
+    this.attach(secure);
+    await once(secure, 'secureConnect');
+    return reply;
+  }
+
+  close(): void {
+    this.sock.destroy();
+  }
+}
+
+const EMPTY: MxStats = { connections: 0, ehlo: 0, helo: 0, starttls: 0, mail: 0, rcpt: 0, rset: 0, quit: 0, data: 0 };
+
+function ipOf(domain: string, index = 0): string {
+  const ip = SIM_DOMAINS.find(d => d.domain === domain)?.mx[index]?.ip;
+  if (!ip) throw new Error(`no MX ip for ${domain}`);
+  return ip;
+}
+
+const NORMAL_EHLO = (host: string): string[] => [
+  `250-${host} Nice to meet you, [127.0.0.1]`,
+  '250-PIPELINING',
+  '250-8BITMIME',
+  '250-ENHANCEDSTATUSCODES',
+  '250 STARTTLS',
+];
+const UNKNOWN = (addr: string): string[] => [`550 5.1.1 <${addr}>: Recipient address rejected: User unknown`];
+const OK_RCPT = ['250 2.1.5 Accepted'];
+const OK_MAIL = ['250 2.1.0 Accepted'];
+const GREYLISTED = (addr: string): string[] => [
+  `450 4.7.1 <${addr}>: Recipient address rejected: Greylisted, try again later`,
+];
+
+const sleep = (ms: number): Promise<void> => new Promise(resolve => setTimeout(resolve, ms));
+
+// ---------------------------------------------------------------------------------------------
+
+const sim: Sim = await startSim({ greylistMs: 300, tarpitMs: 400, slowBannerMs: 400 });
+t.teardown(() => sim.close());
+
+/** The part of a tap Test the helpers use (the top-level `t` and subtests both fit). */
+interface Tap {
+  teardown(fn: () => unknown): void;
+  equal(found: unknown, wanted: unknown, ...message: [string]): boolean;
+  strictSame(found: unknown, wanted: unknown, ...message: [string]): boolean;
+}
+
+/** Opens a session on the domain's MX (index-th) and reads the banner. */
+async function session(t: Tap, domain: string, index = 0): Promise<{ c: SmtpClient; banner: string[] }> {
+  const c = await SmtpClient.open(ipOf(domain, index), sim.smtpPort);
+  t.teardown(() => c.close());
+  return { c, banner: await c.reply() };
+}
+
+/** EHLO + MAIL FROM on a normal smtp-server based MX, asserting both. */
+async function ready(t: Tap, domain: string, from = 'probe@sender.test'): Promise<SmtpClient> {
+  const { c } = await session(t, domain);
+  t.equal((await c.cmd('EHLO client.test'))[0]?.slice(0, 4), '250-', `${domain} EHLO`);
+  t.strictSame(await c.cmd(`MAIL FROM:<${from}>`), OK_MAIL, `${domain} MAIL FROM`);
+  return c;
+}
+
+t.test('DNS', async t => {
+  const resolver = new Resolver({ timeout: 500, tries: 1 });
+  resolver.setServers([sim.dnsServers]);
+  t.match(sim.dnsServers, /^127\.0\.0\.1:\d+$/);
+
+  t.test('every MX domain serves its table MX list, each exchange its A and no AAAA', async t => {
+    for (const d of SIM_DOMAINS.filter(x => x.dns === 'mx')) {
+      t.strictSame(
+        await resolver.resolveMx(d.domain),
+        d.mx.map(m => ({ exchange: m.exchange, priority: m.priority })),
+        `${d.domain} MX`,
+      );
+      for (const m of d.mx) {
+        t.strictSame(await resolver.resolve4(m.exchange), [m.ip], `${m.exchange} A`);
+        await t.rejects(resolver.resolve6(m.exchange), { code: 'ENODATA' }, `${m.exchange} AAAA`);
+      }
+    }
+  });
+
+  t.test('TTL 300, names case-insensitive', async t => {
+    t.strictSame(await resolver.resolve4('mx1.accept.test', { ttl: true }), [{ address: '127.0.10.1', ttl: 300 }]);
+    t.strictSame(await resolver.resolveMx('ACCEPT.Test'), [{ exchange: 'mx1.accept.test', priority: 10 }]);
+    t.strictSame(await resolver.resolveMx('gmail.com'), [{ exchange: 'gmail-smtp-in.l.google.com.sim', priority: 5 }]);
+    t.strictSame(await resolver.resolveMx('xn--bcher-kva.test'), [{ exchange: 'mx1.xn--bcher-kva.test', priority: 10 }]);
+    // Node's resolver converts a Unicode name to its A-labels (punycode) before it asks.
+    t.strictSame(await resolver.resolveMx('bücher.test'), [{ exchange: 'mx1.xn--bcher-kva.test', priority: 10 }]);
+  });
+
+  t.test('null MX (RFC 7505) comes back as exchange "" priority 0', async t => {
+    t.strictSame(await resolver.resolveMx('nullmx.test'), [{ exchange: '', priority: 0 }]);
+    await t.rejects(resolver.resolve4('nullmx.test'), { code: 'ENODATA' });
+  });
+
+  t.test('A-only domain: no MX, A of the domain itself', async t => {
+    await t.rejects(resolver.resolveMx('aonly.test'), { code: 'ENODATA' });
+    t.strictSame(await resolver.resolve4('aonly.test'), ['127.0.10.15']);
+    await t.rejects(resolver.resolve6('aonly.test'), { code: 'ENODATA' });
+  });
+
+  t.test('NODATA, NXDOMAIN, SERVFAIL', async t => {
+    for (const rr of ['resolveMx', 'resolve4', 'resolve6'] as const) {
+      await t.rejects((resolver[rr] as (name: string) => Promise<unknown>)('nodata.test'), { code: 'ENODATA' }, `nodata.test ${rr}`);
+    }
+    for (const name of ['nxdomain.test', 'gmial.com', 'nope.accept.test']) {
+      await t.rejects(resolver.resolveMx(name), { code: 'ENOTFOUND' }, name);
+    }
+    await t.rejects(resolver.resolveMx('servfail.test'), { code: 'ESERVFAIL' });
+    await t.rejects(resolver.resolve4('servfail.test'), { code: 'ESERVFAIL' });
+  });
+
+  t.test('timeout.test is never answered', async t => {
+    const start = Date.now();
+    await t.rejects(resolver.resolveMx('timeout.test'), { code: 'ETIMEOUT' });
+    t.ok(Date.now() - start >= 450, 'waited for the resolver timeout');
+  });
+
+  t.test('queries are counted', async t => {
+    sim.resetStats();
+    await resolver.resolveMx('accept.test');
+    await resolver.resolveMx('accept.test');
+    await t.rejects(resolver.resolveMx('gmial.com'));
+    t.strictSame(sim.dnsQueries(), { 'accept.test/MX': 2, 'gmial.com/MX': 1 });
+  });
+});
+
+t.test('SMTP', async t => {
+  t.test('accept.test: a whole normal session, exact replies and counters', async t => {
+    sim.resetStats();
+    const { c, banner } = await session(t, 'accept.test');
+    t.strictSame(banner, ['220 mx1.accept.test ESMTP']);
+    t.strictSame(await c.cmd('EHLO client.test'), NORMAL_EHLO('mx1.accept.test'), 'no SMTPUTF8');
+    t.strictSame(await c.cmd('MAIL FROM:<probe@sender.test>'), OK_MAIL);
+    t.strictSame(await c.cmd('RCPT TO:<jane.doe@accept.test>'), OK_RCPT);
+    t.strictSame(await c.cmd('RCPT TO:<Jane.Doe@ACCEPT.test>'), OK_RCPT, 'case-insensitive');
+    t.strictSame(await c.cmd('RCPT TO:<"john..doe"@accept.test>'), OK_RCPT, 'quoted local part');
+    t.strictSame(await c.cmd('RCPT TO:<"john.smith"@accept.test>'), OK_RCPT, 'quoted dot-atom = unquoted');
+    t.strictSame(await c.cmd('RCPT TO:<john..doe@accept.test>'), UNKNOWN('john..doe@accept.test'));
+    t.strictSame(await c.cmd('RCPT TO:<no.such.user@accept.test>'), UNKNOWN('no.such.user@accept.test'));
+    t.strictSame(await c.cmd('RCPT TO:<postmaster>'), OK_RCPT);
+    t.strictSame(await c.cmd('RCPT TO:<josé@accept.test>'), [
+      '553 5.6.7 <josé@accept.test>: Recipient address rejected: SMTPUTF8 is required for this address',
+    ]);
+    t.strictSame(await c.cmd('DATA'), ['554 5.5.1 Error: DATA is not accepted here (a validator never sends DATA)']);
+    t.strictSame(await c.cmd('RSET'), ['250 2.0.0 Flushed']);
+    for (let i = 0; i < 3; i++) {
+      t.strictSame(await c.cmd(`MAIL FROM:<probe${i}@sender.test>`), OK_MAIL);
+      for (const local of ['info', 'support', 'sales', 'admin', 'postmaster']) {
+        t.strictSame(await c.cmd(`RCPT TO:<${local}@accept.test>`), OK_RCPT, local);
+      }
+      t.strictSame(await c.cmd('RSET'), ['250 2.0.0 Flushed']);
+    }
+    t.strictSame(await c.cmd('QUIT'), ['221 2.0.0 Bye']);
+    await c.closedEvent;
+    t.strictSame(sim.statsFor('accept.test'), {
+      connections: 1,
+      ehlo: 1,
+      helo: 0,
+      starttls: 0,
+      mail: 4,
+      rcpt: 8 + 15,
+      rset: 4,
+      quit: 1,
+      data: 1,
+    });
+    t.strictSame(sim.stats()['127.0.10.1'], sim.statsFor('accept.test'));
+  });
+
+  t.test('pipelining and commands split across TCP chunks (smtp-server and raw)', async t => {
+    for (const domain of ['accept.test', 'multiline.test']) {
+      const { c } = await session(t, domain);
+      await c.cmd('EHLO client.test');
+      c.write(`MAIL FROM:<p@sender.test>\r\nRCPT TO:<jane.doe@${domain}>\r\nRCPT TO:<x@${domain}>\r\nRSET\r\nMAIL FROM:<p@sender.test>\r\nRCPT TO:<jo`);
+      await sleep(30);
+      c.write(`hn.smith@${domain}>\r`);
+      await sleep(30);
+      c.write('\nQUIT\r\n');
+      const replies: string[][] = [];
+      for (let i = 0; i < 7; i++) replies.push(await c.reply());
+      t.strictSame(
+        replies.map(r => r.map(l => l.slice(0, 4))),
+        [['250 '], ['250 '], ['550-', '550 '].slice(domain === 'multiline.test' ? 0 : 1), ['250 '], ['250 '], ['250 '], ['221 ']],
+        domain,
+      );
+      await c.closedEvent;
+    }
+  });
+
+  t.test('catchall.test and mailinator.com accept every RCPT', async t => {
+    for (const domain of ['catchall.test', 'mailinator.com']) {
+      const c = await ready(t, domain);
+      t.strictSame(await c.cmd(`RCPT TO:<x8f3kq0zz@${domain}>`), OK_RCPT);
+      t.strictSame(await c.cmd(`RCPT TO:<jane.doe@${domain}>`), OK_RCPT);
+    }
+  });
+
+  t.test('greylist.test: 450 until greylistMs after the first attempt, then normal', async t => {
+    const c = await ready(t, 'greylist.test', 'grey@sender.test');
+    t.strictSame(await c.cmd('RCPT TO:<jane.doe@greylist.test>'), GREYLISTED('jane.doe@greylist.test'));
+    t.strictSame(await c.cmd('RCPT TO:<nobody@greylist.test>'), GREYLISTED('nobody@greylist.test'));
+    t.strictSame(await c.cmd('RCPT TO:<jane.doe@greylist.test>'), GREYLISTED('jane.doe@greylist.test'), 'too soon');
+    await sleep(350);
+    t.strictSame(await c.cmd('RCPT TO:<jane.doe@greylist.test>'), OK_RCPT);
+    t.strictSame(await c.cmd('RCPT TO:<nobody@greylist.test>'), UNKNOWN('nobody@greylist.test'));
+    t.strictSame(await c.cmd('RSET'), ['250 2.0.0 Flushed']);
+    t.strictSame(await c.cmd('MAIL FROM:<other@sender.test>'), OK_MAIL);
+    t.strictSame(await c.cmd('RCPT TO:<jane.doe@greylist.test>'), GREYLISTED('jane.doe@greylist.test'), 'new pair');
+  });
+
+  t.test('greylist-forever.test: always 450 4.7.1', async t => {
+    const c = await ready(t, 'greylist-forever.test');
+    t.strictSame(await c.cmd('RCPT TO:<jane.doe@greylist-forever.test>'), GREYLISTED('jane.doe@greylist-forever.test'));
+  });
+
+  t.test('banner421.test: 421 banner, then the server closes', async t => {
+    sim.resetStats();
+    const { c, banner } = await session(t, 'banner421.test');
+    t.strictSame(banner, ['421 4.3.2 Service not available, closing transmission channel']);
+    await c.closedEvent;
+    t.strictSame(sim.statsFor('banner421.test'), { ...EMPTY, connections: 1 });
+  });
+
+  t.test('tarpit.test: the RCPT reply comes after tarpitMs', async t => {
+    const c = await ready(t, 'tarpit.test');
+    const start = Date.now();
+    t.strictSame(await c.cmd('RCPT TO:<jane.doe@tarpit.test>'), OK_RCPT);
+    t.ok(Date.now() - start >= 380, `waited ${Date.now() - start} ms`);
+  });
+
+  t.test('slowbanner.test: the banner comes after slowBannerMs', async t => {
+    const start = Date.now();
+    const { c, banner } = await session(t, 'slowbanner.test');
+    t.strictSame(banner, ['220 mx1.slowbanner.test ESMTP']);
+    t.ok(Date.now() - start >= 380, `waited ${Date.now() - start} ms`);
+    t.strictSame(await c.cmd('EHLO client.test'), NORMAL_EHLO('mx1.slowbanner.test'));
+  });
+
+  t.test('dropped.test: RCPT kills the connection without a reply', async t => {
+    sim.resetStats();
+    const c = await ready(t, 'dropped.test');
+    await t.rejects(c.cmd('RCPT TO:<jane.doe@dropped.test>'), { message: 'connection closed' });
+    t.strictSame(sim.statsFor('dropped.test'), { ...EMPTY, connections: 1, ehlo: 1, mail: 1, rcpt: 1 });
+  });
+
+  t.test('starttls.test: MAIL needs STARTTLS first; normal after TLS', async t => {
+    sim.resetStats();
+    const { c } = await session(t, 'starttls.test');
+    t.strictSame(await c.cmd('EHLO client.test'), NORMAL_EHLO('mx1.starttls.test'));
+    t.strictSame(await c.cmd('MAIL FROM:<probe@sender.test>'), ['530 5.7.0 Must issue a STARTTLS command first']);
+    t.strictSame(await c.starttls(), ['220 2.0.0 Ready to start TLS']);
+    t.strictSame(await c.cmd('EHLO client.test'), [
+      '250-mx1.starttls.test Nice to meet you, [127.0.0.1]',
+      '250-PIPELINING',
+      '250-8BITMIME',
+      '250 ENHANCEDSTATUSCODES',
+    ], 'no STARTTLS once secure');
+    t.strictSame(await c.cmd('MAIL FROM:<probe@sender.test>'), OK_MAIL);
+    t.strictSame(await c.cmd('RCPT TO:<jane.doe@starttls.test>'), OK_RCPT);
+    t.strictSame(await c.cmd('RCPT TO:<x@starttls.test>'), UNKNOWN('x@starttls.test'));
+    t.strictSame(await c.cmd('QUIT'), ['221 2.0.0 Bye']);
+    t.strictSame(sim.statsFor('starttls.test'), { ...EMPTY, connections: 1, ehlo: 2, starttls: 1, mail: 2, rcpt: 2, quit: 1 });
+  });
+
+  t.test('policy.test: every RCPT 550 5.7.1', async t => {
+    const c = await ready(t, 'policy.test');
+    t.strictSame(await c.cmd('RCPT TO:<jane.doe@policy.test>'), [
+      '550 5.7.1 Service unavailable; client host [127.0.0.1] blocked using zen.spamhaus.org',
+    ]);
+  });
+
+  t.test('blocklist-text.test: no enhanced codes, every RCPT 554', async t => {
+    const { c, banner } = await session(t, 'blocklist-text.test');
+    t.strictSame(banner, ['220 mx1.blocklist-text.test ESMTP']);
+    t.strictSame(await c.cmd('EHLO client.test'), ['250-mx1.blocklist-text.test', '250-PIPELINING', '250 8BITMIME']);
+    t.strictSame(await c.cmd('MAIL FROM:<probe@sender.test>'), ['250 OK']);
+    t.strictSame(await c.cmd('RCPT TO:<jane.doe@blocklist-text.test>'), ['554 Your IP address is listed on a blocklist']);
+    t.strictSame(await c.cmd('RSET'), ['250 OK']);
+    t.strictSame(await c.cmd('QUIT'), ['221 Bye']);
+  });
+
+  t.test('mailboxfull.test: known 552 5.2.2, unknown 550 5.1.1', async t => {
+    const c = await ready(t, 'mailboxfull.test');
+    t.strictSame(await c.cmd('RCPT TO:<jane.doe@mailboxfull.test>'), ['552 5.2.2 <jane.doe@mailboxfull.test>: Mailbox full']);
+    t.strictSame(await c.cmd('RCPT TO:<x@mailboxfull.test>'), UNKNOWN('x@mailboxfull.test'));
+  });
+
+  t.test('dead MX addresses refuse connections; the backups answer', async t => {
+    for (const [domain, index] of [['multimx.test', 0], ['alldead.test', 0], ['alldead.test', 1], ['catchall-backup.test', 0]] as const) {
+      await t.rejects(SmtpClient.open(ipOf(domain, index), sim.smtpPort), { code: 'ECONNREFUSED' }, `${domain} mx${index + 1}`);
+    }
+    const { c: multi, banner } = await session(t, 'multimx.test', 1);
+    t.strictSame(banner, ['220 mx2.multimx.test ESMTP']);
+    await multi.cmd('EHLO client.test');
+    await multi.cmd('MAIL FROM:<p@sender.test>');
+    t.strictSame(await multi.cmd('RCPT TO:<jane.doe@multimx.test>'), OK_RCPT);
+    t.strictSame(await multi.cmd('RCPT TO:<x@multimx.test>'), UNKNOWN('x@multimx.test'));
+    const { c: backup } = await session(t, 'catchall-backup.test', 1);
+    await backup.cmd('EHLO client.test');
+    await backup.cmd('MAIL FROM:<p@sender.test>');
+    t.strictSame(await backup.cmd('RCPT TO:<zz9q@catchall-backup.test>'), OK_RCPT);
+  });
+
+  t.test('aonly.test, bücher.test, badaddr553.test, gmail.com', async t => {
+    const { c: a, banner } = await session(t, 'aonly.test');
+    t.strictSame(banner, ['220 aonly.test ESMTP']);
+    await a.cmd('EHLO client.test');
+    await a.cmd('MAIL FROM:<p@sender.test>');
+    t.strictSame(await a.cmd('RCPT TO:<jane.doe@aonly.test>'), OK_RCPT);
+
+    const idn = await ready(t, 'xn--bcher-kva.test');
+    t.strictSame(await idn.cmd('RCPT TO:<jane.doe@xn--bcher-kva.test>'), OK_RCPT);
+    t.strictSame(await idn.cmd('RCPT TO:<x@xn--bcher-kva.test>'), UNKNOWN('x@xn--bcher-kva.test'));
+
+    const bad = await ready(t, 'badaddr553.test');
+    t.strictSame(await bad.cmd('RCPT TO:<x@badaddr553.test>'), ['553 5.1.3 Bad recipient address syntax']);
+    t.strictSame(await bad.cmd('RCPT TO:<john.smith@badaddr553.test>'), OK_RCPT);
+
+    const gmail = await ready(t, 'gmail.com');
+    for (const local of ['sim.person.one', 'sim.person.two', 'jane.doe']) {
+      t.strictSame(await gmail.cmd(`RCPT TO:<${local}@gmail.com>`), OK_RCPT, local);
+    }
+    t.strictSame(await gmail.cmd('RCPT TO:<sim.person.three@gmail.com>'), UNKNOWN('sim.person.three@gmail.com'));
+  });
+
+  t.test('utf8.test advertises SMTPUTF8 and knows josé', async t => {
+    const { c } = await session(t, 'utf8.test');
+    t.strictSame(await c.cmd('EHLO client.test'), [
+      '250-mx1.utf8.test Nice to meet you, [127.0.0.1]',
+      '250-PIPELINING',
+      '250-8BITMIME',
+      '250-SMTPUTF8',
+      '250-ENHANCEDSTATUSCODES',
+      '250 STARTTLS',
+    ]);
+    t.strictSame(await c.cmd('MAIL FROM:<probe@sender.test> SMTPUTF8'), OK_MAIL);
+    t.strictSame(await c.cmd('RCPT TO:<josé@utf8.test>'), OK_RCPT);
+    t.strictSame(await c.cmd('RCPT TO:<JOSÉ@utf8.test>'), OK_RCPT);
+    t.strictSame(await c.cmd('RCPT TO:<jane.doe@utf8.test>'), OK_RCPT);
+    t.strictSame(await c.cmd('RCPT TO:<maría@utf8.test>'), UNKNOWN('maría@utf8.test'));
+  });
+
+  t.test('heloonly.test: EHLO 502, HELO works, then normal', async t => {
+    sim.resetStats();
+    const { c, banner } = await session(t, 'heloonly.test');
+    t.strictSame(banner, ['220 mx1.heloonly.test SMTP ready']);
+    t.strictSame(await c.cmd('EHLO client.test'), ['502 5.5.2 Error: command not recognized']);
+    t.strictSame(await c.cmd('MAIL FROM:<p@sender.test>'), ['503 5.5.1 Error: send HELO/EHLO first']);
+    t.strictSame(await c.cmd('HELO client.test'), ['250 mx1.heloonly.test']);
+    t.strictSame(await c.cmd('STARTTLS'), ['502 5.5.2 Error: command not recognized']);
+    t.strictSame(await c.cmd('RCPT TO:<jane.doe@heloonly.test>'), ['503 5.5.1 Error: need MAIL command']);
+    t.strictSame(await c.cmd('MAIL FROM:<p@sender.test>'), ['250 2.1.0 Ok']);
+    t.strictSame(await c.cmd('RCPT TO:<jane.doe@heloonly.test>'), ['250 2.1.5 Ok']);
+    t.strictSame(await c.cmd('RCPT TO:<x@heloonly.test>'), UNKNOWN('x@heloonly.test'));
+    t.strictSame(await c.cmd('DATA'), ['554 5.5.1 Error: DATA is not accepted here (a validator never sends DATA)']);
+    t.strictSame(await c.cmd('RSET'), ['250 2.0.0 Ok']);
+    t.strictSame(await c.cmd('QUIT'), ['221 2.0.0 Bye']);
+    await c.closedEvent;
+    t.strictSame(sim.statsFor('heloonly.test'), {
+      connections: 1,
+      ehlo: 1,
+      helo: 1,
+      starttls: 1,
+      mail: 2,
+      rcpt: 3,
+      rset: 1,
+      quit: 1,
+      data: 1,
+    });
+  });
+
+  t.test('multiline.test: multi-line banner, EHLO and rejection', async t => {
+    const { c, banner } = await session(t, 'multiline.test');
+    t.strictSame(banner, ['220-mx1.multiline.test ESMTP', '220-Welcome', '220 ready']);
+    t.strictSame(await c.cmd('EHLO client.test'), [
+      '250-mx1.multiline.test at your service',
+      '250-SIZE 35882577',
+      '250-8BITMIME',
+      '250-ENHANCEDSTATUSCODES',
+      '250 PIPELINING',
+    ]);
+    t.strictSame(await c.cmd('MAIL FROM:<p@sender.test>'), ['250 2.1.0 OK']);
+    t.strictSame(await c.cmd('RCPT TO:<jane.doe@multiline.test>'), ['250 2.1.5 OK']);
+    t.strictSame(await c.cmd('RCPT TO:<x@multiline.test>'), [
+      '550-5.1.1 The email account that you tried to reach does not exist.',
+      "550 5.1.1 Please try double-checking the recipient's email address.",
+    ]);
+  });
+
+  t.test('usertext.test: no enhanced codes, user unknown in words', async t => {
+    const { c } = await session(t, 'usertext.test');
+    t.strictSame(await c.cmd('EHLO client.test'), ['250-mx1.usertext.test', '250-PIPELINING', '250 8BITMIME']);
+    t.strictSame(await c.cmd('MAIL FROM:<p@sender.test>'), ['250 OK']);
+    t.strictSame(await c.cmd('RCPT TO:<jane.doe@usertext.test>'), ['250 OK']);
+    t.strictSame(await c.cmd('RCPT TO:<x@usertext.test>'), ['550 Requested action not taken: mailbox unavailable (user unknown)']);
+  });
+
+  t.test('slowmx.test: every reply 150 ms late', async t => {
+    let start = Date.now();
+    const { c, banner } = await session(t, 'slowmx.test');
+    t.strictSame(banner, ['220 mx1.slowmx.test ESMTP']);
+    t.ok(Date.now() - start >= 140, 'banner late');
+    start = Date.now();
+    await c.cmd('EHLO client.test');
+    t.ok(Date.now() - start >= 140, 'EHLO late');
+    start = Date.now();
+    t.strictSame(await c.cmd('MAIL FROM:<p@sender.test>'), OK_MAIL);
+    t.strictSame(await c.cmd('RCPT TO:<jane.doe@slowmx.test>'), OK_RCPT);
+    t.ok(Date.now() - start >= 280, 'MAIL and RCPT late');
+  });
+});
+
+t.test('stats: keyed by MX address, summed per domain, reset', async t => {
+  sim.resetStats();
+  const { c } = await session(t, 'multimx.test', 1);
+  await c.cmd('EHLO client.test');
+  const all = sim.stats();
+  const ips = new Set(SIM_DOMAINS.flatMap(d => d.mx.flatMap(m => (m.ip ? [m.ip] : []))));
+  t.strictSame(new Set(Object.keys(all)), ips, 'one entry per MX address, dead ones included');
+  t.strictSame(all['127.0.254.1'], EMPTY, 'dead mx1.multimx.test');
+  t.strictSame(all['127.0.10.13'], { ...EMPTY, connections: 1, ehlo: 1 });
+  t.strictSame(sim.statsFor('multimx.test'), { ...EMPTY, connections: 1, ehlo: 1 });
+  t.strictSame(sim.statsFor('MultiMX.test.'), { ...EMPTY, connections: 1, ehlo: 1 });
+  t.strictSame(sim.statsFor('nxdomain.test'), EMPTY);
+  t.strictSame(sim.statsFor('bücher.test'), EMPTY);
+  sim.resetStats();
+  t.strictSame(sim.statsFor('multimx.test'), EMPTY);
+});
+
+t.test('other sims in parallel: own ports; close() is prompt with a tarpit pending; replyLatencyMs', async t => {
+  const [slow, tarpit] = await Promise.all([startSim({ replyLatencyMs: 100 }), startSim()]);
+  t.teardown(() => Promise.all([slow.close(), tarpit.close()]));
+  t.not(slow.smtpPort, sim.smtpPort);
+  t.not(tarpit.smtpPort, slow.smtpPort);
+  t.not(slow.dnsServers, sim.dnsServers);
+
+  let start = Date.now();
+  const c = await SmtpClient.open(ipOf('accept.test'), slow.smtpPort);
+  t.strictSame(await c.reply(), ['220 mx1.accept.test ESMTP']);
+  t.ok(Date.now() - start >= 90, 'banner late');
+  start = Date.now();
+  await c.cmd('EHLO client.test');
+  t.ok(Date.now() - start >= 90, 'EHLO late');
+  c.close();
+
+  const p = await SmtpClient.open(ipOf('tarpit.test'), tarpit.smtpPort);
+  await p.reply();
+  await p.cmd('EHLO client.test');
+  await p.cmd('MAIL FROM:<p@sender.test>');
+  p.write('RCPT TO:<jane.doe@tarpit.test>\r\n');
+  await sleep(50);
+  start = Date.now();
+  await tarpit.close();
+  await p.closedEvent;
+  t.ok(Date.now() - start < 1000, `closed in ${Date.now() - start} ms`);
+  t.strictSame(tarpit.statsFor('tarpit.test'), { ...EMPTY, connections: 1, ehlo: 1, mail: 1, rcpt: 1 });
+  await tarpit.close(); // twice is fine
+});
