@@ -120,6 +120,7 @@ export async function startDns(zone: Zone, port: number): Promise<DnsServer> {
     // Send errors after close; bind errors are reported by the bind promise below.
   });
 
+  // bind() directly: dns2's createServer().listen() never settles when the port is taken.
   await new Promise<void>((resolve, reject) => {
     const onError = (err: Error): void => reject(err);
     server.once('error', onError);

@@ -5,7 +5,7 @@
 // Environment (all optional): SIM_DNS_PORT (5354), SIM_SMTP_PORT (2525), SIM_GREYLIST_MS (300),
 // SIM_TARPIT_MS (30000), SIM_SLOW_BANNER_MS (400), SIM_REPLY_LATENCY_MS (0).
 
-import { SIM_DOMAINS, SIM_EXAMPLES, SIM_READY_DOMAIN, SIM_UNKNOWN_LOCAL, startSim, type SimExpectation, type SimOptions } from './index.ts';
+import { SIM_DOMAINS, SIM_EXAMPLES, SIM_READY_DOMAIN, SIM_UNKNOWN_LOCAL, startSim, type Sim, type SimExpectation, type SimOptions } from './index.ts';
 
 function intFromEnv(key: string, fallback: number, min: number, max: number): number {
   const raw = process.env[key];
@@ -27,7 +27,24 @@ const options: SimOptions = {
   replyLatencyMs: intFromEnv('SIM_REPLY_LATENCY_MS', 0, 0, 86_400_000),
 };
 
-let sim;
+// Signal handlers first, so a Ctrl-C during start-up also ends cleanly.
+let sim: Sim | undefined;
+let stopping = false;
+const stop = (): void => {
+  if (stopping) return;
+  stopping = true;
+  if (!sim) process.exit(0); // still starting: nothing to close yet, the sockets go with the process
+  sim.close().then(
+    () => process.exit(0),
+    err => {
+      process.stderr.write(`sim: close failed: ${err instanceof Error ? err.message : String(err)}\n`);
+      process.exit(1);
+    },
+  );
+};
+process.on('SIGINT', stop);
+process.on('SIGTERM', stop);
+
 try {
   sim = await startSim(options);
 } catch (err) {
@@ -62,17 +79,3 @@ process.stdout.write(
   ].join('\n'),
 );
 
-let stopping = false;
-const stop = (): void => {
-  if (stopping) return;
-  stopping = true;
-  sim.close().then(
-    () => process.exit(0),
-    err => {
-      process.stderr.write(`sim: close failed: ${err instanceof Error ? err.message : String(err)}\n`);
-      process.exit(1);
-    },
-  );
-};
-process.on('SIGINT', stop);
-process.on('SIGTERM', stop);

@@ -116,6 +116,17 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     reply.header('X-Request-ID', req.id);
   });
 
+  // Draining (SIGTERM): in-flight requests finish, and their keep-alive connections close after
+  // the response instead of holding the shutdown open until the keep-alive timeout.
+  let draining = false;
+  app.addHook('preClose', async () => {
+    draining = true;
+  });
+  app.addHook('onSend', async (_req, reply, payload) => {
+    if (draining) reply.header('Connection', 'close');
+    return payload;
+  });
+
   // The shared gates, in order: IP rate limit, key, key rate limit, scope, subscription.
   app.addHook('onRequest', async (req, reply) => {
     const cfg = req.routeOptions.config;
@@ -140,6 +151,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     if (rec.state === 'inactive') throw new ApiError('api_key_inactive');
     if (rec.expires_at && rec.expires_at.getTime() <= Date.now()) throw new ApiError('api_key_expired');
     req.log = req.log.child({ key: rec.display_prefix, account: rec.account_id });
+    reply.log = req.log;
     const k = await rateLimiter.hit(`key:${rec.id}`, config.rateLimitPerKey, MINUTE_MS);
     setRateHeaders(reply, k.remaining < ip.remaining ? k : ip);
     if (!k.allowed) throw rateLimited();

@@ -8,7 +8,12 @@ import type { Db } from './db.ts';
 const DIR = new URL('../../../infra/migrations/', import.meta.url);
 
 export async function migrate(db: Db): Promise<string[]> {
-  await db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())');
+  // Under the same lock: two concurrent CREATE TABLE IF NOT EXISTS on a fresh database can both
+  // pass the existence check, and the loser fails on pg_type's unique index.
+  await db.exec(`BEGIN;
+SELECT pg_advisory_xact_lock(727274);
+CREATE TABLE IF NOT EXISTS schema_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now());
+COMMIT;`);
   const applied: string[] = [];
   for (const name of readdirSync(DIR).filter((f) => f.endsWith('.sql')).sort()) {
     if (!/^[\w.-]+$/.test(name)) throw new Error(`bad migration file name ${name}`);

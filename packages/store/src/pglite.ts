@@ -5,7 +5,7 @@
 
 import { mkdirSync, openSync, closeSync, readFileSync, writeFileSync, unlinkSync } from 'node:fs';
 import path from 'node:path';
-import { PGlite } from '@electric-sql/pglite';
+import { PGlite, types } from '@electric-sql/pglite';
 import type { Db, Queryable, Row } from './db.ts';
 
 export class DataDirLockedError extends Error {
@@ -51,7 +51,9 @@ export function lockDataDir(dir: string): () => void {
 
 export async function openPglite(dataDir: string | undefined): Promise<Db> {
   const unlock = dataDir ? lockDataDir(dataDir) : () => {};
-  const pg = dataDir ? new PGlite(path.join(dataDir, 'pgdata')) : new PGlite();
+  // numeric (1700) comes back as a string by default: parse it to a number like the pg adapter does.
+  const parsers = { [types.NUMERIC]: (v: string) => Number(v) };
+  const pg = dataDir ? new PGlite(path.join(dataDir, 'pgdata'), { parsers }) : new PGlite({ parsers });
   await pg.waitReady;
   let chain: Promise<unknown> = Promise.resolve();
   const exclusive = <T>(fn: () => Promise<T>): Promise<T> => {
@@ -65,7 +67,17 @@ export async function openPglite(dataDir: string | undefined): Promise<Db> {
     kind: 'pglite',
     query: (sql, params) => exclusive(() => q(pg)(sql, params)),
     transaction: (fn) => exclusive(() => pg.transaction((tx) => fn({ query: q(tx) }))),
-    exec: (sql) => exclusive(async () => void (await pg.exec(sql))),
+    // A script that fails after its own BEGIN leaves the one connection in an aborted transaction;
+    // roll it back before anyone else's query runs (the pg adapter drops a failed connection).
+    exec: (sql) =>
+      exclusive(async () => {
+        try {
+          await pg.exec(sql);
+        } catch (err) {
+          if (pg.isInTransaction()) await pg.exec('ROLLBACK').catch(() => {});
+          throw err;
+        }
+      }),
     close: () =>
       exclusive(async () => {
         await pg.close();

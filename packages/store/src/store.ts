@@ -159,10 +159,13 @@ export class Store {
   async reserve(accountId: string, amount: number, purpose: string): Promise<ReserveResult> {
     if (!Number.isSafeInteger(amount) || amount <= 0) throw new RangeError('amount must be a positive integer');
     return this.db.transaction(async (tx) => {
-      const held = await tx.query('UPDATE accounts SET reserved = reserved + $2 WHERE id = $1 AND balance - reserved >= $2 RETURNING id', [accountId, amount]);
-      if (held.length === 0) {
-        const r = (await tx.query<{ available: number }>('SELECT balance - reserved AS available FROM accounts WHERE id = $1', [accountId]))[0];
-        return { ok: false as const, available: r?.available ?? 0 };
+      const hold = 'UPDATE accounts SET reserved = reserved + $2 WHERE id = $1 AND balance - reserved >= $2 RETURNING id';
+      if ((await tx.query(hold, [accountId, amount])).length === 0) {
+        // Refused: lock the row and look again. A settle may have released credits between the
+        // two statements; a refusal must never report `available >= amount`, so hold them then.
+        const r = (await tx.query<{ available: number }>('SELECT balance - reserved AS available FROM accounts WHERE id = $1 FOR UPDATE', [accountId]))[0];
+        if (!r || r.available < amount) return { ok: false as const, available: r?.available ?? 0 };
+        if ((await tx.query(hold, [accountId, amount])).length === 0) throw new Error('reserve: row changed under its lock');
       }
       const id = newId('res');
       await tx.query('INSERT INTO credit_reservations (id, account_id, amount, purpose) VALUES ($1, $2, $3, $4)', [id, accountId, amount, purpose]);

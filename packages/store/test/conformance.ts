@@ -1,0 +1,547 @@
+// One conformance suite for the relational store port, run against every adapter (PGlite and
+// Postgres through `pg`). Each adapter's test file supplies an `Adapter` that opens fresh,
+// isolated, empty databases; everything here is written once against `Db` and `Store`.
+//
+// Numbers are asserted exactly. Where the database decides timing (`now()` is per transaction and
+// PGlite's clock has millisecond resolution) the suite waits a few milliseconds before asking for
+// "older than 0 ms", as any real caller would be by then.
+
+import tap from 'tap';
+import { createHash } from 'node:crypto';
+import { readdirSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Db } from '../src/db.ts';
+import { migrate } from '../src/migrate.ts';
+import { Store, hashKey, keyKindOf, KEY_PREFIX } from '../src/store.ts';
+
+/** The type of a tap test object (the `t` of a subtest callback). */
+export type Tap = Parameters<Parameters<typeof tap.test>[0]>[0];
+
+export interface Target {
+  /** The current handle (replaced by restart()). */
+  readonly db: Db;
+  /** A process restart: closes the current handle, opens a new one on the same data, returns it. */
+  restart(): Promise<Db>;
+  /** Opens another independent handle on the same database (a second process), if the adapter can. */
+  another?: () => Promise<Db>;
+}
+
+export interface Adapter {
+  readonly kind: Db['kind'];
+  /** Real parallelism (a pool of connections) rather than one serialised connection. */
+  readonly parallel: boolean;
+  /**
+   * A fresh, empty, un-migrated database isolated from every other one. Every handle it opens is
+   * closed, and the database dropped, when `t` ends. `persistent`: survives restart().
+   */
+  fresh(t: Tap, opts?: { persistent?: boolean }): Promise<Target>;
+}
+
+const MIGRATIONS = readdirSync(new URL('../../../infra/migrations/', import.meta.url))
+  .filter((f) => f.endsWith('.sql'))
+  .sort();
+const TABLES = ['accounts', 'api_keys', 'credit_ledger', 'credit_reservations', 'idempotency_keys', 'schema_migrations'];
+
+const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex');
+
+/** Deterministic PRNG (mulberry32) so a failing random run can be replayed from its seed. */
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let x = Math.imul(a ^ (a >>> 15), 1 | a);
+    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x;
+    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+async function tablesOf(db: Db): Promise<string[]> {
+  const rows = await db.query<{ table_name: string }>(
+    "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' ORDER BY table_name",
+  );
+  return rows.map((r) => r.table_name);
+}
+
+async function migrationCount(db: Db): Promise<number> {
+  return (await db.query<{ n: number }>('SELECT count(*)::int AS n FROM schema_migrations'))[0]!.n;
+}
+
+/** Runs `n` trivial queries at once: on a pool this touches every connection, so a connection
+ *  left inside an aborted transaction would show up here. */
+async function allConnectionsUsable(db: Db, n = 25): Promise<boolean> {
+  const rows = await Promise.all(Array.from({ length: n }, (_, i) => db.query<{ v: number }>('SELECT $1::int AS v', [i])));
+  return rows.every((r, i) => r[0]?.v === i);
+}
+
+export function storeConformance(t: Tap, adapter: Adapter): void {
+  t.test('migrations apply once, every handle stays usable', async (t) => {
+    const { db } = await adapter.fresh(t);
+    t.equal(db.kind, adapter.kind, 'adapter kind');
+    t.strictSame(await tablesOf(db), [], 'fresh database is empty');
+    t.ok(MIGRATIONS.length >= 1, 'there are migrations to apply');
+
+    t.strictSame(await migrate(db), MIGRATIONS, 'first run applies every migration, in name order');
+    t.strictSame(await tablesOf(db), TABLES, 'all tables exist');
+    t.equal(await migrationCount(db), MIGRATIONS.length, 'one schema_migrations row per file');
+
+    t.strictSame(await migrate(db), [], 'second run applies nothing');
+    t.strictSame(await migrate(db), [], 'third run applies nothing');
+    t.equal(await migrationCount(db), MIGRATIONS.length, 'no extra schema_migrations rows');
+    t.ok(await allConnectionsUsable(db), 'no connection left in an aborted transaction');
+  });
+
+  t.test('concurrent migrate() calls do not fail', async (t) => {
+    // On Postgres each round is a new schema: the race is on a fresh database, where even
+    // `CREATE TABLE IF NOT EXISTS schema_migrations` can collide.
+    const rounds = adapter.parallel ? 6 : 1;
+    for (let round = 0; round < rounds; round++) {
+      // A subtest per round: its handles are closed (and its schema dropped) before the next one.
+      await t.test(`round ${round}`, async (t) => {
+        const target = await adapter.fresh(t);
+        const handles = [target.db, target.db, target.db];
+        if (target.another) handles.push(await target.another());
+        const results = await Promise.allSettled(handles.map((h) => migrate(h)));
+        const failures = results.flatMap((r) => (r.status === 'rejected' ? [String((r.reason as Error)?.message ?? r.reason)] : []));
+        t.strictSame(failures, [], `${handles.length} concurrent migrate() calls all resolve`);
+        const applied = results.flatMap((r) => (r.status === 'fulfilled' ? r.value : [])).sort();
+        t.strictSame(applied, MIGRATIONS, 'each migration applied by exactly one caller');
+        t.equal(await migrationCount(target.db), MIGRATIONS.length, 'schema_migrations rows');
+        for (const h of new Set(handles)) t.ok(await allConnectionsUsable(h), 'handle usable afterwards');
+      });
+    }
+  });
+
+  t.test('store', async (t) => {
+    const target = await adapter.fresh(t);
+    const db = target.db;
+    t.strictSame(await migrate(db), MIGRATIONS, 'migrated');
+    const store = new Store(db);
+
+    const ledger = async (acc: string): Promise<string[]> =>
+      (await db.query<{ kind: string; amount: number }>('SELECT kind, amount FROM credit_ledger WHERE account_id = $1 ORDER BY id', [acc])).map(
+        (r) => `${r.kind}:${r.amount}`,
+      );
+
+    /** Asserts the account columns AND the totals recomputed from the ledger. */
+    const money = async (t: Tap, acc: string, balance: number, reserved: number, msg: string): Promise<void> => {
+      const b = await store.balance(acc);
+      t.strictSame(b && { balance: b.balance, reserved: b.reserved, available: b.available }, { balance, reserved, available: balance - reserved }, `${msg}: columns`);
+      t.strictSame(await store.ledgerTotals(acc), { balance, reserved }, `${msg}: ledger == columns`);
+    };
+
+    t.test('port: exec, transactions and number types behave alike', async (t) => {
+      const r = (await db.query<{ b: unknown; n: unknown; c: unknown }>('SELECT 5000000000::bigint AS b, 2.5::numeric AS n, count(*) AS c FROM accounts'))[0]!;
+      t.strictSame(r, { b: 5000000000, n: 2.5, c: 0 }, 'int8, numeric and count(*) come back as JS numbers');
+
+      await t.rejects(db.exec('BEGIN; SELECT 1/0; COMMIT;'), 'a failing script rejects');
+      t.ok(await allConnectionsUsable(db), 'a failed exec leaves no aborted transaction behind');
+      t.equal((await db.query<{ n: number }>('SELECT count(*)::int AS n FROM accounts'))[0]!.n, 0, 'and queries still work');
+
+      await t.rejects(
+        db.transaction(async (tx) => {
+          await tx.query("INSERT INTO accounts (id) VALUES ('acc_rolled_back')");
+          throw new Error('boom');
+        }),
+        /boom/,
+        'transaction rethrows',
+      );
+      t.equal((await db.query("SELECT 1 FROM accounts WHERE id = 'acc_rolled_back'")).length, 0, 'a throwing transaction rolls back');
+      const out = await db.transaction(async (tx) => {
+        await tx.query("INSERT INTO accounts (id) VALUES ('acc_committed')");
+        return (await tx.query<{ id: string }>("SELECT id FROM accounts WHERE id = 'acc_committed'"))[0]?.id;
+      });
+      t.equal(out, 'acc_committed', 'a transaction sees its own writes and returns its value');
+      t.equal((await db.query("SELECT 1 FROM accounts WHERE id = 'acc_committed'")).length, 1, 'a resolving transaction commits');
+    });
+
+    t.test('accounts and keys', async (t) => {
+      const acc = await store.createAccount({ name: 'keys' });
+      t.match(acc, /^acc_[0-9a-f]{24}$/, 'account id');
+      t.equal(await store.accountExists(acc), true, 'account exists');
+      t.equal(await store.accountExists('acc_nope'), false, 'unknown account does not');
+      const keysBefore = await store.countKeys();
+
+      const live = await store.createKey({ accountId: acc, kind: 'live', scopes: ['validate', 'jobs:read'], name: 'ci' });
+      const test = await store.createKey({ accountId: acc, kind: 'test', scopes: null });
+      const none = await store.createKey({ accountId: acc, kind: 'live', scopes: [] });
+      t.match(live.key, /^svc_live_[A-Za-z0-9]{40}$/, 'live key format');
+      t.match(test.key, /^svc_test_[A-Za-z0-9]{40}$/, 'test key format');
+      t.ok(live.key.startsWith(KEY_PREFIX.live) && test.key.startsWith(KEY_PREFIX.test), 'KEY_PREFIX');
+      t.equal(keyKindOf(live.key), 'live');
+      t.equal(keyKindOf(test.key), 'test');
+      t.equal(keyKindOf('sk_live_abc'), undefined, 'foreign format has no kind');
+      t.equal(await store.countKeys(), keysBefore + 3, 'three keys stored');
+
+      for (const k of [live, test, none]) {
+        t.equal(hashKey(k.key), sha256(k.key), 'hashKey is hex SHA-256');
+        const rows = await db.query('SELECT * FROM api_keys WHERE id = $1', [k.id]);
+        t.equal(rows.length, 1, 'one row');
+        const row = rows[0]!;
+        t.equal(row.key_hash, sha256(k.key), 'key_hash is the SHA-256 of the key');
+        t.equal(row.display_prefix, k.key.slice(0, 13), 'display prefix is 13 characters');
+        const secret = k.key.slice(KEY_PREFIX.live.length);
+        const leaks = Object.entries(row).filter(([, v]) => {
+          const s = v instanceof Date ? v.toISOString() : String(v);
+          return s.includes(k.key) || s.includes(secret);
+        });
+        t.strictSame(leaks, [], 'no column holds the plain key or its secret part');
+      }
+      const dump = (await db.query<{ j: string }>('SELECT row_to_json(k)::text AS j FROM api_keys k')).map((r) => r.j).join('\n');
+      t.notOk([live, test, none].some((k) => dump.includes(k.key)), 'no row of api_keys contains any plain key');
+
+      t.strictSame(
+        await store.findKeyByHash(hashKey(live.key)),
+        { id: live.id, account_id: acc, display_prefix: live.key.slice(0, 13), kind: 'live', scopes: ['validate', 'jobs:read'], state: 'active', expires_at: null, subscription_status: 'active' },
+        'findKeyByHash: scoped key',
+      );
+      t.equal((await store.findKeyByHash(hashKey(test.key)))?.scopes, null, 'null scopes: unrestricted key');
+      t.strictSame((await store.findKeyByHash(hashKey(none.key)))?.scopes, [], 'empty scopes stay empty (not unrestricted)');
+      t.equal(await store.findKeyByHash(live.key), undefined, 'the plain key is not a lookup key');
+      t.equal(await store.findKeyByHash(sha256('svc_live_' + 'x'.repeat(40))), undefined, 'unknown hash');
+      t.equal(await store.resolveKeyId(live.key), live.id, 'resolveKeyId by full key');
+      t.equal(await store.resolveKeyId(test.id), test.id, 'resolveKeyId by id');
+      t.equal(await store.resolveKeyId('nope'), undefined, 'resolveKeyId unknown');
+
+      await t.rejects(store.createKey({ accountId: acc, kind: 'live', scopes: null, key: test.key }), 'a test key cannot be stored as live');
+      await t.rejects(store.createKey({ accountId: acc, kind: 'live', scopes: null, key: 'bootstrap-secret' }), 'a key without the prefix needs lenient');
+      await t.rejects(store.createKey({ accountId: acc, kind: 'live', scopes: null, key: live.key }), 'the same key twice is refused (unique hash)');
+      await t.rejects(store.createKey({ accountId: 'acc_nope', kind: 'live', scopes: null }), 'a key needs an existing account');
+      t.equal(await store.countKeys(), keysBefore + 3, 'refused keys are not stored');
+      const boot = await store.createKey({ accountId: acc, kind: 'live', scopes: null, key: 'bootstrap-secret', lenient: true });
+      t.equal(boot.key, 'bootstrap-secret', 'lenient accepts an operator-chosen key');
+      t.equal((await store.findKeyByHash(sha256('bootstrap-secret')))?.id, boot.id, 'and finds it by hash');
+
+      const state = async (id: string): Promise<unknown> => (await db.query<{ state: string }>('SELECT state FROM api_keys WHERE id = $1', [id]))[0]?.state;
+      t.equal(await store.setKeyState(live.id, 'inactive'), true, 'active -> inactive');
+      t.equal((await store.findKeyByHash(hashKey(live.key)))?.state, 'inactive');
+      t.equal(await store.setKeyState(live.id, 'active'), true, 'inactive -> active');
+      t.equal((await store.findKeyByHash(hashKey(live.key)))?.state, 'active');
+      t.equal(await store.setKeyState(live.id, 'revoked'), true, 'active -> revoked');
+      const revokedAt = (await db.query<{ revoked_at: Date | null }>('SELECT revoked_at FROM api_keys WHERE id = $1', [live.id]))[0]?.revoked_at;
+      t.ok(revokedAt instanceof Date, 'revoked_at set');
+      t.equal(await store.setKeyState(live.id, 'active'), false, 'revoked -> active refused');
+      t.equal(await store.setKeyState(live.id, 'inactive'), false, 'revoked -> inactive refused');
+      t.equal(await store.setKeyState(live.id, 'revoked'), false, 'revoking twice reports nothing changed');
+      t.equal(await state(live.id), 'revoked', 'still revoked');
+      t.equal(await store.setKeyState('key_nope', 'inactive'), false, 'unknown key');
+      t.equal(await state(test.id), 'active', 'other keys untouched');
+
+      t.equal(await store.setKeyState(test.id, 'inactive'), true);
+      t.equal(await store.setKeyState(test.id, 'revoked'), true, 'inactive -> revoked');
+      t.equal(await store.setKeyState(test.id, 'active'), false, 'and final');
+      t.equal(await state(test.id), 'revoked');
+
+      const at = new Date(Date.now() + 3_600_123);
+      t.equal(await store.expireKey(none.id, at), true, 'expireKey at a given time');
+      t.equal((await store.findKeyByHash(hashKey(none.key)))?.expires_at?.getTime(), at.getTime(), 'expires_at stored to the millisecond');
+      const t0 = Date.now();
+      t.equal(await store.expireKey(none.id), true, 'expireKey now');
+      const now = (await store.findKeyByHash(hashKey(none.key)))?.expires_at?.getTime() ?? NaN;
+      t.ok(now >= t0 && now <= Date.now(), 'expires_at is now');
+      t.equal(await store.expireKey('key_nope'), false, 'expireKey unknown key');
+      t.equal(await store.countKeys(), keysBefore + 4, 'key count');
+    });
+
+    t.test('credits', async (t) => {
+      const acc = await store.createAccount({ name: 'credits', credits: 100 });
+      await money(t, acc, 100, 0, 'initial credits');
+      t.strictSame(await ledger(acc), ['grant:100']);
+      const empty = await store.createAccount();
+      await money(t, empty, 0, 0, 'no credits');
+      t.strictSame(await ledger(empty), [], 'no grant row for zero credits');
+      t.equal(await store.balance('acc_nope'), undefined, 'balance of unknown account');
+
+      for (const bad of [0, -1, 1.5, Number.NaN, 2 ** 53]) {
+        await t.rejects(store.grant(acc, bad), RangeError, `grant ${bad} refused`);
+        await t.rejects(store.reserve(acc, bad, 'test'), RangeError, `reserve ${bad} refused`);
+      }
+      await t.rejects(store.grant('acc_nope', 5), /no account/, 'grant to an unknown account');
+      t.equal((await db.query("SELECT 1 FROM credit_ledger WHERE account_id = 'acc_nope'")).length, 0, 'and no ledger row');
+      await store.grant(empty, 7, 'top-up');
+      await money(t, empty, 7, 0, 'granted');
+      t.strictSame(await ledger(empty), ['grant:7']);
+
+      t.strictSame(await store.reserve(acc, 101, 'test'), { ok: false, available: 100 }, 'reserving more than available');
+      t.strictSame(await store.reserve('acc_nope', 1, 'test'), { ok: false, available: 0 }, 'reserving on an unknown account');
+      await money(t, acc, 100, 0, 'a refused reserve changes nothing');
+
+      const r1 = await store.reserve(acc, 30, 'test');
+      if (!r1.ok) throw new Error('reserve failed');
+      t.match(r1.reservationId, /^res_[0-9a-f]{24}$/, 'reservation id');
+      await money(t, acc, 100, 30, 'after reserve 30');
+      t.strictSame(await store.reserve(acc, 71, 'test'), { ok: false, available: 70 }, 'reserved credits are not available');
+      t.equal(await store.settle(r1.reservationId, 12), true, 'settle 12 of 30');
+      await money(t, acc, 88, 0, 'charged 12, released 18');
+      t.strictSame(await ledger(acc), ['grant:100', 'reserve:30', 'charge:12', 'release:18']);
+      const rows = await db.query('SELECT status, amount, charged FROM credit_reservations WHERE id = $1', [r1.reservationId]);
+      t.strictSame(rows, [{ status: 'settled', amount: 30, charged: 12 }], 'reservation row');
+
+      t.equal(await store.settle(r1.reservationId, 12), false, 'second settle returns false');
+      t.equal(await store.settle(r1.reservationId, 0), false, 'another amount too');
+      t.equal(await store.settle(r1.reservationId, 31), false, 'even an impossible amount: it is simply settled');
+      await money(t, acc, 88, 0, 'a second settle changes nothing');
+      t.strictSame(await ledger(acc), ['grant:100', 'reserve:30', 'charge:12', 'release:18'], 'no new ledger rows');
+      t.equal(await store.settle('res_nope', 0), false, 'unknown reservation');
+
+      const r2 = await store.reserve(acc, 10, 'test');
+      if (!r2.ok) throw new Error('reserve failed');
+      await t.rejects(store.settle(r2.reservationId, 11), RangeError, 'charging more than reserved throws');
+      await t.rejects(store.settle(r2.reservationId, -1), RangeError, 'negative charge throws');
+      await t.rejects(store.settle(r2.reservationId, 0.5), RangeError, 'fractional charge throws');
+      await money(t, acc, 88, 10, 'a refused settle changes nothing');
+      t.strictSame((await db.query('SELECT status FROM credit_reservations WHERE id = $1', [r2.reservationId]))[0], { status: 'open' }, 'still open');
+      t.equal(await store.settle(r2.reservationId, 10), true, 'charge all of it');
+      await money(t, acc, 78, 0, 'charged 10');
+      const r3 = await store.reserve(acc, 5, 'test');
+      if (!r3.ok) throw new Error('reserve failed');
+      t.equal(await store.settle(r3.reservationId, 0), true, 'charge nothing');
+      await money(t, acc, 78, 0, 'released 5');
+      t.strictSame(await ledger(acc), ['grant:100', 'reserve:30', 'charge:12', 'release:18', 'reserve:10', 'charge:10', 'reserve:5', 'release:5'], 'no zero-amount ledger rows');
+
+      const all = await store.reserve(acc, 78, 'test');
+      t.equal(all.ok, true, 'reserve exactly everything');
+      t.strictSame(await store.reserve(acc, 1, 'test'), { ok: false, available: 0 }, 'then nothing is left');
+      if (all.ok) t.equal(await store.settle(all.reservationId, 78), true);
+      await money(t, acc, 0, 0, 'spent to zero');
+      t.strictSame(await store.reserve(acc, 1, 'test'), { ok: false, available: 0 }, 'zero balance refuses');
+
+      await t.rejects(db.query('UPDATE accounts SET balance = -1 WHERE id = $1', [acc]), 'balance cannot go negative (CHECK)');
+      await t.rejects(db.query('UPDATE accounts SET reserved = balance + 1 WHERE id = $1', [empty]), 'reserved cannot exceed balance (CHECK)');
+      await money(t, acc, 0, 0, 'unchanged');
+
+      const before = await ledger(acc);
+      await t.rejects(db.query('UPDATE credit_ledger SET amount = amount + 1 WHERE account_id = $1', [acc]), /append-only/, 'ledger UPDATE throws');
+      await t.rejects(db.query('DELETE FROM credit_ledger WHERE account_id = $1', [acc]), /append-only/, 'ledger DELETE throws');
+      await t.rejects(
+        db.transaction((tx) => tx.query("UPDATE credit_ledger SET note = 'x' WHERE account_id = $1", [acc])),
+        /append-only/,
+        'inside a transaction too',
+      );
+      t.strictSame(await ledger(acc), before, 'ledger unchanged');
+      await money(t, acc, 0, 0, 'still consistent');
+    });
+
+    t.test('concurrency cannot overspend', async (t) => {
+      // 1. 200 x (reserve 1, settle 1) on 50 credits.
+      {
+        const acc = await store.createAccount({ credits: 50 });
+        const outcomes = await Promise.all(
+          Array.from({ length: 200 }, async () => {
+            const r = await store.reserve(acc, 1, 'race');
+            if (!r.ok) return { ok: false, available: r.available, settled: false };
+            return { ok: true, available: -1, settled: await store.settle(r.reservationId, 1) };
+          }),
+        );
+        const won = outcomes.filter((o) => o.ok);
+        t.equal(won.length, 50, 'exactly 50 reservations succeed');
+        t.equal(won.filter((o) => o.settled).length, 50, 'and all 50 settle');
+        t.strictSame([...new Set(outcomes.filter((o) => !o.ok).map((o) => o.available))], [0], 'every refusal reports 0 available');
+        await money(t, acc, 0, 0, '50 spent');
+        const kinds = await db.query<{ kind: string; n: number; total: number }>(
+          'SELECT kind, count(*)::int AS n, sum(amount)::bigint AS total FROM credit_ledger WHERE account_id = $1 GROUP BY kind ORDER BY kind',
+          [acc],
+        );
+        t.strictSame(kinds, [
+          { kind: 'charge', n: 50, total: 50 },
+          { kind: 'grant', n: 1, total: 50 },
+          { kind: 'reserve', n: 50, total: 50 },
+        ]);
+        const res = await db.query('SELECT status, count(*)::int AS n FROM credit_reservations WHERE account_id = $1 GROUP BY status', [acc]);
+        t.strictSame(res, [{ status: 'settled', n: 50 }], '50 settled reservations, none open');
+      }
+
+      // 2. Mixed amounts, overlapping reservations, random charges, with a watcher sampling the
+      //    account row for a negative or overdrawn state while it runs.
+      {
+        const seed = Number(process.env.STORE_SEED ?? Date.now() % 1_000_000);
+        t.comment(`mixed-amount race seed ${seed} (STORE_SEED=${seed} replays the amounts)`);
+        const rand = prng(seed);
+        const initial = 200;
+        const acc = await store.createAccount({ credits: initial });
+        const plan = Array.from({ length: 300 }, () => {
+          const amount = 1 + Math.floor(rand() * 5);
+          return { amount, charged: Math.floor(rand() * (amount + 1)), pause: Math.floor(rand() * 3) };
+        });
+        let running = true;
+        let samples = 0;
+        const bad: unknown[] = [];
+        const watcher = (async () => {
+          while (running) {
+            const r = (await db.query<{ balance: number; reserved: number }>('SELECT balance, reserved FROM accounts WHERE id = $1', [acc]))[0]!;
+            samples++;
+            if (r.balance < 0 || r.reserved < 0 || r.reserved > r.balance) bad.push(r);
+            await sleep(1);
+          }
+        })();
+        // 20 workers, each running 15 reserve/settle sequences back to back: holds and releases
+        // interleave until the balance is drained (the plan charges ~450 of 200 credits).
+        const workers = 20;
+        const outcomes = (
+          await Promise.all(
+            Array.from({ length: workers }, async (_, w) => {
+              const mine = [];
+              for (const p of plan.filter((_, i) => i % workers === w)) {
+                const r = await store.reserve(acc, p.amount, 'mixed');
+                if (!r.ok) {
+                  mine.push({ ...p, ok: false, available: r.available, settled: false });
+                  continue;
+                }
+                if (p.pause) await sleep(p.pause);
+                mine.push({ ...p, ok: true, available: -1, settled: await store.settle(r.reservationId, p.charged) });
+              }
+              return mine;
+            }),
+          )
+        ).flat();
+        t.equal(outcomes.length, plan.length, 'every planned sequence ran');
+        running = false;
+        await watcher;
+        const won = outcomes.filter((o) => o.ok);
+        const lost = outcomes.filter((o) => !o.ok);
+        const charged = won.reduce((s, o) => s + o.charged, 0);
+        t.comment(`${won.length} reserved, ${lost.length} refused, ${charged} charged, ${initial - charged} left, ${samples} samples`);
+        t.ok(won.length > 0 && lost.length > 0, 'the race had winners and losers');
+        t.equal(won.filter((o) => o.settled).length, won.length, 'every successful reservation settles once');
+        t.ok(lost.every((o) => o.available >= 0 && o.available < o.amount), 'every refusal reports 0 <= available < amount');
+        t.strictSame(bad, [], 'never negative, never overdrawn while racing');
+        t.ok(charged <= initial, 'never charged more than granted');
+        await money(t, acc, initial - charged, 0, 'balance = initial - sum(charged)');
+        const sums = (
+          await db.query<{ reserve: number; charge: number; release: number }>(
+            `SELECT COALESCE(SUM(amount) FILTER (WHERE kind = 'reserve'), 0)::bigint AS reserve,
+                    COALESCE(SUM(amount) FILTER (WHERE kind = 'charge'), 0)::bigint AS charge,
+                    COALESCE(SUM(amount) FILTER (WHERE kind = 'release'), 0)::bigint AS release
+               FROM credit_ledger WHERE account_id = $1`,
+            [acc],
+          )
+        )[0];
+        const reservedSum = won.reduce((s, o) => s + o.amount, 0);
+        t.strictSame(sums, { reserve: reservedSum, charge: charged, release: reservedSum - charged }, 'ledger rows sum to what the callers did');
+      }
+
+      // 3. The same reservation settled several times at once: exactly one wins.
+      {
+        const acc = await store.createAccount({ credits: 100 });
+        const ids: string[] = [];
+        for (let i = 0; i < 20; i++) {
+          const r = await store.reserve(acc, 5, 'double');
+          if (r.ok) ids.push(r.reservationId);
+        }
+        t.equal(ids.length, 20, '20 reservations of 5');
+        await money(t, acc, 100, 100, 'all reserved');
+        const wins = await Promise.all(ids.map(async (id) => (await Promise.all([0, 1, 2, 3].map((c) => store.settle(id, c)))).filter(Boolean).length));
+        t.strictSame(wins, Array(20).fill(1), 'each reservation settles exactly once');
+        const total = (await db.query<{ c: number }>('SELECT sum(charged)::bigint AS c FROM credit_reservations WHERE account_id = $1', [acc]))[0]!.c;
+        await money(t, acc, 100 - total, 0, 'balance reflects the winning charges only');
+        const rows = await ledger(acc);
+        const chargedRes = (await db.query<{ n: number }>('SELECT count(*)::int AS n FROM credit_reservations WHERE account_id = $1 AND charged > 0', [acc]))[0]!.n;
+        t.equal(rows.filter((l) => l.startsWith('release:')).length, 20, 'one release row per reservation (none was fully charged)');
+        t.equal(rows.filter((l) => l.startsWith('charge:')).length, chargedRes, 'one charge row per reservation charged more than 0');
+      }
+    });
+
+    t.test('crash recovery releases stale reservations', async (t) => {
+      const purpose = `crash-${Math.random().toString(36).slice(2)}`;
+      const other = `${purpose}-other`;
+      const acc = await store.createAccount({ credits: 20 });
+      for (const [amount, p] of [[3, purpose], [4, purpose], [5, purpose], [2, other]] as const) t.equal((await store.reserve(acc, amount, p)).ok, true, `reserve ${amount} (${p})`);
+      await money(t, acc, 20, 14, 'four open reservations');
+
+      t.equal(await store.releaseStale(purpose, 3_600_000), 0, 'nothing is an hour old');
+      await money(t, acc, 20, 14, 'nothing released');
+      await sleep(5); // now() has millisecond resolution on PGlite
+      t.equal(await store.releaseStale(purpose, 0), 3, 'three stale reservations of the purpose released');
+      await money(t, acc, 20, 2, 'their credits are available again, the other purpose is untouched');
+      t.strictSame((await ledger(acc)).slice(-3).sort(), ['release:3', 'release:4', 'release:5'], 'released, never charged');
+      t.equal(await store.releaseStale(purpose, 0), 0, 'releasing again finds nothing');
+      t.equal(await store.releaseStale(other, 0), 1, 'the other purpose');
+      await money(t, acc, 20, 0, 'all released');
+      const open = await db.query("SELECT 1 FROM credit_reservations WHERE account_id = $1 AND status = 'open'", [acc]);
+      t.equal(open.length, 0, 'no open reservation left');
+    });
+
+    t.test('idempotency records', async (t) => {
+      const acc = await store.createAccount();
+      const acc2 = await store.createAccount();
+      const R = 'POST /v1/validate';
+      const H = 60_000;
+      const begin = (key: string, hash = 'h1', route = R, ttl = H, stale = H, account = acc) => store.beginIdempotent(account, key, route, hash, ttl, stale);
+
+      t.strictSame(await begin('k1'), { state: 'new' }, 'first claim');
+      t.strictSame(await begin('k1'), { state: 'in_progress' }, 'same request while running');
+      t.strictSame(await begin('k1', 'h2'), { state: 'conflict' }, 'different body');
+      t.strictSame(await begin('k1', 'h1', 'POST /v1/jobs'), { state: 'conflict' }, 'different route');
+      t.strictSame(await begin('k1', 'h1', R, H, H, acc2), { state: 'new' }, 'keys are scoped to the account');
+      await store.completeIdempotent(acc, 'k1', 201, '{"ok":true}');
+      t.strictSame(await begin('k1'), { state: 'replay', status: 201, body: '{"ok":true}' }, 'replay of the stored response');
+      t.strictSame(await begin('k1'), { state: 'replay', status: 201, body: '{"ok":true}' }, 'replays again');
+      t.strictSame(await begin('k1', 'h2'), { state: 'conflict' }, 'different body after completion');
+      t.strictSame(await begin('k1', 'h1', R, H, 0), { state: 'replay', status: 201, body: '{"ok":true}' }, 'staleness only applies to in-progress claims');
+      await store.abandonIdempotent(acc, 'k1');
+      t.strictSame(await begin('k1'), { state: 'replay', status: 201, body: '{"ok":true}' }, 'abandon does not delete a completed record');
+      t.strictSame(await begin('k1', 'h1', R, H, H, acc2), { state: 'in_progress' }, "the other account's claim is its own");
+
+      t.strictSame(await begin('k2'), { state: 'new' });
+      await store.abandonIdempotent(acc, 'k2');
+      t.strictSame(await begin('k2', 'h9'), { state: 'new' }, 'abandon frees the key (any request may take it)');
+      await store.completeIdempotent(acc, 'k2', 200, '');
+      t.strictSame(await begin('k2', 'h9'), { state: 'replay', status: 200, body: '' }, 'empty body replays as empty');
+
+      t.strictSame(await begin('k3', 'h1', R, 1), { state: 'new' }, 'claim with a 1 ms ttl');
+      await store.completeIdempotent(acc, 'k3', 200, 'old');
+      await sleep(20);
+      t.strictSame(await begin('k3', 'h2'), { state: 'new' }, 'an expired record is replaced');
+      t.strictSame(await begin('k3', 'h2'), { state: 'in_progress' }, 'by the new claim');
+      const k3 = await db.query('SELECT request_hash, status, response_body FROM idempotency_keys WHERE account_id = $1 AND key = $2', [acc, 'k3']);
+      t.strictSame(k3, [{ request_hash: 'h2', status: 'in_progress', response_body: null }], 'the old response is gone');
+      t.strictSame(await begin('k3b', 'h1', R, 1), { state: 'new' });
+      await sleep(20);
+      t.strictSame(await begin('k3b', 'h2'), { state: 'new' }, 'an expired in-progress claim is replaced too');
+
+      t.strictSame(await begin('k4'), { state: 'new' });
+      await sleep(5); // now() has millisecond resolution on PGlite
+      t.strictSame(await begin('k4', 'h1', R, H, H), { state: 'in_progress' }, 'not stale yet');
+      t.strictSame(await begin('k4', 'h1', R, H, 0), { state: 'new' }, 'a stale in-progress claim is taken over');
+      t.strictSame(await begin('k4', 'h1', R, H, H), { state: 'in_progress' }, 'and is now held by the new owner');
+
+      const n = 25;
+      const same = await Promise.all(Array.from({ length: n }, () => begin('k5')));
+      t.equal(same.filter((r) => r.state === 'new').length, 1, `${n} concurrent claims: exactly one is new`);
+      t.equal(same.filter((r) => r.state === 'in_progress').length, n - 1, 'the rest see it in progress');
+
+      t.strictSame(await begin('k6'), { state: 'new' });
+      await sleep(1100); // stale after 1 s; the racing claims themselves stay fresh well within it
+      const takeover = await Promise.all(Array.from({ length: n }, () => begin('k6', 'h1', R, H, 1000)));
+      t.equal(takeover.filter((r) => r.state === 'new').length, 1, `${n} concurrent takeovers of a stale claim: exactly one is new`);
+      t.equal(takeover.filter((r) => r.state === 'in_progress').length, n - 1, 'the rest see the new claim in progress');
+
+      const mixed = await Promise.all(Array.from({ length: n }, (_, i) => begin('k7', i % 2 ? 'h1' : 'h2')));
+      const firstHash = (await db.query<{ h: string }>('SELECT request_hash AS h FROM idempotency_keys WHERE account_id = $1 AND key = $2', [acc, 'k7']))[0]!.h;
+      t.equal(mixed.filter((r) => r.state === 'new').length, 1, 'different bodies racing: exactly one is new');
+      t.equal(mixed.filter((r) => r.state === 'conflict').length, firstHash === 'h1' ? Math.floor(n / 2) + 1 : Math.floor(n / 2), 'every other body conflicts');
+    });
+  });
+
+  t.test('a restart leaves open reservations, releaseStale recovers them', async (t) => {
+    const target = await adapter.fresh(t, { persistent: true });
+    t.strictSame(await migrate(target.db), MIGRATIONS, 'migrated');
+    let store = new Store(target.db);
+    const acc = await store.createAccount({ credits: 10 });
+    t.equal((await store.reserve(acc, 4, 'sync')).ok, true);
+    t.equal((await store.reserve(acc, 3, 'job')).ok, true);
+    const job = await store.reserve(acc, 2, 'job');
+    if (!job.ok) throw new Error('reserve failed');
+    t.equal(await store.settle(job.reservationId, 2), true);
+
+    const db = await target.restart(); // the process "crashed": nothing was settled on the way out
+    store = new Store(db);
+    t.strictSame(await migrate(db), [], 'restart migrates nothing');
+    t.strictSame(await store.balance(acc).then((b) => b && [b.balance, b.reserved, b.available]), [8, 7, 1], 'open reservations survived the restart');
+    t.equal(await store.releaseStale('sync', 0), 1, 'startup releases the stale sync reservation');
+    t.equal(await store.releaseStale('job', 3_600_000), 0, 'jobs younger than their limit stay held');
+    t.strictSame(await store.ledgerTotals(acc), { balance: 8, reserved: 3 }, 'ledger == columns');
+    t.strictSame(await store.balance(acc).then((b) => b && [b.balance, b.reserved, b.available]), [8, 3, 5]);
+    t.equal(await store.releaseStale('job', 0), 1);
+    t.strictSame(await store.ledgerTotals(acc), { balance: 8, reserved: 0 });
+  });
+}
