@@ -113,6 +113,9 @@ class DomainActor {
         this.prober.sessionsOpened++;
         const failure = await this.#converse(open.session, mxIndex);
         if (!failure) return;
+        // A session that failed is never used again: close it now rather than leave the socket
+        // open until the server times out (destroy is idempotent).
+        open.session.destroy();
         last = failure;
       } finally {
         release();
@@ -163,6 +166,12 @@ class DomainActor {
         if (!r.ok) {
           requeue(0);
           return r.failure;
+        }
+        if (r.reply.code === 421) {
+          // RFC 5321 3.8: the server is closing the channel; nothing more can be sent on it.
+          requeue(0);
+          session.destroy();
+          return { phase: 'rcpt', kind: 'reply', detail: 'server closing', reply: r.reply };
         }
         const cls = classifyRcpt(r.reply);
         if (cls === 'accepted' || cls === 'rejected') {

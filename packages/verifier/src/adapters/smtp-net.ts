@@ -95,6 +95,15 @@ class NetSession implements SmtpSession {
   send(phase: SmtpPhase, line: string): Promise<SendResult> {
     if (this.#closed) return Promise.resolve({ ok: false, failure: { ...this.#closed, phase } });
     if (this.#waiter) return Promise.resolve({ ok: false, failure: { phase, kind: 'protocol', detail: 'command sent while another is in flight' } });
+    const stray = this.#pending.shift();
+    if (stray) {
+      // A reply nobody asked for: the dialogue is out of step, so every later reply would be
+      // matched to the wrong command. Write nothing more; end the session (STYLE 2).
+      const failure: SessionFailure = { phase, kind: 'protocol', detail: `unexpected reply before command: ${stray.code}`, reply: stray };
+      this.#fail(failure);
+      this.#socket.destroy();
+      return Promise.resolve({ ok: false, failure });
+    }
     let text: string;
     try {
       text = command(line);

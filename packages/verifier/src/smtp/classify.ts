@@ -27,15 +27,18 @@ export function classifyRcpt(reply: SmtpReply): RcptClass {
   if (code < 500) return 'unclassified'; // 252 "cannot verify" and other oddities
   const [, subject, detail] = (enhanced ?? '').split('.');
   if (subject === '7') return 'policy';
-  if (subject === '1' && (detail === '1' || detail === '10' || ((code === 550 || code === 551 || code === 553) && detail !== '8'))) {
-    // 5.1.1 bad mailbox, 5.1.10 null MX (RFC 7505), 5.1.3 bad syntax, 5.1.6 moved. 5.1.8 is a bad *sender* domain.
+  // RFC 3463 X.1.7 / X.1.8: our *sender* address or domain was refused (Postfix refuses the sender
+  // only at RCPT time with smtpd_delay_reject): nothing about the recipient, whatever the text says.
+  const senderRefused = subject === '1' && (detail === '7' || detail === '8');
+  if (subject === '1' && !senderRefused && (detail === '1' || detail === '10' || code === 550 || code === 551 || code === 553)) {
+    // 5.1.1 bad mailbox, 5.1.10 null MX (RFC 7505), 5.1.3 bad syntax, 5.1.6 moved.
     return POLICY_TEXT.test(text) && detail !== '1' ? 'policy' : 'rejected';
   }
   if (subject === '2' && detail === '2') return 'full';
   if (subject === '2' && detail === '1') return 'disabled';
   if (code === 552 && FULL_TEXT.test(text)) return 'full';
   if (POLICY_TEXT.test(text)) return 'policy';
-  if ((code === 550 || code === 551 || code === 553) && UNKNOWN_USER_TEXT.test(text)) return 'rejected';
+  if (!senderRefused && (code === 550 || code === 551 || code === 553) && UNKNOWN_USER_TEXT.test(text)) return 'rejected';
   if (FULL_TEXT.test(text)) return 'full';
   return 'unclassified';
 }

@@ -60,20 +60,24 @@ export class ReplyReader {
   /** Returns the replies completed by this chunk. Throws SmtpProtocolError when over the cap. */
   push(chunk: string): SmtpReply[] {
     this.#buffer += chunk;
-    this.#bytes += chunk.length;
-    if (this.#bytes > MAX_REPLY_BYTES) throw new SmtpProtocolError('reply too long', `${this.#bytes} bytes`);
     const out: SmtpReply[] = [];
     let nl: number;
     while ((nl = this.#buffer.indexOf('\n')) >= 0) {
+      // Count each reply on its own: several small replies in one chunk are not one long reply.
+      this.#bytes += nl + 1;
+      if (this.#bytes > MAX_REPLY_BYTES) throw new SmtpProtocolError('reply too long', `${this.#bytes} bytes`);
       const line = this.#buffer.slice(0, nl).replace(/\r$/, '');
       this.#buffer = this.#buffer.slice(nl + 1);
       this.#lines.push(line);
       if (line.charAt(3) !== '-') {
         out.push(parseReply(this.#lines));
         this.#lines = [];
-        this.#bytes = this.#buffer.length;
+        this.#bytes = 0;
       }
     }
+    // The unterminated rest counts too: a line that never ends is refused once past the cap.
+    const pending = this.#bytes + this.#buffer.length;
+    if (pending > MAX_REPLY_BYTES) throw new SmtpProtocolError('reply too long', `${pending} bytes`);
     return out;
   }
 }

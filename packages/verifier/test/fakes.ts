@@ -1,0 +1,220 @@
+// Scripted fakes for the verifier's ports: an SMTP connector whose servers answer from a script
+// and record every command, a DNS port from a table, and an in-memory cache that records writes.
+
+import type { CachePort, DnsPort, SendResult, SessionFailure, SmtpConnectOptions, SmtpConnector, SmtpPhase, SmtpSession } from '../src/ports.ts';
+import { parseReply } from '../src/smtp/reply.ts';
+import type { MxAnswer, SmtpReply } from '../src/types.ts';
+
+/** A reply from its wire lines (without CRLF), parsed the real way. */
+export const reply = (...lines: string[]): SmtpReply => parseReply(lines);
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+export class MemoryCache implements CachePort {
+  readonly map = new Map<string, unknown>();
+  readonly sets: Array<{ key: string; value: unknown; ttlMs: number }> = [];
+  readonly gets: string[] = [];
+
+  async get<T>(key: string): Promise<T | undefined> {
+    this.gets.push(key);
+    const v = this.map.get(key);
+    return v === undefined ? undefined : (structuredClone(v) as T);
+  }
+
+  async set<T>(key: string, value: T, ttlMs: number): Promise<void> {
+    this.sets.push({ key, value: structuredClone(value), ttlMs });
+    this.map.set(key, structuredClone(value));
+  }
+}
+
+export class FakeDns implements DnsPort {
+  readonly addressLookups: string[] = [];
+  readonly mailLookups: string[] = [];
+
+  constructor(
+    readonly addresses: Record<string, string[]> = {},
+    readonly mail: Record<string, MxAnswer> = {},
+  ) {}
+
+  async resolveMail(domain: string): Promise<MxAnswer> {
+    this.mailLookups.push(domain);
+    return this.mail[domain] ?? { kind: 'nxdomain' };
+  }
+
+  async resolveAddresses(host: string): Promise<string[]> {
+    this.addressLookups.push(host);
+    return [...(this.addresses[host] ?? [])];
+  }
+}
+
+/** One command as the fake server saw it. */
+export interface Command {
+  server: string;
+  session: number;
+  phase: SmtpPhase;
+  line: string;
+  verb: string;
+  /** RCPT: the address inside <>, its local part and domain. */
+  local?: string;
+  domain?: string;
+  at: number;
+}
+
+/** A scripted answer: a reply, or the line drops, or the server goes silent. */
+export type Answer = SmtpReply | 'drop' | 'timeout';
+
+export interface FakeServer {
+  /** open() fails with this. */
+  connectFailure?: SessionFailure;
+  /** EHLO keywords (upper case). */
+  extensions?: string[];
+  /** Delay before each answer (and before open() returns), to make sessions overlap in time. */
+  latencyMs?: number;
+  /** Accept the catch-all probe too. */
+  catchAll?: boolean;
+  /** Scripted answer; undefined falls back to the default (MAIL/RSET 250, RCPT 250, probe 550 5.1.1). */
+  handle?: (cmd: Command, session: FakeSession) => Answer | undefined;
+}
+
+export const PROBE_PREFIX = 'zz-probe-';
+
+const OK_MAIL = reply('250 2.1.0 Ok');
+const OK_RCPT = reply('250 2.1.5 Ok');
+const OK_RSET = reply('250 2.0.0 Ok');
+const NO_USER = reply('550 5.1.1 <x>: Recipient address rejected: User unknown in virtual mailbox table');
+
+export class FakeSession implements SmtpSession {
+  readonly extensions: ReadonlySet<string>;
+  readonly tls = false;
+  closed = false;
+  quits = 0;
+  destroys = 0;
+  readonly commands: Command[] = [];
+
+  constructor(
+    readonly smtp: FakeSmtp,
+    readonly server: string,
+    readonly spec: FakeServer,
+    readonly id: number,
+  ) {
+    this.extensions = new Set(spec.extensions ?? ['PIPELINING', 'ENHANCEDSTATUSCODES']);
+  }
+
+  #record(phase: SmtpPhase, line: string): Command {
+    const verb = line.split(/[\s:]/)[0]!.toUpperCase();
+    const cmd: Command = { server: this.server, session: this.id, phase, line, verb, at: performance.now() };
+    const m = /^RCPT TO:<(.*)@([^@>]*)>/.exec(line);
+    if (m) {
+      cmd.local = m[1]!;
+      cmd.domain = m[2]!;
+    }
+    this.commands.push(cmd);
+    this.smtp.log.push(cmd);
+    return cmd;
+  }
+
+  #close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.smtp.closed(this.server);
+  }
+
+  async send(phase: SmtpPhase, line: string): Promise<SendResult> {
+    if (this.closed) return { ok: false, failure: { phase, kind: 'connection', detail: 'send on a closed session' } };
+    if (/[\r\n]/.test(line)) throw new Error(`line break in command: ${JSON.stringify(line)}`);
+    const cmd = this.#record(phase, line);
+    if (this.spec.latencyMs) await sleep(this.spec.latencyMs);
+    else await Promise.resolve();
+    if (this.closed) return { ok: false, failure: { phase, kind: 'connection', detail: 'closed while waiting' } };
+    const answer = this.spec.handle?.(cmd, this) ?? this.#default(cmd);
+    if (answer === 'drop') {
+      this.#close();
+      return { ok: false, failure: { phase, kind: 'connection', detail: 'connection closed by server' } };
+    }
+    if (answer === 'timeout') {
+      this.#close();
+      return { ok: false, failure: { phase, kind: 'timeout', detail: 'no reply within 1000 ms' } };
+    }
+    return { ok: true, reply: answer };
+  }
+
+  #default(cmd: Command): SmtpReply {
+    switch (cmd.verb) {
+      case 'MAIL':
+        return OK_MAIL;
+      case 'RSET':
+        return OK_RSET;
+      case 'RCPT':
+        return cmd.local?.startsWith(PROBE_PREFIX) && !this.spec.catchAll ? NO_USER : OK_RCPT;
+      default:
+        return reply('502 5.5.2 Error: command not recognized');
+    }
+  }
+
+  async quit(): Promise<void> {
+    if (this.closed) return;
+    this.#record('quit', 'QUIT');
+    if (this.spec.latencyMs) await sleep(this.spec.latencyMs);
+    this.quits++;
+    this.#close();
+  }
+
+  destroy(): void {
+    this.destroys++;
+    this.#close();
+  }
+}
+
+export class FakeSmtp implements SmtpConnector {
+  readonly log: Command[] = [];
+  readonly opens: SmtpConnectOptions[] = [];
+  readonly sessions: FakeSession[] = [];
+  /** Open sessions per server name now, and the most ever open at once. */
+  readonly active = new Map<string, number>();
+  readonly peak = new Map<string, number>();
+  activeTotal = 0;
+  peakTotal = 0;
+
+  constructor(readonly servers: Record<string, FakeServer>) {}
+
+  async open(opts: SmtpConnectOptions): Promise<{ ok: true; session: SmtpSession } | { ok: false; failure: SessionFailure }> {
+    this.opens.push({ ...opts });
+    const spec = this.servers[opts.servername];
+    if (spec?.latencyMs) await sleep(spec.latencyMs);
+    if (!spec) return { ok: false, failure: { phase: 'connect', kind: 'connection', detail: 'ECONNREFUSED' } };
+    if (spec.connectFailure) return { ok: false, failure: spec.connectFailure };
+    const session = new FakeSession(this, opts.servername, spec, this.sessions.length);
+    this.sessions.push(session);
+    const n = (this.active.get(opts.servername) ?? 0) + 1;
+    this.active.set(opts.servername, n);
+    this.peak.set(opts.servername, Math.max(this.peak.get(opts.servername) ?? 0, n));
+    this.activeTotal++;
+    this.peakTotal = Math.max(this.peakTotal, this.activeTotal);
+    return { ok: true, session };
+  }
+
+  closed(server: string): void {
+    this.active.set(server, (this.active.get(server) ?? 1) - 1);
+    this.activeTotal--;
+  }
+
+  /** Command lines, optionally of one server or one session. */
+  lines(filter: { server?: string; session?: number } = {}): string[] {
+    return this.log.filter((c) => (filter.server === undefined || c.server === filter.server) && (filter.session === undefined || c.session === filter.session)).map((c) => c.line);
+  }
+
+  /** RCPT commands, optionally of one server. */
+  rcpts(server?: string): Command[] {
+    return this.log.filter((c) => c.verb === 'RCPT' && (server === undefined || c.server === server));
+  }
+
+  count(verb: string, server?: string): number {
+    return this.log.filter((c) => c.verb === verb && (server === undefined || c.server === server)).length;
+  }
+}
+
+/** Deterministic catch-all probe local parts: zz-probe-1, zz-probe-2, … */
+export function probeLocals(): () => string {
+  let n = 0;
+  return () => `${PROBE_PREFIX}${++n}`;
+}
