@@ -135,3 +135,55 @@ t.test('a bad configuration value fails start-up naming the variable', async (t)
   t.equal(r.status, 2);
   t.match(r.stderr, /SVC_SMTP_PORT must be an integer/);
 });
+
+t.test('the README flow: `npm run sim`, then `npm start` with the variables it prints', async (t) => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-readme-'));
+  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
+  const base = 20_000 + Math.floor(Math.random() * 20_000);
+  const simProc = spawn('npm', ['run', '--silent', 'sim'], { cwd: ROOT, env: { ...process.env, SIM_DNS_PORT: String(base), SIM_SMTP_PORT: String(base + 1) }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  t.teardown(() => {
+    try {
+      process.kill(-simProc.pid!, 'SIGTERM');
+    } catch {
+      /* gone */
+    }
+  });
+  let simOut = '';
+  simProc.stdout!.on('data', (d) => (simOut += d));
+  simProc.stderr!.on('data', (d) => (simOut += d));
+  const deadline = Date.now() + 30_000;
+  while (!/SVC_READY_DOMAIN=/.test(simOut) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  const vars = Object.fromEntries([...simOut.matchAll(/^(SVC_[A-Z_]+)=(\S+)$/gm)].map((m) => [m[1]!, m[2]!]));
+  t.same(Object.keys(vars).sort(), ['SVC_DNS_SERVERS', 'SVC_READY_DOMAIN', 'SVC_SMTP_PORT'], simOut);
+
+  const svc = spawn('npm', ['start'], { cwd: ROOT, env: { ...process.env, ...vars, PORT: String(base + 2), HOST: '127.0.0.1', SVC_DATA_DIR: dataDir, SVC_BOOTSTRAP_API_KEY: 'svc_test_readmeFlowKey000000000001' }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  let svcOut = '';
+  svc.stdout!.on('data', (d) => (svcOut += d));
+  svc.stderr!.on('data', (d) => (svcOut += d));
+  t.teardown(() => {
+    try {
+      process.kill(-svc.pid!, 'SIGTERM');
+    } catch {
+      /* gone */
+    }
+  });
+  const url = `http://127.0.0.1:${base + 2}`;
+  while (!svcOut.includes('email validation service listening') && Date.now() < deadline + 30_000) await new Promise((r) => setTimeout(r, 50));
+  const post = async (email: string) => {
+    const r = await fetch(`${url}/v1/validate`, { method: 'POST', headers: { 'x-api-key': 'svc_test_readmeFlowKey000000000001', 'content-type': 'application/json' }, body: JSON.stringify({ email }) });
+    return { status: r.status, body: (await r.json()) as Record<string, unknown> };
+  };
+  const good = await post('jane.doe@accept.test');
+  t.same([good.status, good.body.result, good.body.credits_charged], [200, 'valid', 1], svcOut.slice(-2000));
+  const bad = await post('no.such.user@accept.test');
+  t.same([bad.status, bad.body.result, bad.body.validation_layer], [200, 'invalid', 'smtp']);
+  let ready: Record<string, unknown> = {};
+  for (let i = 0; i < 50 && ready.status !== 'ready'; i++) {
+    ready = (await (await fetch(`${url}/ready`)).json()) as Record<string, unknown>;
+    if (ready.status !== 'ready') await new Promise((r) => setTimeout(r, 100));
+  }
+  t.equal(ready.status, 'ready', 'ready against the simulated internet');
+  process.kill(-svc.pid!, 'SIGTERM');
+  process.kill(-simProc.pid!, 'SIGTERM');
+  await Promise.all([exited(svc), exited(simProc)]);
+});
