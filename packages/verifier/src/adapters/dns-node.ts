@@ -2,6 +2,7 @@
 // NXDOMAIN (ENOTFOUND) is a fact about the domain, SERVFAIL and timeouts are not (DESIGN 5).
 
 import { Resolver } from 'node:dns/promises';
+import { isIP } from 'node:net';
 import type { DnsPort } from '../ports.ts';
 import type { MxAnswer, MxHost } from '../types.ts';
 
@@ -88,6 +89,8 @@ export function nodeDns(opts: NodeDnsOptions): DnsPort {
       return { kind: 'mx', hosts };
     },
     async resolveAddresses(host) {
+      // An MX that names an address instead of a host (RFC 5321 5.1 forbids it, some zones do it anyway).
+      if (isIP(host)) return [host];
       const a = await addresses(host);
       return a.ok ? a.ips : [];
     },
