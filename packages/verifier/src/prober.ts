@@ -3,7 +3,7 @@
 // session (many RCPT per transaction, RSET between transactions), so a bulk list costs one
 // connection per domain, not one per address. Sessions per MX host are throttled.
 
-import type { CachePort, DnsPort, SessionFailure, SmtpConnector, SmtpSession } from './ports.ts';
+import type { CachePort, DnsPort, SendResult, SessionFailure, SmtpConnector, SmtpPhase, SmtpSession } from './ports.ts';
 import { classifyRcpt, type RcptClass } from './smtp/classify.ts';
 import { KeyedSemaphore } from './throttle.ts';
 import type { MxHost, SmtpReply } from './types.ts';
@@ -141,17 +141,17 @@ class DomainActor {
       }
       first = false;
       const batch = this.#queue.splice(0, config.maxRcptsPerTransaction);
-      const requeue = (from: number) => this.#queue.unshift(...batch.slice(from));
-      const mail = await session.send('mail', `MAIL FROM:<${config.mailFrom}>${smtputf8 ? ' SMTPUTF8' : ''}`);
-      if (!mail.ok) {
-        requeue(0);
-        return mail.failure;
-      }
-      if (mail.reply.code === 421) {
-        requeue(0);
+      // The session cannot go on when a send failed or the server answered 421 (RFC 5321 3.8:
+      // it is closing the channel): the unanswered part of the batch goes back to the queue.
+      const replyOr = (r: SendResult, phase: SmtpPhase, from: number): { reply: SmtpReply } | { failure: SessionFailure } => {
+        if (r.ok && r.reply.code !== 421) return { reply: r.reply };
+        this.#queue.unshift(...batch.slice(from));
+        if (!r.ok) return { failure: r.failure };
         session.destroy();
-        return { phase: 'mail', kind: 'reply', detail: 'server closing', reply: mail.reply };
-      }
+        return { failure: { phase, kind: 'reply', detail: 'server closing', reply: r.reply } };
+      };
+      const mail = replyOr(await session.send('mail', `MAIL FROM:<${config.mailFrom}>${smtputf8 ? ' SMTPUTF8' : ''}`), 'mail', 0);
+      if ('failure' in mail) return mail.failure;
       if (mail.reply.code !== 250) {
         // A refused sender says nothing about the recipients: never 'rejected' from here.
         const cls = classifyRcpt(mail.reply);
@@ -162,17 +162,8 @@ class DomainActor {
         probed = true;
         // Catch-all probe: a random local part that cannot exist, on the same session (DESIGN 5).
         const local = (this.prober.deps.randomLocal ?? defaultRandomLocal)();
-        const r = await session.send('rcpt', `RCPT TO:<${local}@${this.domain}>`);
-        if (!r.ok) {
-          requeue(0);
-          return r.failure;
-        }
-        if (r.reply.code === 421) {
-          // RFC 5321 3.8: the server is closing the channel; nothing more can be sent on it.
-          requeue(0);
-          session.destroy();
-          return { phase: 'rcpt', kind: 'reply', detail: 'server closing', reply: r.reply };
-        }
+        const r = replyOr(await session.send('rcpt', `RCPT TO:<${local}@${this.domain}>`), 'rcpt', 0);
+        if ('failure' in r) return r.failure;
         const cls = classifyRcpt(r.reply);
         if (cls === 'accepted' || cls === 'rejected') {
           this.#catchall = { catchall: cls === 'accepted', mxIndex };
@@ -185,16 +176,8 @@ class DomainActor {
           job.resolve({ kind: 'smtputf8_unsupported', mxIndex });
           continue;
         }
-        const r = await session.send('rcpt', `RCPT TO:<${job.local}@${this.domain}>`);
-        if (!r.ok) {
-          requeue(i);
-          return r.failure;
-        }
-        if (r.reply.code === 421) {
-          requeue(i);
-          session.destroy();
-          return { phase: 'rcpt', kind: 'reply', detail: 'server closing', reply: r.reply };
-        }
+        const r = replyOr(await session.send('rcpt', `RCPT TO:<${job.local}@${this.domain}>`), 'rcpt', i);
+        if ('failure' in r) return r.failure;
         this.#answer(job, classifyRcpt(r.reply), r.reply, mxIndex);
       }
     }

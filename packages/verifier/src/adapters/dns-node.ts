@@ -13,7 +13,8 @@ export interface NodeDnsOptions {
   tries: number;
 }
 
-type Failure = { kind: 'nxdomain' } | { kind: 'nodata' } | { kind: 'servfail' } | { kind: 'timeout' } | { kind: 'error'; detail: string };
+/** A failed lookup, already in the MX answer's terms (ENODATA is "no records" of that type). */
+type Failure = Extract<MxAnswer, { kind: 'nxdomain' | 'no_records' | 'servfail' | 'timeout' | 'error' }>;
 
 function failureOf(err: unknown): Failure {
   const code = (err as NodeJS.ErrnoException).code;
@@ -21,7 +22,7 @@ function failureOf(err: unknown): Failure {
     case 'ENOTFOUND':
       return { kind: 'nxdomain' };
     case 'ENODATA':
-      return { kind: 'nodata' };
+      return { kind: 'no_records' };
     case 'ESERVFAIL':
       return { kind: 'servfail' };
     case 'ETIMEOUT':
@@ -48,22 +49,7 @@ export function nodeDns(opts: NodeDnsOptions): DnsPort {
       }
     }
     if (ips.length > 0) return { ok: true, ips };
-    return { ok: false, failure: first ?? { kind: 'nodata' } };
-  }
-
-  function fromFailure(f: Failure): MxAnswer {
-    switch (f.kind) {
-      case 'nxdomain':
-        return { kind: 'nxdomain' };
-      case 'nodata':
-        return { kind: 'no_records' };
-      case 'servfail':
-        return { kind: 'servfail' };
-      case 'timeout':
-        return { kind: 'timeout' };
-      default:
-        return { kind: 'error', detail: f.detail };
-    }
+    return { ok: false, failure: first ?? { kind: 'no_records' } };
   }
 
   return {
@@ -73,11 +59,11 @@ export function nodeDns(opts: NodeDnsOptions): DnsPort {
         records = await resolver.resolveMx(domain);
       } catch (err) {
         const f = failureOf(err);
-        if (f.kind !== 'nodata') return fromFailure(f);
+        if (f.kind !== 'no_records') return f;
         // RFC 5321 5.1: no MX records, so the domain's own A/AAAA is the implicit MX.
         const a = await addresses(domain);
         if (a.ok) return { kind: 'implicit', hosts: [{ exchange: domain, priority: 0 }] };
-        return fromFailure(a.failure);
+        return a.failure;
       }
       // RFC 7505: a single MX of "." (c-ares gives exchange '') with preference 0 means "no mail".
       const isNull = (r: { exchange: string }) => r.exchange === '' || r.exchange === '.';
