@@ -22,6 +22,8 @@ export interface Services {
   verifier: Verifier;
   rateLimiter: RateLimiterPort;
   readiness: Readiness;
+  /** Closes the cache / rate-limit connection (Redis); nothing for the in-process adapters. */
+  closeCache: () => Promise<void>;
 }
 
 export interface Principal {

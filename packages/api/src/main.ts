@@ -8,10 +8,10 @@ async function main(): Promise<void> {
   const config = loadConfig(process.env);
   const svc = await startService(config);
   const log = svc.app.log;
-  for (const [name, set] of [['REDIS_URL', config.redisUrl], ['KAFKA_BROKERS', config.kafkaBrokers], ['CLICKHOUSE_URL', config.clickhouseUrl]] as const) {
-    if (set) log.warn(`${name} is set but this build has no ${name.split('_')[0]!.toLowerCase()} adapter yet; using the in-process one`);
+  for (const [name, set] of [['KAFKA_BROKERS', config.kafkaBrokers], ['CLICKHOUSE_URL', config.clickhouseUrl]] as const) {
+    if (set) log.warn(`${name} is set but this build does not use it yet (the job transport and analytics come with the next issues)`);
   }
-  log.info({ url: svc.url, store: config.databaseUrl ? 'postgres' : 'pglite', dataDir: config.databaseUrl ? undefined : config.dataDir }, 'email validation service listening');
+  log.info({ url: svc.url, store: config.databaseUrl ? 'postgres' : 'pglite', cache: config.redisUrl ? 'redis' : 'in-process', dataDir: config.databaseUrl ? undefined : config.dataDir }, 'email validation service listening');
   if (svc.generatedKey) {
     // Shown once, to the operator's terminal; only its hash is stored.
     process.stdout.write(`\n  No SVC_BOOTSTRAP_API_KEY was set, so an unrestricted API key was generated (shown once):\n\n    ${svc.generatedKey}\n\n`);

@@ -59,6 +59,7 @@ export async function startService(config: Config, opts: { store?: Store } = {})
         admin?.close();
         await app.close(); // stops accepting, waits for in-flight requests
         await verifier.close(); // every domain actor finishes and QUITs its SMTP session
+        await services.closeCache();
         if (!opts.store) await store.db.close();
       })()),
   };

@@ -1,6 +1,7 @@
 // The composition root: turns a Config into running services, choosing each port's adapter.
 
-import { MemoryCache, MemoryRateLimiter, openStore, type Store } from '@svc/store';
+import { connectRedis, MemoryCache, MemoryRateLimiter, openStore, RedisCache, RedisRateLimiter, type RateLimiterPort, type Store } from '@svc/store';
+import type { CachePort } from '@svc/verifier/ports.ts';
 import { nodeDns } from '@svc/verifier/adapters/dns-node.ts';
 import { netSmtpConnector } from '@svc/verifier/adapters/smtp-net.ts';
 import { tcpReachable } from '@svc/verifier/adapters/tcp.ts';
@@ -12,7 +13,27 @@ import { Readiness } from './readiness.ts';
 export async function createServices(config: Config, opts: { store?: Store } = {}): Promise<Services> {
   const store = opts.store ?? (await openStore(config.databaseUrl ? { databaseUrl: config.databaseUrl } : { dataDir: config.dataDir }));
   const dns = nodeDns({ servers: config.dnsServers, timeoutMs: config.dnsTimeoutMs, tries: 2 });
-  const cache = new MemoryCache();
+  // Cache and rate limits: in-process (embedded), or Redis when REDIS_URL is set (cluster).
+  let cache: CachePort;
+  let rateLimiter: RateLimiterPort;
+  let cachePing: () => Promise<boolean>;
+  let closeCache = async () => {};
+  if (config.redisUrl) {
+    const redis = connectRedis(config.redisUrl);
+    const rc = new RedisCache(redis);
+    cache = rc;
+    rateLimiter = new RedisRateLimiter(redis);
+    cachePing = () => rc.ping();
+    closeCache = async () => void (await redis.quit());
+  } else {
+    const mc = new MemoryCache();
+    cache = mc;
+    rateLimiter = new MemoryRateLimiter();
+    cachePing = async () => {
+      await mc.set('ready:ping', 1, 1000);
+      return (await mc.get<number>('ready:ping')) === 1;
+    };
+  }
   const verifier = new Verifier({
     dns,
     smtp: netSmtpConnector,
@@ -35,14 +56,11 @@ export async function createServices(config: Config, opts: { store?: Store } = {
   const readiness = new Readiness({
     dns,
     tcpReachable,
-    cachePing: async () => {
-      await cache.set('ready:ping', 1, 1000);
-      return (await cache.get<number>('ready:ping')) === 1;
-    },
+    cachePing,
     databasePing: async () => (await store.db.query('SELECT 1 AS ok')).length === 1,
     readyDomain: config.readyDomain,
     smtpPort: config.smtpPort,
     timeoutMs: Math.min(config.smtpTimeoutMs, 5000),
   });
-  return { config, store, verifier, rateLimiter: new MemoryRateLimiter(), readiness };
+  return { config, store, verifier, rateLimiter, readiness, closeCache };
 }

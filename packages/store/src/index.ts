@@ -19,3 +19,4 @@ export async function openStore(opts: { databaseUrl?: string; dataDir?: string }
   await migrate(db);
   return new Store(db);
 }
+export { connectRedis, RedisCache, RedisRateLimiter } from './redis.ts';

@@ -1,0 +1,73 @@
+// One conformance suite for the cache and rate-limit ports, run against the in-process adapters
+// and against a real Redis (127.0.0.1:6379 or REDIS_URL). CI_REQUIRE_SERVICES=1 makes a missing
+// Redis a failure instead of a skip.
+
+import { randomBytes } from 'node:crypto';
+import t from 'tap';
+import type { CachePort } from '@svc/verifier/ports.ts';
+import { connectRedis, MemoryCache, MemoryRateLimiter, RedisCache, RedisRateLimiter, type RateLimiterPort } from '../src/index.ts';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function conformance(t: Tap.Test, name: string, make: () => { cache: CachePort; limiter: RateLimiterPort }) {
+  t.test(`${name}: cache`, async (t) => {
+    const { cache } = make();
+    t.equal(await cache.get('missing'), undefined);
+    await cache.set('v:a@b.test', { result: 'valid', n: 1, flags: ['x'] }, 10_000);
+    t.same(await cache.get('v:a@b.test'), { result: 'valid', n: 1, flags: ['x'] }, 'round-trips plain data');
+    await cache.set('short', 1, 60);
+    t.equal(await cache.get('short'), 1);
+    await sleep(120);
+    t.equal(await cache.get('short'), undefined, 'expires after its ttl');
+    await cache.set('zero', 1, 0);
+    t.equal(await cache.get('zero'), undefined, 'a zero ttl stores nothing');
+    await cache.set('over', 1, 10_000);
+    await cache.set('over', 2, 10_000);
+    t.equal(await cache.get('over'), 2, 'set replaces');
+  });
+
+  t.test(`${name}: rate limiter`, async (t) => {
+    const { limiter } = make();
+    const key = `k${randomBytes(4).toString('hex')}`;
+    const first = await limiter.hit(key, 3, 60_000);
+    t.same([first.allowed, first.limit, first.remaining], [true, 3, 2]);
+    t.ok(first.resetSeconds >= 59 && first.resetSeconds <= 60);
+    t.same((await limiter.hit(key, 3, 60_000)).remaining, 1);
+    t.same((await limiter.hit(key, 3, 60_000)).allowed, true);
+    const over = await limiter.hit(key, 3, 60_000);
+    t.same([over.allowed, over.remaining, over.resetSeconds], [false, 0, 60], 'the crossing hit restarts the window: 60 s');
+    t.equal((await limiter.hit(key, 3, 60_000)).allowed, false, 'still refused');
+    t.equal((await limiter.hit(`${key}-other`, 3, 60_000)).allowed, true, 'keys are independent');
+    const quick = `${key}-quick`;
+    await limiter.hit(quick, 1, 100);
+    t.equal((await limiter.hit(quick, 1, 100)).allowed, false);
+    await sleep(250);
+    t.equal((await limiter.hit(quick, 1, 100)).allowed, true, 'a new window after the old one ends');
+    // Concurrent hits never let more than the limit through.
+    const burstKey = `${key}-burst`;
+    const results = await Promise.all(Array.from({ length: 200 }, () => limiter.hit(burstKey, 50, 60_000)));
+    t.equal(results.filter((r) => r.allowed).length, 50);
+  });
+}
+
+conformance(t, 'in-process', () => ({ cache: new MemoryCache(), limiter: new MemoryRateLimiter() }));
+
+const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const probe = connectRedis(url);
+const up = await Promise.race([probe.ping().then(() => true, () => false), sleep(2000).then(() => false)]);
+if (!up) {
+  probe.disconnect();
+  if (process.env.CI_REQUIRE_SERVICES === '1') t.fail(`Redis at ${url} is required (CI_REQUIRE_SERVICES=1) but did not answer`);
+  else t.skip(`Redis at ${url} did not answer`);
+} else {
+  const prefix = `svc-test-${randomBytes(4).toString('hex')}:`;
+  t.teardown(async () => {
+    const keys = await probe.keys(`${prefix}*`);
+    if (keys.length) await probe.del(...keys);
+    await probe.quit();
+  });
+  conformance(t, 'redis', () => ({ cache: new RedisCache(probe, `${prefix}c:`), limiter: new RedisRateLimiter(probe, `${prefix}rl:`) }));
+  t.test('redis: readiness ping', async (t) => {
+    t.equal(await new RedisCache(probe, prefix).ping(), true);
+  });
+}
