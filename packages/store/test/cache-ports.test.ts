@@ -9,7 +9,9 @@ import { connectRedis, MemoryCache, MemoryRateLimiter, RedisCache, RedisRateLimi
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function conformance(t: Tap.Test, name: string, make: () => { cache: CachePort; limiter: RateLimiterPort }) {
+type TestT = Parameters<Parameters<typeof t.test>[0]>[0];
+
+function conformance(t: TestT, name: string, make: () => { cache: CachePort; limiter: RateLimiterPort }) {
   t.test(`${name}: cache`, async (t) => {
     const { cache } = make();
     t.equal(await cache.get('missing'), undefined);
@@ -50,7 +52,7 @@ function conformance(t: Tap.Test, name: string, make: () => { cache: CachePort; 
   });
 }
 
-conformance(t, 'in-process', () => ({ cache: new MemoryCache(), limiter: new MemoryRateLimiter() }));
+conformance(t as unknown as TestT, 'in-process', () => ({ cache: new MemoryCache(), limiter: new MemoryRateLimiter() }));
 
 const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const probe = connectRedis(url);
@@ -66,7 +68,7 @@ if (!up) {
     if (keys.length) await probe.del(...keys);
     await probe.quit();
   });
-  conformance(t, 'redis', () => ({ cache: new RedisCache(probe, `${prefix}c:`), limiter: new RedisRateLimiter(probe, `${prefix}rl:`) }));
+  conformance(t as unknown as TestT, 'redis', () => ({ cache: new RedisCache(probe, `${prefix}c:`), limiter: new RedisRateLimiter(probe, `${prefix}rl:`) }));
   t.test('redis: readiness ping', async (t) => {
     t.equal(await new RedisCache(probe, prefix).ping(), true);
   });
