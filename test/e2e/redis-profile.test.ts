@@ -11,7 +11,7 @@ redis.on('error', () => {});
 const up = await redis.connect().then(() => true, () => false);
 if (!up) {
   if (process.env.CI_REQUIRE_SERVICES === '1') t.fail(`Redis at ${url} is required (CI_REQUIRE_SERVICES=1)`);
-  else t.skip(`Redis at ${url} did not answer`);
+  else t.plan(0, `Redis at ${url} did not answer`);
 } else {
   t.teardown(() => redis.quit());
   const stack = await startStack({ env: { REDIS_URL: url } });
