@@ -31,8 +31,10 @@ t.test('Idempotency-Key: replay, conflict, in progress', async (t) => {
 
   // In progress: the slow banner server keeps the first request busy while the second arrives.
   const slow = { email: 'jane.doe@slowbanner.test' };
+  const before = stack.sim.statsFor('slowbanner.test').connections;
   const p1 = stack.call('POST', '/v1/validate', { key, body: slow, headers: { 'idempotency-key': 'slow-1' } });
-  await new Promise((r) => setTimeout(r, 100));
+  // Once the first request's SMTP session is open, its key claim is certainly recorded.
+  for (let i = 0; i < 200 && stack.sim.statsFor('slowbanner.test').connections === before; i++) await new Promise((r) => setTimeout(r, 10));
   const p2 = await stack.call('POST', '/v1/validate', { key, body: slow, headers: { 'idempotency-key': 'slow-1' } });
   t.equal(p2.status, 409);
   t.equal(p2.body.code, 'idempotency_request_in_progress');

@@ -89,7 +89,8 @@ t.test('bootstrap key, admin CLI through the socket, logs, SIGTERM drain', async
   // SMTP session ends with QUIT, then the process exits 0.
   sim.resetStats();
   const inflight = call('/v1/validate', BOOTSTRAP_KEY, { email: 'jane.doe@slowbanner.test' });
-  await new Promise((r) => setTimeout(r, 300));
+  // Signal only once the validation is surely in flight: its SMTP session is open.
+  for (let i = 0; i < 500 && sim.statsFor('slowbanner.test').connections === 0; i++) await new Promise((r) => setTimeout(r, 10));
   p.child.kill('SIGTERM');
   const res = await inflight;
   t.equal(res.status, 200);
