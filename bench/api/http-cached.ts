@@ -1,0 +1,208 @@
+// Benchmark 2: cached validations through the whole HTTP stack, against a bare Fastify route.
+//
+// The full service (startService: Fastify with its hooks, key lookup, rate limiter, PGlite store,
+// credits, verifier) runs in a child process, the simulated internet in another; autocannon runs
+// here. After one validation of each address has filled the verdict cache, autocannon posts
+// (a) a role address (cached, never charged: no store write) and (b) a valid personal address
+// (cached, charged: a reserve + settle transaction in the store per request) to /v1/validate.
+// Baseline in the same run: a bare Fastify app (bench/api/bare-fastify-child.ts) in a child
+// process with one POST route that parses the same body and answers an object of the same size,
+// loaded once before and once after the service (order: bare, a, b, bare; baseline = their mean).
+
+import { pathToFileURL } from 'node:url';
+import autocannon, { type AutocannonResult } from 'autocannon';
+import { startChild, type Child } from '../lib/children.ts';
+import type { BenchResult, Row } from '../lib/result.ts';
+import { fmt, withTimeout } from '../lib/stats.ts';
+
+export const NAME = 'api/http-cached';
+const KEY = 'svc_live_benchBootstrapKey000000000001';
+const CREDITS = 10_000_000;
+const ROLE = 'info@accept.test';
+const CHARGED = 'jane.doe@accept.test';
+const TARGET_RATIO = 0.5;
+
+export interface HttpOptions {
+  /** Seconds of measured load per target (default 10). */
+  durationS?: number;
+  /** Seconds of unmeasured load before each measured run (default 2). */
+  warmupS?: number;
+  connections?: number;
+}
+
+interface Load {
+  label: string;
+  reqPerS: number;
+  p50: number;
+  p90: number;
+  p99: number;
+  ok: number;
+  other: number;
+  errors: number;
+  /** CPU of the server process per request, ms. */
+  serverCpuMs: number;
+  /** CPU of the server process as a share of one core over the run. */
+  serverCores: number;
+}
+
+async function post(url: string, body: unknown): Promise<{ status: number; text: string; json: Record<string, unknown> }> {
+  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': KEY }, body: JSON.stringify(body), signal: AbortSignal.timeout(15_000) });
+  const text = await res.text();
+  return { status: res.status, text, json: JSON.parse(text) as Record<string, unknown> };
+}
+
+async function load(label: string, child: Child<{ url: string }>, email: string, o: Required<HttpOptions>): Promise<Load> {
+  const opts = {
+    url: `${child.info.url}/v1/validate`,
+    method: 'POST' as const,
+    headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+    body: JSON.stringify({ email }),
+    connections: o.connections,
+    pipelining: 1,
+    timeout: 10,
+    renderProgressBar: false,
+    renderResultsTable: false,
+  };
+  const bounded = (r: PromiseLike<AutocannonResult>, s: number) => withTimeout(Promise.resolve(r), (s + 20) * 1000, `autocannon ${label}`);
+  if (o.warmupS > 0) await bounded(autocannon({ ...opts, duration: o.warmupS }), o.warmupS);
+  const c0 = await child.request<NodeJS.CpuUsage>('cpuUsage');
+  const t0 = performance.now();
+  const r = await bounded(autocannon({ ...opts, duration: o.durationS }), o.durationS);
+  const wallMs = performance.now() - t0;
+  const c1 = await child.request<NodeJS.CpuUsage>('cpuUsage');
+  const cpuMs = (c1.user - c0.user + c1.system - c0.system) / 1000;
+  return {
+    label,
+    reqPerS: r.requests.average,
+    p50: r.latency.p50,
+    p90: r.latency.p90,
+    p99: r.latency.p99,
+    ok: r['2xx'],
+    other: r.non2xx,
+    errors: r.errors + r.timeouts,
+    serverCpuMs: r.requests.total > 0 ? cpuMs / r.requests.total : Number.NaN,
+    serverCores: cpuMs / wallMs,
+  };
+}
+
+export async function run(opts: HttpOptions = {}): Promise<BenchResult> {
+  const o: Required<HttpOptions> = { durationS: opts.durationS ?? 10, warmupS: opts.warmupS ?? 2, connections: opts.connections ?? 50 };
+  const warnings: string[] = [];
+  const details: string[] = [];
+  const loads: Load[] = [];
+  const sim = await startChild<{ dnsServers: string; smtpPort: number }>('sim-child.ts', { args: ['0'] });
+  let svc: Child<{ url: string }> | undefined;
+  let bare: Child<{ url: string }> | undefined;
+  try {
+    svc = await startChild<{ url: string }>('api/service-child.ts', {
+      env: {
+        PORT: '0',
+        HOST: '127.0.0.1',
+        SVC_DATA_DIR: '', // the child makes (and removes) a temporary one
+        DATABASE_URL: '', // embedded profile: PGlite, in-process caches
+        REDIS_URL: '',
+        KAFKA_BROKERS: '',
+        CLICKHOUSE_URL: '',
+        SVC_DNS_SERVERS: sim.info.dnsServers,
+        SVC_SMTP_PORT: String(sim.info.smtpPort),
+        SVC_READY_DOMAIN: 'gmail.com',
+        SVC_HELO_NAME: 'verifier.bench.test',
+        SVC_MAIL_FROM: 'probe@verifier.bench.test',
+        SVC_SMTP_TIMEOUT_MS: '5000',
+        SVC_LOG_LEVEL: 'silent',
+        SVC_BOOTSTRAP_API_KEY: KEY,
+        SVC_BOOTSTRAP_CREDITS: String(CREDITS),
+        // The configured maximum (10,000,000 a minute): the limiter is passed, not the thing measured.
+        SVC_RATE_LIMIT_PER_KEY: '10000000',
+        SVC_RATE_LIMIT_PER_IP: '10000000',
+      },
+    });
+    // Fill the verdict cache: one real validation (DNS + SMTP against the sim) of each address.
+    const role = await post(`${svc.info.url}/v1/validate`, { email: ROLE });
+    const charged = await post(`${svc.info.url}/v1/validate`, { email: CHARGED });
+    if (role.status !== 200 || role.json.result !== 'valid_role_based' || role.json.credits_charged !== 0) throw new Error(`warm-up ${ROLE}: ${role.status} ${role.text}`);
+    if (charged.status !== 200 || charged.json.result !== 'valid' || charged.json.credits_charged !== 1) throw new Error(`warm-up ${CHARGED}: ${charged.status} ${charged.text}`);
+    const creditsBefore = await fetch(`${svc.info.url}/v1/credits`, { headers: { 'x-api-key': KEY }, signal: AbortSignal.timeout(10_000) }).then((r) => r.json() as Promise<{ balance: number }>);
+
+    bare = await startChild<{ url: string }>('api/bare-fastify-child.ts', { args: [role.text] });
+    const probe = await post(`${bare.info.url}/v1/validate`, { email: ROLE });
+    if (probe.status !== 200) throw new Error(`bare route: ${probe.status} ${probe.text}`);
+
+    // Bare before and after the service (both children stay up, the idle one costs nothing): on a
+    // small shared machine the two bare runs show how much the baseline itself moved.
+    const bare1 = await load('bare Fastify route, before', bare, ROLE, o);
+    const a = await load(`service, cached role address (${ROLE}, not charged)`, svc, ROLE, o);
+    const b = await load(`service, cached chargeable address (${CHARGED}, 1 credit each)`, svc, CHARGED, o);
+    const bare2 = await load('bare Fastify route, after', bare, ROLE, o);
+    loads.push(bare1, a, b, bare2);
+    const creditsAfter = await fetch(`${svc.info.url}/v1/credits`, { headers: { 'x-api-key': KEY }, signal: AbortSignal.timeout(10_000) }).then((r) => r.json() as Promise<{ balance: number }>);
+    const spent = creditsBefore.balance - creditsAfter.balance;
+    if (spent < b.ok) warnings.push(`only ${spent} credits were charged for ${b.ok} chargeable answers`);
+    const base = {
+      reqPerS: (bare1.reqPerS + bare2.reqPerS) / 2,
+      p50: (bare1.p50 + bare2.p50) / 2,
+      p99: (bare1.p99 + bare2.p99) / 2,
+      serverCpuMs: (bare1.serverCpuMs + bare2.serverCpuMs) / 2,
+    };
+
+    for (const l of loads) if (l.other > 0 || l.errors > 0) warnings.push(`${l.label}: ${l.other} non-2xx answers, ${l.errors} errors/timeouts`);
+    details.push(
+      `autocannon in the bench process, ${o.connections} connections, pipelining 1, ${o.warmupS} s warm-up then ${o.durationS} s measured per target; servers in child processes. ` +
+        'Server CPU per request = user+system CPU of the server process over the measured run / requests completed; "cores busy" = that CPU / wall time. ' +
+        'Baseline = mean of the two bare runs.',
+      '',
+      '| target | req/s | p50 ms | p90 ms | p99 ms | 2xx | non-2xx | errors | server CPU ms/req | server cores busy | req/s ratio to bare |',
+      '|---|---|---|---|---|---|---|---|---|---|---|',
+      ...loads.map((l) => `| ${l.label} | ${fmt(l.reqPerS)} | ${l.p50} | ${l.p90} | ${l.p99} | ${l.ok} | ${l.other} | ${l.errors} | ${fmt(l.serverCpuMs)} | ${fmt(l.serverCores)} | ${fmt(l.reqPerS / base.reqPerS)} |`),
+      '',
+      `Credits spent during the chargeable runs (warm-up + measured): ${spent}; 2xx answers in the measured run: ${b.ok}.`,
+      `Answer sizes: service role ${role.text.length} B, service chargeable ${charged.text.length} B, bare ${probe.text.length} B.`,
+      `CPU per request, bare / service: (a) ${fmt(base.serverCpuMs / a.serverCpuMs)}x, (b) ${fmt(base.serverCpuMs / b.serverCpuMs)}x (what the req/s ratio would be if both sides were CPU-bound on one core each).`,
+    );
+    const ratioRow = (metric: string, l: Load): Row => ({
+      bench: NAME,
+      metric,
+      value: l.reqPerS,
+      unit: 'req/s',
+      baseline: { label: 'bare Fastify route', value: base.reqPerS },
+      ratio: l.reqPerS / base.reqPerS,
+      ratioLabel: 'x bare',
+      target: `≥ ${TARGET_RATIO}x bare`,
+      pass: l.reqPerS / base.reqPerS >= TARGET_RATIO,
+    });
+    const latencyRow = (metric: string, l: { p50: number; p99: number }, withBase = true): Row => ({
+      bench: NAME,
+      metric,
+      value: l.p50,
+      unit: `ms (p99 ${fmt(l.p99)} ms)`,
+      ...(withBase ? { baseline: { label: 'bare p50', value: base.p50 } } : {}),
+    });
+    const cpuRow = (metric: string, l: Load): Row => ({
+      bench: NAME,
+      metric,
+      value: l.serverCpuMs,
+      unit: 'ms',
+      baseline: { label: 'bare', value: base.serverCpuMs },
+      ratio: base.serverCpuMs / l.serverCpuMs,
+      ratioLabel: 'x (bare CPU / service CPU)',
+    });
+    const rows: Row[] = [
+      ratioRow('req/s, cached role address (a)', a),
+      ratioRow('req/s, cached chargeable address (b)', b),
+      latencyRow('latency p50, (a)', a),
+      latencyRow('latency p50, (b)', b),
+      latencyRow('latency p50, bare', base, false),
+      cpuRow('server CPU per request, (a)', a),
+      cpuRow('server CPU per request, (b)', b),
+    ];
+    return { name: NAME, rows, details, warnings };
+  } finally {
+    await Promise.all([svc?.stop(), bare?.stop(), sim.stop()]);
+  }
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const r = await run();
+  console.log(r.details.join('\n'));
+  for (const w of r.warnings) console.log(`WARNING: ${w}`);
+}

@@ -1,0 +1,27 @@
+// The full embedded service (startService: PGlite store, key auth, rate limits, credits, verifier)
+// in its own process, configured from the environment the parent passes (loadConfig(env)).
+// SVC_DATA_DIR: a fresh temporary directory unless given, removed on exit. Prints {"url"} as one
+// JSON line on stdout; IPC: cpuUsage() of this process.
+
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { loadConfig } from '@svc/api/config.ts';
+import { startService } from '@svc/api/server.ts';
+import { serveParent } from '../lib/children.ts';
+
+const ownDir = process.env.SVC_DATA_DIR ? undefined : mkdtempSync(path.join(os.tmpdir(), 'svc-bench-'));
+const env = { ...process.env, ...(ownDir ? { SVC_DATA_DIR: ownDir } : {}) };
+const svc = await startService(loadConfig(env));
+await svc.services.readiness.refresh();
+serveParent(
+  {
+    cpuUsage: () => process.cpuUsage(),
+    memory: () => process.memoryUsage(),
+  },
+  async () => {
+    await svc.close();
+    if (ownDir) rmSync(ownDir, { recursive: true, force: true });
+  },
+);
+process.stdout.write(`${JSON.stringify({ url: svc.url })}\n`);
