@@ -24,6 +24,14 @@ t.test('200 parallel single validations, 50 credits', async (t) => {
   const b = await store.balance(accountId);
   t.same({ balance: b!.balance, reserved: b!.reserved, available: b!.available }, { balance: 0, reserved: 0, available: 0 });
   t.same(await store.ledgerTotals(accountId), { balance: 0, reserved: 0 }, 'the ledger agrees');
+  // Both money paths ran: reservations for the first (uncached) verdicts, one-statement debits
+  // once the verdicts came from the cache.
+  const kinds = await store.db.query<{ kind: string; n: number }>('SELECT kind, SUM(amount)::int AS n FROM credit_ledger WHERE account_id = $1 GROUP BY kind ORDER BY kind', [accountId]);
+  const byKind = Object.fromEntries(kinds.map((k) => [k.kind, k.n]));
+  t.ok((byKind.debit ?? 0) > 0, 'some requests were debited directly');
+  t.ok((byKind.charge ?? 0) > 0, 'some requests reserved and settled');
+  t.equal((byKind.debit ?? 0) + (byKind.charge ?? 0), 50, 'debits + charges = 50');
+  t.equal(byKind.reserve ?? 0, (byKind.charge ?? 0) + (byKind.release ?? 0), 'every reservation settled');
 });
 
 t.test('parallel bulk requests with mixed results never overdraw', async (t) => {

@@ -152,8 +152,9 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     if (rec.state === 'revoked') throw new ApiError('api_key_revoked');
     if (rec.state === 'inactive') throw new ApiError('api_key_inactive');
     if (rec.expires_at && rec.expires_at.getTime() <= Date.now()) throw new ApiError('api_key_expired');
-    req.log = req.log.child({ key: rec.display_prefix, account: rec.account_id });
-    reply.log = req.log;
+    // The request's own child logger (shared by req and reply) gains the key's short prefix;
+    // setBindings is far cheaper than a child per request.
+    (req.log as unknown as import('pino').Logger).setBindings({ key: rec.display_prefix, account: rec.account_id });
     const k = await rateLimiter.hit(`key:${rec.id}`, config.rateLimitPerKey, MINUTE_MS);
     setRateHeaders(reply, k.remaining < ip.remaining ? k : ip);
     if (!k.allowed) throw rateLimited();

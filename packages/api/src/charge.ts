@@ -4,7 +4,7 @@
 // that the next start releases (Store.releaseStale).
 
 import type { Store } from '@svc/store';
-import type { Verifier } from '@svc/verifier/verifier.ts';
+import type { Plan, Verifier } from '@svc/verifier/verifier.ts';
 import type { Verdict } from '@svc/verifier/types.ts';
 import { ApiError } from './errors.ts';
 
@@ -36,30 +36,41 @@ function reasonFor(v: Verdict): ChargeReason {
 
 export async function validateAndCharge(store: Store, verifier: Verifier, accountId: string, emails: readonly string[], purpose = 'sync'): Promise<ChargedResult[]> {
   const plan = await verifier.plan(emails);
+  const insufficient = (available: number) =>
+    new ApiError('insufficient_credits', `This request needs up to ${plan.maxCost} credits; ${available} available`, { required: plan.maxCost, available });
+  if (plan.settled) {
+    // Every verdict is known already (syntax, cache): the cost is exact, so take it in one
+    // statement instead of a reservation and a settlement.
+    if (plan.maxCost > 0) {
+      const d = await store.debit(accountId, plan.maxCost, purpose);
+      if (!d.ok) throw insufficient(d.available);
+    }
+    return priced(await verifier.run(plan), plan);
+  }
   let reservationId: string | undefined;
   if (plan.maxCost > 0) {
     const r = await store.reserve(accountId, plan.maxCost, purpose);
-    if (!r.ok) throw new ApiError('insufficient_credits', `This request needs up to ${plan.maxCost} credits; ${r.available} available`, { required: plan.maxCost, available: r.available });
+    if (!r.ok) throw insufficient(r.available);
     reservationId = r.reservationId;
   }
   let charged = 0;
   try {
-    const verdicts = await verifier.run(plan);
-    const seen = new Set<string>();
-    const out = verdicts.map(({ chargeable, ...v }, i): ChargedResult => {
-      // The plan's key (exact local part, ASCII domain) is what it priced: the same mailbox twice is charged once.
-      const k = plan.items[i]!.key ?? `#${i}`;
-      const dup = seen.has(k);
-      seen.add(k);
-      if (chargeable && !dup) charged++;
-      const credits = chargeable && !dup ? 1 : 0;
-      return { ...v, credits_charged: credits, charge_reason: dup && chargeable ? 'duplicate_in_request' : reasonFor({ ...v, chargeable }) };
-    });
+    const out = priced(await verifier.run(plan), plan);
+    charged = out.reduce((n, r) => n + r.credits_charged, 0);
     return out;
-  } catch (err) {
-    charged = 0;
-    throw err;
   } finally {
     if (reservationId) await store.settle(reservationId, charged);
   }
+}
+
+/** Credits per result: 1 for the first High-Value Validation of each mailbox the plan priced. */
+function priced(verdicts: Verdict[], plan: Plan): ChargedResult[] {
+  const seen = new Set<string>();
+  return verdicts.map(({ chargeable, ...v }, i): ChargedResult => {
+    // The plan's key (exact local part, ASCII domain) is what it priced: the same mailbox twice is charged once.
+    const k = plan.items[i]!.key ?? `#${i}`;
+    const dup = seen.has(k);
+    seen.add(k);
+    return { ...v, credits_charged: chargeable && !dup ? 1 : 0, charge_reason: dup && chargeable ? 'duplicate_in_request' : reasonFor({ ...v, chargeable }) };
+  });
 }

@@ -199,6 +199,23 @@ export class Store {
   }
 
   /**
+   * Takes `amount` credits at once, without a reservation, if that many are available: for work
+   * whose cost is known before it starts. One statement (the UPDATE's condition and the ledger
+   * row together), so it is atomic on Postgres and PGlite alike.
+   */
+  async debit(accountId: string, amount: number, note: string): Promise<{ ok: true } | { ok: false; available: number }> {
+    if (!Number.isSafeInteger(amount) || amount <= 0) throw new RangeError('amount must be a positive integer');
+    const rows = await this.db.query(
+      `WITH taken AS (UPDATE accounts SET balance = balance - $2 WHERE id = $1 AND balance - reserved >= $2 RETURNING id)
+       INSERT INTO credit_ledger (account_id, kind, amount, note) SELECT id, 'debit', $2, $3 FROM taken RETURNING id`,
+      [accountId, amount, note],
+    );
+    if (rows.length > 0) return { ok: true };
+    const r = (await this.db.query<{ available: number }>('SELECT balance - reserved AS available FROM accounts WHERE id = $1', [accountId]))[0];
+    return { ok: false, available: r?.available ?? 0 };
+  }
+
+  /**
    * Releases open reservations of `purpose` older than `olderThanMs` (a crash left them open).
    * Returns how many were released. Sync validations never outlive their process.
    */
@@ -216,7 +233,7 @@ export class Store {
   async ledgerTotals(accountId: string): Promise<{ balance: number; reserved: number }> {
     const r = (
       await this.db.query<{ balance: number; reserved: number }>(
-        `SELECT COALESCE(SUM(CASE kind WHEN 'grant' THEN amount WHEN 'charge' THEN -amount ELSE 0 END), 0)::bigint AS balance,
+        `SELECT COALESCE(SUM(CASE kind WHEN 'grant' THEN amount WHEN 'charge' THEN -amount WHEN 'debit' THEN -amount ELSE 0 END), 0)::bigint AS balance,
                 COALESCE(SUM(CASE kind WHEN 'reserve' THEN amount WHEN 'charge' THEN -amount WHEN 'release' THEN -amount ELSE 0 END), 0)::bigint AS reserved
            FROM credit_ledger WHERE account_id = $1`,
         [accountId],

@@ -29,6 +29,8 @@ export interface SmtpSession {
   readonly tls: boolean;
   /** Sends exactly one command and waits for exactly one reply, within the phase timeout. */
   send(phase: SmtpPhase, line: string): Promise<SendResult>;
+  /** Writes several commands at once and returns one reply each, in order (RFC 2920 PIPELINING). */
+  sendMany(phase: SmtpPhase, lines: readonly string[]): Promise<SendResult[]>;
   /** Sends QUIT (politely, bounded by the timeout) and closes the socket. Never throws. */
   quit(): Promise<void>;
   /** Closes at once (no QUIT). */

@@ -20,6 +20,8 @@ export interface ProberConfig {
   maxConnectionsPerMx: number;
   maxRcptsPerTransaction: number;
   catchallTtlMs: number;
+  /** How long the addresses of an MX host are reused (default 5 min). */
+  addressCacheTtlMs?: number;
 }
 
 export interface CatchallEvidence {
@@ -90,7 +92,7 @@ class DomainActor {
 
   /** Works the queue on the first MX that answers, failing over in priority order. */
   async #session(): Promise<void> {
-    const { dns, smtp, config, cache } = this.prober.deps;
+    const { smtp, config, cache } = this.prober.deps;
     if (!this.#catchallLoaded) {
       this.#catchall = await cache.get<CatchallEvidence>(`ca:${this.domain}`);
       this.#catchallLoaded = true;
@@ -98,7 +100,7 @@ class DomainActor {
     let last: SessionFailure = { phase: 'connect', kind: 'connection', detail: 'no MX host could be reached' };
     for (let mxIndex = 0; mxIndex < this.hosts.length && this.#queue.length > 0; mxIndex++) {
       const host = this.hosts[mxIndex]!;
-      const ips = await dns.resolveAddresses(host.exchange);
+      const ips = await this.#addresses(host.exchange);
       if (ips.length === 0) {
         last = { phase: 'connect', kind: 'connection', detail: `MX host ${host.exchange} has no address` };
         continue;
@@ -124,6 +126,17 @@ class DomainActor {
     for (const job of this.#queue.splice(0)) job.resolve({ kind: 'failure', failure: last });
   }
 
+  /** Addresses of an MX host, cached: thousands of domains share a few MX hosts. */
+  async #addresses(host: string): Promise<string[]> {
+    const { dns, cache, config } = this.prober.deps;
+    const key = `addr:${host}`;
+    const cached = await cache.get<string[]>(key);
+    if (cached) return cached;
+    const ips = await dns.resolveAddresses(host);
+    if (ips.length > 0) await cache.set(key, ips, config.addressCacheTtlMs ?? 300_000);
+    return ips;
+  }
+
   /** One connection: transactions of up to maxRcptsPerTransaction recipients, RSET between. */
   async #converse(session: SmtpSession, mxIndex: number): Promise<SessionFailure | undefined> {
     const { config, cache } = this.prober.deps;
@@ -142,15 +155,15 @@ class DomainActor {
       first = false;
       const batch = this.#queue.splice(0, config.maxRcptsPerTransaction);
       // The session cannot go on when a send failed or the server answered 421 (RFC 5321 3.8:
-      // it is closing the channel): the unanswered part of the batch goes back to the queue.
-      const replyOr = (r: SendResult, phase: SmtpPhase, from: number): { reply: SmtpReply } | { failure: SessionFailure } => {
+      // it is closing the channel): the unanswered jobs go back to the queue for the next MX.
+      const replyOr = (r: SendResult, phase: SmtpPhase, requeue: Job[]): { reply: SmtpReply } | { failure: SessionFailure } => {
         if (r.ok && r.reply.code !== 421) return { reply: r.reply };
-        this.#queue.unshift(...batch.slice(from));
+        this.#queue.unshift(...requeue);
         if (!r.ok) return { failure: r.failure };
         session.destroy();
         return { failure: { phase, kind: 'reply', detail: 'server closing', reply: r.reply } };
       };
-      const mail = replyOr(await session.send('mail', `MAIL FROM:<${config.mailFrom}>${smtputf8 ? ' SMTPUTF8' : ''}`), 'mail', 0);
+      const mail = replyOr(await session.send('mail', `MAIL FROM:<${config.mailFrom}>${smtputf8 ? ' SMTPUTF8' : ''}`), 'mail', batch);
       if ('failure' in mail) return mail.failure;
       if (mail.reply.code !== 250) {
         // A refused sender says nothing about the recipients: never 'rejected' from here.
@@ -158,11 +171,19 @@ class DomainActor {
         for (const job of batch) this.#answer(job, cls === 'rejected' ? 'unclassified' : cls, mail.reply, mxIndex);
         continue;
       }
-      if (!probed && this.#catchall === undefined) {
-        probed = true;
-        // Catch-all probe: a random local part that cannot exist, on the same session (DESIGN 5).
-        const local = (this.prober.deps.randomLocal ?? defaultRandomLocal)();
-        const r = replyOr(await session.send('rcpt', `RCPT TO:<${local}@${this.domain}>`), 'rcpt', 0);
+      const targets: Job[] = [];
+      for (const job of batch) {
+        if (job.utf8 && !smtputf8) job.resolve({ kind: 'smtputf8_unsupported', mxIndex });
+        else targets.push(job);
+      }
+      // Catch-all probe: a random local part that cannot exist, first in the same transaction (DESIGN 5).
+      const probe = !probed && this.#catchall === undefined ? (this.prober.deps.randomLocal ?? defaultRandomLocal)() : undefined;
+      if (probe !== undefined) probed = true;
+      const lines = [...(probe !== undefined ? [probe] : []), ...targets.map((j) => j.local)].map((local) => `RCPT TO:<${local}@${this.domain}>`);
+      const replies = await this.#rcpts(session, lines);
+      let k = 0;
+      if (probe !== undefined) {
+        const r = replyOr(replies[k++]!, 'rcpt', targets);
         if ('failure' in r) return r.failure;
         const cls = classifyRcpt(r.reply);
         if (cls === 'accepted' || cls === 'rejected') {
@@ -170,20 +191,31 @@ class DomainActor {
           await cache.set(`ca:${this.domain}`, this.#catchall, config.catchallTtlMs);
         }
       }
-      for (let i = 0; i < batch.length; i++) {
-        const job = batch[i]!;
-        if (job.utf8 && !smtputf8) {
-          job.resolve({ kind: 'smtputf8_unsupported', mxIndex });
-          continue;
-        }
-        const r = replyOr(await session.send('rcpt', `RCPT TO:<${job.local}@${this.domain}>`), 'rcpt', i);
+      for (let i = 0; i < targets.length; i++) {
+        const r = replyOr(replies[k++]!, 'rcpt', targets.slice(i));
         if ('failure' in r) return r.failure;
-        this.#answer(job, classifyRcpt(r.reply), r.reply, mxIndex);
+        this.#answer(targets[i]!, classifyRcpt(r.reply), r.reply, mxIndex);
       }
     }
     await session.quit();
     this.prober.sessionsQuit++;
     return undefined;
+  }
+
+  /**
+   * RCPT commands of one transaction: all at once where the server offers PIPELINING (RFC 2920),
+   * else one by one, stopping at the first reply that ends the session.
+   */
+  async #rcpts(session: SmtpSession, lines: string[]): Promise<SendResult[]> {
+    if (lines.length === 0) return [];
+    if (session.extensions.has('PIPELINING')) return session.sendMany('rcpt', lines);
+    const out: SendResult[] = [];
+    for (const line of lines) {
+      const r = await session.send('rcpt', line);
+      out.push(r);
+      if (!r.ok || r.reply.code === 421) break;
+    }
+    return out;
   }
 
   #answer(job: Job, cls: RcptClass, reply: SmtpReply, mxIndex: number): void {

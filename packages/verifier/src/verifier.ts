@@ -38,6 +38,8 @@ export interface Plan {
   items: PlanItem[];
   /** Unique addresses whose verdict may still turn out chargeable: the most the work can cost. */
   maxCost: number;
+  /** Every verdict is already known (syntax or cache): maxCost is then the exact cost. */
+  settled: boolean;
 }
 
 const withEmail = (email: string, s: Stored): Verdict => ({ email, ...s });
@@ -45,6 +47,7 @@ const withEmail = (email: string, s: Stored): Verdict => ({ email, ...s });
 export class Verifier {
   readonly prober: Prober;
   #inflight = new Map<string, Promise<Stored>>();
+  #mxInflight = new Map<string, Promise<MxAnswer>>();
 
   constructor(readonly deps: VerifierDeps) {
     this.prober = new Prober(deps);
@@ -54,6 +57,7 @@ export class Verifier {
     const items: PlanItem[] = [];
     const open = new Set<string>();
     let maxCost = 0;
+    let settled = true;
     for (const email of emails) {
       const parsed = parseAddress(email);
       if (!parsed.ok) {
@@ -64,13 +68,14 @@ export class Verifier {
       const item: PlanItem = { email, parsed, key };
       const cached = await this.deps.cache.get<Stored>(`v:${key}`);
       if (cached) item.verdict = withEmail(email, cached);
+      else settled = false;
       if (!open.has(key) && (!cached || cached.chargeable)) {
         open.add(key);
         maxCost++;
       }
       items.push(item);
     }
-    return { items, maxCost };
+    return { items, maxCost, settled };
   }
 
   /** Verdicts in input order, one per submitted string. */
@@ -106,7 +111,17 @@ export class Verifier {
     return stored;
   }
 
-  async #mx(domain: string): Promise<MxAnswer> {
+  /** One MX lookup per domain at a time: a bulk of 100 addresses of one domain asks DNS once. */
+  #mx(domain: string): Promise<MxAnswer> {
+    let p = this.#mxInflight.get(domain);
+    if (!p) {
+      p = this.#mxLookup(domain).finally(() => this.#mxInflight.delete(domain));
+      this.#mxInflight.set(domain, p);
+    }
+    return p;
+  }
+
+  async #mxLookup(domain: string): Promise<MxAnswer> {
     const cached = await this.deps.cache.get<MxAnswer>(`mx:${domain}`);
     if (cached) return cached;
     const answer = await this.deps.dns.resolveMail(domain);

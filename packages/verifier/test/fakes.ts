@@ -12,7 +12,11 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 export class MemoryCache implements CachePort {
   readonly map = new Map<string, unknown>();
-  readonly sets: Array<{ key: string; value: unknown; ttlMs: number }> = [];
+  readonly allSets: Array<{ key: string; value: unknown; ttlMs: number }> = [];
+  /** Catch-all verdict writes (the ones the prober tests are about; MX host addresses are cached too). */
+  get sets(): Array<{ key: string; value: unknown; ttlMs: number }> {
+    return this.allSets.filter((s) => s.key.startsWith('ca:'));
+  }
   readonly gets: string[] = [];
 
   async get<T>(key: string): Promise<T | undefined> {
@@ -22,7 +26,7 @@ export class MemoryCache implements CachePort {
   }
 
   async set<T>(key: string, value: T, ttlMs: number): Promise<void> {
-    this.sets.push({ key, value: structuredClone(value), ttlMs });
+    this.allSets.push({ key, value: structuredClone(value), ttlMs });
     this.map.set(key, structuredClone(value));
   }
 }
@@ -118,6 +122,17 @@ export class FakeSession implements SmtpSession {
     this.closed = true;
     this.smtp.closed(this.server);
   }
+
+  /** Pipelined commands: the fake answers them in order, as a pipelining server would. */
+  async sendMany(phase: SmtpPhase, lines: readonly string[]): Promise<SendResult[]> {
+    this.pipelined.push(lines.length);
+    const out: SendResult[] = [];
+    for (const line of lines) out.push(await this.send(phase, line));
+    return out;
+  }
+
+  /** Sizes of the sendMany batches, in order. */
+  readonly pipelined: number[] = [];
 
   async send(phase: SmtpPhase, line: string): Promise<SendResult> {
     if (this.closed) return { ok: false, failure: { phase, kind: 'connection', detail: 'send on a closed session' } };

@@ -229,7 +229,8 @@ t.test('a session dropped mid-transaction: the rest goes to MX1', async (t) => {
 
 t.test('421 on RCPT: the session is closed at once and the rest goes to MX1', async (t) => {
   const { smtp, prober } = setup({
-    'mx1.alpha.test': { handle: (cmd) => (cmd.local === 'u002' ? reply('421 4.7.0 Too many errors, closing connection') : undefined) },
+    // Without PIPELINING: each RCPT waits for its reply, so nothing follows the 421.
+    'mx1.alpha.test': { extensions: ['ENHANCEDSTATUSCODES'], handle: (cmd) => (cmd.local === 'u002' ? reply('421 4.7.0 Too many errors, closing connection') : undefined) },
     'mx2.alpha.test': {},
   });
   const out = await Promise.all(locals(4).map((u) => prober.check('alpha.test', ALPHA2, u, false)));
@@ -246,7 +247,7 @@ t.test('421 on RCPT: the session is closed at once and the rest goes to MX1', as
 
 t.test('421 on the catch-all probe: the session ends and the recipients go to MX1', async (t) => {
   const { smtp, prober } = setup({
-    'mx1.alpha.test': { handle: (cmd) => (cmd.local?.startsWith(PROBE_PREFIX) ? reply('421 4.7.0 closing connection') : undefined) },
+    'mx1.alpha.test': { extensions: ['ENHANCEDSTATUSCODES'], handle: (cmd) => (cmd.local?.startsWith(PROBE_PREFIX) ? reply('421 4.7.0 closing connection') : undefined) },
     'mx2.alpha.test': {},
   });
   const out = await Promise.all(['ann', 'bob'].map((u) => prober.check('alpha.test', ALPHA2, u, false)));
@@ -336,6 +337,7 @@ t.test('SMTPUTF8: refused without RCPT when the server does not offer it', async
   const utf8 = await prober.check('alpha.test', ALPHA, 'josé', true);
   t.strictSame(utf8, { kind: 'smtputf8_unsupported', mxIndex: 0 });
   t.equal(smtp.count('RCPT'), 0, 'no RCPT at all');
+  await new Promise((r) => setImmediate(r)); // the QUIT follows the verdict by a tick
   t.strictSame(smtp.lines(), [MAIL_FROM, 'QUIT']);
 
   // Mixed batch: the ASCII recipient is still checked.
@@ -436,4 +438,17 @@ t.test('close() with nothing to do resolves at once', async (t) => {
   await prober.close();
   t.equal(prober.closing, true);
   t.equal(smtp.opens.length, 0);
+});
+
+t.test('PIPELINING: the RCPTs of a transaction go out in one write; a 421 inside fails the rest over', async (t) => {
+  const { smtp, prober } = setup({ 'mx1.alpha.test': {}, 'mx2.alpha.test': {} }, { maxRcptsPerTransaction: 50 });
+  const out = await Promise.all(locals(120).map((u) => prober.check('alpha.test', ALPHA2, u, false)));
+  t.ok(out.every((o) => answer(o).cls === 'rejected' || answer(o).cls === 'accepted'));
+  t.strictSame(smtp.sessions[0]?.pipelined, [51, 50, 20], 'probe + 50, then 50, then 20: one batch per transaction');
+  t.equal(smtp.count('RSET'), 2);
+
+  const two = setup({ 'mx1.alpha.test': { handle: (cmd) => (cmd.local === 'u002' ? reply('421 4.7.0 closing') : undefined) }, 'mx2.alpha.test': {} });
+  const res = await Promise.all(locals(4).map((u) => two.prober.check('alpha.test', ALPHA2, u, false)));
+  t.strictSame(res.map((o) => answer(o).mxIndex), [0, 0, 1, 1], 'answers before the 421 stand; the rest go to MX1');
+  t.strictSame(two.smtp.rcpts('mx2.alpha.test').map((c) => c.local), ['u002', 'u003']);
 });

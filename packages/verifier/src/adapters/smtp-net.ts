@@ -10,14 +10,21 @@ import type { SendResult, SessionFailure, SmtpConnectOptions, SmtpConnector, Smt
 import { command, ehloKeywords, ReplyReader, SmtpProtocolError } from '../smtp/reply.ts';
 import type { SmtpReply } from '../types.ts';
 
-type Waiter = { phase: SmtpPhase; resolve: (r: SendResult) => void; timer: NodeJS.Timeout };
+// One TLS context for every probe, and the last TLS session per MX host for resumption: a
+// full handshake is most of a probe's CPU (bench/RESULTS.md).
+const TLS_CONTEXT = tls.createSecureContext({});
+const TLS_SESSIONS = new Map<string, Buffer>();
+const MAX_TLS_SESSIONS = 10_000;
+
+type Waiter = { phase: SmtpPhase; resolve: (r: SendResult) => void; timer?: NodeJS.Timeout };
 
 class NetSession implements SmtpSession {
   extensions: ReadonlySet<string> = new Set();
   tls = false;
   #socket: net.Socket;
   #reader = new ReplyReader();
-  #waiter: Waiter | undefined;
+  /** Commands written and not yet answered, oldest first; only the oldest has its timer running. */
+  #waiters: Waiter[] = [];
   #closed: SessionFailure | undefined;
   #pending: SmtpReply[] = [];
 
@@ -33,8 +40,8 @@ class NetSession implements SmtpSession {
     // No setEncoding: the same socket may later carry TLS. Decode here, keeping split UTF-8 sequences.
     const decoder = new StringDecoder('utf8');
     socket.on('data', (chunk: Buffer) => this.#onData(decoder.write(chunk)));
-    socket.on('error', (err: NodeJS.ErrnoException) => this.#fail({ phase: this.#waiter?.phase ?? 'rcpt', kind: 'connection', detail: err.code ?? err.message }));
-    socket.on('close', () => this.#fail({ phase: this.#waiter?.phase ?? 'rcpt', kind: 'connection', detail: 'connection closed by server' }));
+    socket.on('error', (err: NodeJS.ErrnoException) => this.#fail({ phase: this.#waiters[0]?.phase ?? 'rcpt', kind: 'connection', detail: err.code ?? err.message }));
+    socket.on('close', () => this.#fail({ phase: this.#waiters[0]?.phase ?? 'rcpt', kind: 'connection', detail: 'connection closed by server' }));
   }
 
   #onData(chunk: string): void {
@@ -43,29 +50,37 @@ class NetSession implements SmtpSession {
       replies = this.#reader.push(chunk);
     } catch (err) {
       const detail = err instanceof SmtpProtocolError ? `${err.message}: ${err.detail}` : String(err);
-      this.#fail({ phase: this.#waiter?.phase ?? 'rcpt', kind: 'protocol', detail });
+      this.#fail({ phase: this.#waiters[0]?.phase ?? 'rcpt', kind: 'protocol', detail });
       this.#socket.destroy();
       return;
     }
     for (const reply of replies) {
-      const w = this.#waiter;
+      const w = this.#waiters.shift();
       if (!w) {
-        // A reply nobody asked for: the dialogue is out of step. Keep the first so the next send sees it.
+        // A reply nobody asked for: the dialogue is out of step. Keep it so the next send sees it.
         this.#pending.push(reply);
         continue;
       }
-      this.#waiter = undefined;
       clearTimeout(w.timer);
       w.resolve({ ok: true, reply });
+      this.#arm();
     }
+  }
+
+  /** Starts the reply timeout of the oldest unanswered command (each reply gets the full phase timeout). */
+  #arm(): void {
+    const w = this.#waiters[0];
+    if (!w || w.timer) return;
+    w.timer = setTimeout(() => {
+      this.#fail({ phase: w.phase, kind: 'timeout', detail: `no reply within ${this.opts.timeoutMs} ms` });
+      this.#socket.destroy();
+    }, this.opts.timeoutMs);
   }
 
   #fail(failure: SessionFailure): void {
     if (this.#closed) return;
     this.#closed = failure;
-    const w = this.#waiter;
-    if (w) {
-      this.#waiter = undefined;
+    for (const w of this.#waiters.splice(0)) {
       clearTimeout(w.timer);
       w.resolve({ ok: false, failure: { ...failure, phase: w.phase } });
     }
@@ -82,19 +97,23 @@ class NetSession implements SmtpSession {
     }
     if (this.#closed) return Promise.resolve({ ok: false, failure: { ...this.#closed, phase } });
     return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        this.#waiter = undefined;
-        this.#fail({ phase, kind: 'timeout', detail: `no reply within ${this.opts.timeoutMs} ms` });
-        resolve({ ok: false, failure: { phase, kind: 'timeout', detail: `no reply within ${this.opts.timeoutMs} ms` } });
-        this.#socket.destroy();
-      }, this.opts.timeoutMs);
-      this.#waiter = { phase, resolve, timer };
+      this.#waiters.push({ phase, resolve });
+      this.#arm();
     });
   }
 
-  send(phase: SmtpPhase, line: string): Promise<SendResult> {
-    if (this.#closed) return Promise.resolve({ ok: false, failure: { ...this.#closed, phase } });
-    if (this.#waiter) return Promise.resolve({ ok: false, failure: { phase, kind: 'protocol', detail: 'command sent while another is in flight' } });
+  async send(phase: SmtpPhase, line: string): Promise<SendResult> {
+    return (await this.sendMany(phase, [line]))[0]!;
+  }
+
+  /**
+   * Writes the commands at once and returns their replies in order (RFC 2920 PIPELINING; with
+   * one command, a plain exchange). Anything that breaks the dialogue fails every later reply.
+   */
+  sendMany(phase: SmtpPhase, lines: readonly string[]): Promise<SendResult[]> {
+    const all = (failure: SessionFailure) => Promise.resolve(lines.map((): SendResult => ({ ok: false, failure })));
+    if (this.#closed) return all({ ...this.#closed, phase });
+    if (this.#waiters.length > 0) return all({ phase, kind: 'protocol', detail: 'command sent while another is in flight' });
     const stray = this.#pending.shift();
     if (stray) {
       // A reply nobody asked for: the dialogue is out of step, so every later reply would be
@@ -102,17 +121,17 @@ class NetSession implements SmtpSession {
       const failure: SessionFailure = { phase, kind: 'protocol', detail: `unexpected reply before command: ${stray.code}`, reply: stray };
       this.#fail(failure);
       this.#socket.destroy();
-      return Promise.resolve({ ok: false, failure });
+      return all(failure);
     }
     let text: string;
     try {
-      text = command(line);
+      text = lines.map((l) => command(l)).join('');
     } catch (err) {
-      return Promise.resolve({ ok: false, failure: { phase, kind: 'protocol', detail: String((err as Error).message) } });
+      return all({ phase, kind: 'protocol', detail: String((err as Error).message) });
     }
-    const result = this.next(phase);
+    const results = lines.map(() => this.next(phase));
     this.#socket.write(text);
-    return result;
+    return Promise.all(results);
   }
 
   async upgrade(): Promise<SendResult | undefined> {
@@ -122,7 +141,13 @@ class NetSession implements SmtpSession {
     plain.removeAllListeners('close');
     plain.removeAllListeners('error');
     return new Promise((resolve) => {
-      const secure = tls.connect({ socket: plain, servername: net.isIP(this.opts.servername) ? undefined : this.opts.servername, rejectUnauthorized: false });
+      const name = this.opts.servername;
+      const resume = TLS_SESSIONS.get(name);
+      const secure = tls.connect({ socket: plain, servername: net.isIP(name) ? undefined : name, rejectUnauthorized: false, secureContext: TLS_CONTEXT, ...(resume ? { session: resume } : {}) });
+      secure.on('session', (session: Buffer) => {
+        if (TLS_SESSIONS.size >= MAX_TLS_SESSIONS) TLS_SESSIONS.clear();
+        TLS_SESSIONS.set(name, session);
+      });
       const timer = setTimeout(() => {
         secure.destroy();
         resolve({ ok: false, failure: { phase: 'starttls', kind: 'timeout', detail: 'TLS handshake timed out' } });
@@ -144,7 +169,7 @@ class NetSession implements SmtpSession {
   }
 
   async quit(): Promise<void> {
-    if (!this.#closed && !this.#waiter) {
+    if (!this.#closed && this.#waiters.length === 0) {
       const r = await this.send('quit', 'QUIT');
       void r;
     }
