@@ -24,7 +24,7 @@ export interface SimOptions {
   tarpitMs?: number;
   /** Default 400: delay before the slow server's 220 banner. */
   slowBannerMs?: number;
-  /** Default 0: extra delay before every SMTP reply (banner included) of every server, for benchmarks. */
+  /** Default 0: network latency added to every SMTP reply (banner included). Replies are delayed, commands are not held back: pipelined commands cost one round trip. */
   replyLatencyMs?: number;
 }
 

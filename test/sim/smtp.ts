@@ -333,6 +333,16 @@ async function startSmtpServer(spec: MxServerSpec, port: number, ctx: SmtpContex
     const protoSend = conn.send;
     conn.send = function (this: SMTPConnection, code, data, context): void {
       if (context === undefined && typeof data === 'string' && HAS_ENHANCED.test(data)) context = false;
+      // Injected latency models the network: every reply reaches the client `latency` ms after
+      // the server wrote it, without holding back the next command (so pipelined commands cost
+      // one round trip, as on a real link). 220 (banner has its own delay; STARTTLS upgrades the
+      // socket right after), 221 and 421 (the server closes right after) go out at once.
+      if (latency > 0 && code !== 220 && code !== 221 && code !== 421) {
+        ctx.timers.after(latency, () => {
+          if (!this._closed && !this._socket.destroyed) protoSend.call(this, code, data, context);
+        });
+        return;
+      }
       protoSend.call(this, code, data, context);
     };
 
@@ -361,12 +371,7 @@ async function startSmtpServer(spec: MxServerSpec, port: number, ctx: SmtpContex
         }
         protoOnCommand.call(this, command, callback);
       };
-      if (latency <= 0) return run();
-      this._handlerPending = true; // keeps the idle timeout from firing while the reply is held back
-      ctx.timers.after(latency, () => {
-        this._handlerPending = false;
-        run();
-      });
+      run();
     };
   };
 
