@@ -55,18 +55,18 @@ const KEY_CACHE_MS = 2_000;
 /** A short-lived cache of key lookups: saves a database round trip per request under load. */
 class KeyCache {
   #map = new Map<string, { rec: KeyRecord; at: number }>();
-  get(hash: string): KeyRecord | undefined {
-    const e = this.#map.get(hash);
+  get(key: string): KeyRecord | undefined {
+    const e = this.#map.get(key);
     if (!e) return undefined;
     if (Date.now() - e.at > KEY_CACHE_MS) {
-      this.#map.delete(hash);
+      this.#map.delete(key);
       return undefined;
     }
     return e.rec;
   }
-  set(hash: string, rec: KeyRecord): void {
+  set(key: string, rec: KeyRecord): void {
     if (this.#map.size > 10_000) this.#map.clear();
-    this.#map.set(hash, { rec, at: Date.now() });
+    this.#map.set(key, { rec, at: Date.now() });
   }
   clear(): void {
     this.#map.clear();
@@ -142,12 +142,13 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     const key = Array.isArray(raw) ? raw[0] : raw;
     if (!key) throw new ApiError('api_key_required');
     if (key.length > 256) throw new ApiError('invalid_api_key');
-    const hash = hashKey(key);
-    let rec = keyCache.get(hash);
+    // The short-lived cache is keyed by the presented key itself (process memory only, like the
+    // request that carries it), which spares a SHA-256 per request; the store sees only the hash.
+    let rec = keyCache.get(key);
     if (!rec) {
-      rec = await store.findKeyByHash(hash);
+      rec = await store.findKeyByHash(hashKey(key));
       if (!rec) throw new ApiError('invalid_api_key');
-      keyCache.set(hash, rec);
+      keyCache.set(key, rec);
     }
     if (rec.state === 'revoked') throw new ApiError('api_key_revoked');
     if (rec.state === 'inactive') throw new ApiError('api_key_inactive');

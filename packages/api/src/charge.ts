@@ -19,7 +19,7 @@ export type ChargeReason =
 
 export type ChargedResult = Omit<Verdict, 'chargeable'> & { credits_charged: 0 | 1; charge_reason: ChargeReason };
 
-function reasonFor(v: Verdict): ChargeReason {
+function reasonFor(v: Pick<Verdict, 'result' | 'reason_code'>): ChargeReason {
   switch (v.result) {
     case 'valid':
       return 'high_value_validation';
@@ -63,14 +63,22 @@ export async function validateAndCharge(store: Store, verifier: Verifier, accoun
   }
 }
 
-/** Credits per result: 1 for the first High-Value Validation of each mailbox the plan priced. */
+/**
+ * Credits per result: 1 for the first High-Value Validation of each mailbox the plan priced.
+ * The verdicts are fresh objects of this request (Verifier.run copies cached ones), so they are
+ * completed in place: this runs on every request and copies would only feed the collector. The
+ * leftover `chargeable` flag never reaches the wire: the response schema lists the fields.
+ */
 function priced(verdicts: Verdict[], plan: Plan): ChargedResult[] {
   const seen = new Set<string>();
-  return verdicts.map(({ chargeable, ...v }, i): ChargedResult => {
+  return verdicts.map((v, i) => {
     // The plan's key (exact local part, ASCII domain) is what it priced: the same mailbox twice is charged once.
     const k = plan.items[i]!.key ?? `#${i}`;
     const dup = seen.has(k);
     seen.add(k);
-    return { ...v, credits_charged: chargeable && !dup ? 1 : 0, charge_reason: dup && chargeable ? 'duplicate_in_request' : reasonFor({ ...v, chargeable }) };
+    const r = v as Verdict & ChargedResult;
+    r.credits_charged = v.chargeable && !dup ? 1 : 0;
+    r.charge_reason = dup && v.chargeable ? 'duplicate_in_request' : reasonFor(v);
+    return r;
   });
 }

@@ -48,6 +48,8 @@ export class Verifier {
   readonly prober: Prober;
   #inflight = new Map<string, Promise<Stored>>();
   #mxInflight = new Map<string, Promise<MxAnswer>>();
+  /** Parsed addresses by input string: the hot path of cached validations parses the same few. */
+  #parsed = new Map<string, ParsedAddress>();
 
   constructor(readonly deps: VerifierDeps) {
     this.prober = new Prober(deps);
@@ -59,7 +61,7 @@ export class Verifier {
     let maxCost = 0;
     let settled = true;
     for (const email of emails) {
-      const parsed = parseAddress(email);
+      const parsed = this.#parse(email);
       if (!parsed.ok) {
         items.push({ email, parsed, verdict: buildVerdict(email, parsed, { layer: 'syntax', reason: parsed.reason }) });
         continue;
@@ -76,6 +78,16 @@ export class Verifier {
       items.push(item);
     }
     return { items, maxCost, settled };
+  }
+
+  #parse(email: string): ParsedAddress {
+    let p = this.#parsed.get(email);
+    if (!p) {
+      p = parseAddress(email);
+      if (this.#parsed.size >= 10_000) this.#parsed.clear();
+      this.#parsed.set(email, p);
+    }
+    return p;
   }
 
   /** Verdicts in input order, one per submitted string. */
