@@ -14,7 +14,6 @@ import { sharedSchemas } from './schemas.ts';
 import { creditRoutes } from './routes/credits.ts';
 import { healthRoutes } from './routes/health.ts';
 import { validateRoutes } from './routes/validate.ts';
-import { idempotencyHooks } from './idempotency.ts';
 
 export interface Services {
   config: Config;
@@ -118,15 +117,11 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     reply.header('X-Request-ID', req.id);
   });
 
-  // Draining (SIGTERM): in-flight requests finish, and their keep-alive connections close after
-  // the response instead of holding the shutdown open until the keep-alive timeout.
-  let draining = false;
+  // Draining (SIGTERM): in-flight requests finish, and their keep-alive connections close as
+  // soon as their response is written instead of holding the shutdown open until the keep-alive
+  // timeout (Node reads keepAliveTimeout each time a socket turns idle).
   app.addHook('preClose', async () => {
-    draining = true;
-  });
-  app.addHook('onSend', async (_req, reply, payload) => {
-    if (draining) reply.header('Connection', 'close');
-    return payload;
+    app.server.keepAliveTimeout = 1;
   });
 
   // The shared gates, in order: IP rate limit, key, key rate limit, scope, subscription.
@@ -186,7 +181,6 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     return reply.status(apiErr.status).send(apiErr.body());
   });
 
-  idempotencyHooks(app, store);
   await app.register(healthRoutes, { services });
   await app.register(validateRoutes, { services });
   await app.register(creditRoutes, { services });

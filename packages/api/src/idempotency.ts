@@ -1,4 +1,4 @@
-// Idempotency-Key (DESIGN 6): on POST routes of an authenticated account, a key (1-255 printable
+// Idempotency-Key (DESIGN 6): on the validation POST routes (route-level hooks) of an account, a key (1-255 printable
 // ASCII) is kept 24 h with a SHA-256 of the route and body. Same key and body after success:
 // the stored response again, with `Idempotent-Replayed: true`. Same key, other body: 409
 // idempotency_key_conflict. Same key while the first is still running: 409
@@ -6,7 +6,7 @@
 // frees the key so a corrected or later retry can run (docs/decisions.md).
 
 import { createHash } from 'node:crypto';
-import type { FastifyInstance } from 'fastify';
+import type { onResponseAsyncHookHandler, onSendAsyncHookHandler, preHandlerAsyncHookHandler } from 'fastify';
 import type { Store } from '@svc/store';
 import { ApiError } from './errors.ts';
 
@@ -21,9 +21,10 @@ declare module 'fastify' {
   }
 }
 
-export function idempotencyHooks(app: FastifyInstance, store: Store): void {
-  app.addHook('preHandler', async (req, reply) => {
-    if (req.method !== 'POST' || !req.principal) return;
+/** Route-level hooks for the POST routes that honour Idempotency-Key (other routes pay nothing). */
+export function idempotencyHooks(store: Store): { preHandler: preHandlerAsyncHookHandler; onSend: onSendAsyncHookHandler<unknown>; onResponse: onResponseAsyncHookHandler } {
+  const preHandler: preHandlerAsyncHookHandler = async (req, reply) => {
+    if (!req.principal) return;
     const raw = req.headers['idempotency-key'];
     if (raw === undefined) return;
     const key = Array.isArray(raw) ? raw[0] ?? '' : raw;
@@ -44,9 +45,9 @@ export function idempotencyHooks(app: FastifyInstance, store: Store): void {
         reply.header('Content-Type', 'application/json; charset=utf-8');
         return reply.status(r.status).send(r.body);
     }
-  });
+  };
 
-  app.addHook('onSend', async (req, reply, payload) => {
+  const onSend: onSendAsyncHookHandler<unknown> = async (req, reply, payload) => {
     const idem = req.idempotency;
     if (!idem) return payload;
     req.idempotency = undefined;
@@ -56,11 +57,12 @@ export function idempotencyHooks(app: FastifyInstance, store: Store): void {
       await store.abandonIdempotent(idem.accountId, idem.key);
     }
     return payload;
-  });
+  };
 
   // A request that dies before sending (client gone, crash in a hook) must not hold its key.
-  app.addHook('onResponse', async (req) => {
+  const onResponse: onResponseAsyncHookHandler = async (req) => {
     const idem = req.idempotency;
     if (idem) await store.abandonIdempotent(idem.accountId, idem.key);
-  });
+  };
+  return { preHandler, onSend, onResponse };
 }

@@ -5,6 +5,7 @@ import type { Services } from '../app.ts';
 import { validateAndCharge, type ChargedResult } from '../charge.ts';
 import { ApiError, type ErrorCode } from '../errors.ts';
 import { gatedErrors } from '../schemas.ts';
+import { idempotencyHooks } from '../idempotency.ts';
 
 type ValidationErrors = NonNullable<FastifyError['validation']>;
 
@@ -33,11 +34,13 @@ function bulkError(errors: ValidationErrors): ErrorCode {
 
 export const validateRoutes: FastifyPluginAsync<{ services: Services }> = async (app, { services }) => {
   const { store, verifier } = services;
+  const idempotent = idempotencyHooks(store);
 
   app.post<{ Body: { email: string } }>(
     '/v1/validate',
     {
       config: { scope: 'email:validate:single', billable: true, mapValidation: singleError },
+      ...idempotent,
       schema: {
         summary: 'Validate one email address',
         tags: ['validation'],
@@ -61,6 +64,7 @@ export const validateRoutes: FastifyPluginAsync<{ services: Services }> = async 
     '/v1/validate/bulk',
     {
       config: { scope: 'email:validate:bulk', billable: true, mapValidation: bulkError },
+      ...idempotent,
       schema: {
         summary: `Validate up to ${MAX_BULK} email addresses`,
         description: 'Results come back in input order, one per submitted string. Addresses of one domain share one SMTP session.',

@@ -1,0 +1,15 @@
+import { startSim } from './test/sim/index.ts';
+import { loadConfig } from './packages/api/src/config.ts';
+import { startService } from './packages/api/src/server.ts';
+import { Session } from 'node:inspector/promises';
+import { writeFileSync } from 'node:fs';
+const sim = await startSim({});
+const cfg = loadConfig({ PORT: '0', HOST: '127.0.0.1', SVC_DATA_DIR: '/tmp/prof-' + process.pid, SVC_DNS_SERVERS: sim.dnsServers, SVC_SMTP_PORT: String(sim.smtpPort), SVC_BOOTSTRAP_API_KEY: 'svc_test_abcdefghijklmnop1234', SVC_LOG_LEVEL: 'silent', SVC_RATE_LIMIT_PER_IP: '10000000', SVC_RATE_LIMIT_PER_KEY: '10000000' });
+const svc = await startService(cfg);
+const inj = () => svc.app.inject({ method: 'POST', url: '/v1/validate', headers: { 'x-api-key': 'svc_test_abcdefghijklmnop1234', 'content-type': 'application/json' }, payload: '{"email":"info@accept.test"}' });
+for (let i = 0; i < 5000; i++) await inj();
+const s = new Session(); s.connect(); await s.post('Profiler.enable'); await s.post('Profiler.start');
+for (let i = 0; i < 40000; i++) await inj();
+const { profile } = await s.post('Profiler.stop');
+writeFileSync('/tmp/steady.cpuprofile', JSON.stringify(profile));
+await svc.close(); await sim.close();
