@@ -112,10 +112,6 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
   });
 
-  // Every response carries the request id, error or not.
-  app.addHook('onRequest', async (req, reply) => {
-    reply.header('X-Request-ID', req.id);
-  });
 
   // Draining (SIGTERM): in-flight requests finish, and their keep-alive connections close as
   // soon as their response is written instead of holding the shutdown open until the keep-alive
@@ -124,8 +120,10 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     app.server.keepAliveTimeout = 1;
   });
 
-  // The shared gates, in order: IP rate limit, key, key rate limit, scope, subscription.
+  // Every response carries the request id, error or not; then the shared gates, in order:
+  // IP rate limit, key, key rate limit, scope, subscription (one hook: each hook is a hop).
   app.addHook('onRequest', async (req, reply) => {
+    reply.header('X-Request-ID', req.id);
     const cfg = req.routeOptions.config;
     if (!cfg?.scope) return;
     const ip = await rateLimiter.hit(`ip:${req.ip}`, config.rateLimitPerIp, MINUTE_MS);

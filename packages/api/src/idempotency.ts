@@ -1,12 +1,15 @@
-// Idempotency-Key (DESIGN 6): on the validation POST routes (route-level hooks) of an account, a key (1-255 printable
-// ASCII) is kept 24 h with a SHA-256 of the route and body. Same key and body after success:
-// the stored response again, with `Idempotent-Replayed: true`. Same key, other body: 409
-// idempotency_key_conflict. Same key while the first is still running: 409
-// idempotency_request_in_progress. Only successful (2xx) responses are stored; any other outcome
+// Idempotency-Key (DESIGN 6), for the validation POST routes of an account: a key (1-255
+// printable ASCII) is kept 24 h with a SHA-256 of the route and body. Same key and body after
+// success: the stored response again, byte for byte, with `Idempotent-Replayed: true`. Same key,
+// other body or route: 409 idempotency_key_conflict. Same key while the first is still running:
+// 409 idempotency_request_in_progress. Only successful responses are stored; any other outcome
 // frees the key so a corrected or later retry can run (docs/decisions.md).
+//
+// It wraps the route handler rather than adding hooks: requests without the header (nearly all)
+// pay one header lookup, and the stored body is the route's own serialisation of the result.
 
 import { createHash } from 'node:crypto';
-import type { onResponseAsyncHookHandler, onSendAsyncHookHandler, preHandlerAsyncHookHandler } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Store } from '@svc/store';
 import { ApiError } from './errors.ts';
 
@@ -15,54 +18,30 @@ const TTL_MS = 24 * 3600_000;
 const STALE_MS = 10 * 60_000;
 const KEY_FORMAT = /^[\x20-\x7e]{1,255}$/;
 
-declare module 'fastify' {
-  interface FastifyRequest {
-    idempotency?: { accountId: string; key: string };
+/** Runs `work` once per (account, Idempotency-Key); without the header, just runs it. */
+export async function idempotent(store: Store, req: FastifyRequest, reply: FastifyReply, work: () => Promise<unknown>): Promise<unknown> {
+  const raw = req.headers['idempotency-key'];
+  if (raw === undefined || !req.principal) return work();
+  const key = Array.isArray(raw) ? (raw[0] ?? '') : raw;
+  if (!KEY_FORMAT.test(key)) throw new ApiError('invalid_idempotency_key');
+  const { accountId } = req.principal;
+  const route = `${req.method} ${req.routeOptions.url}`;
+  const hash = createHash('sha256').update(route).update('\n').update(JSON.stringify(req.body ?? null)).digest('hex');
+  const r = await store.beginIdempotent(accountId, key, route, hash, TTL_MS, STALE_MS);
+  if (r.state === 'conflict') throw new ApiError('idempotency_key_conflict');
+  if (r.state === 'in_progress') throw new ApiError('idempotency_request_in_progress');
+  reply.type('application/json; charset=utf-8');
+  if (r.state === 'replay') {
+    reply.header('Idempotent-Replayed', 'true');
+    return reply.status(r.status).send(r.body);
   }
-}
-
-/** Route-level hooks for the POST routes that honour Idempotency-Key (other routes pay nothing). */
-export function idempotencyHooks(store: Store): { preHandler: preHandlerAsyncHookHandler; onSend: onSendAsyncHookHandler<unknown>; onResponse: onResponseAsyncHookHandler } {
-  const preHandler: preHandlerAsyncHookHandler = async (req, reply) => {
-    if (!req.principal) return;
-    const raw = req.headers['idempotency-key'];
-    if (raw === undefined) return;
-    const key = Array.isArray(raw) ? raw[0] ?? '' : raw;
-    if (!KEY_FORMAT.test(key)) throw new ApiError('invalid_idempotency_key');
-    const route = `${req.method} ${req.routeOptions.url}`;
-    const hash = createHash('sha256').update(route).update('\n').update(JSON.stringify(req.body ?? null)).digest('hex');
-    const r = await store.beginIdempotent(req.principal.accountId, key, route, hash, TTL_MS, STALE_MS);
-    switch (r.state) {
-      case 'new':
-        req.idempotency = { accountId: req.principal.accountId, key };
-        return;
-      case 'conflict':
-        throw new ApiError('idempotency_key_conflict');
-      case 'in_progress':
-        throw new ApiError('idempotency_request_in_progress');
-      case 'replay':
-        reply.header('Idempotent-Replayed', 'true');
-        reply.header('Content-Type', 'application/json; charset=utf-8');
-        return reply.status(r.status).send(r.body);
-    }
-  };
-
-  const onSend: onSendAsyncHookHandler<unknown> = async (req, reply, payload) => {
-    const idem = req.idempotency;
-    if (!idem) return payload;
-    req.idempotency = undefined;
-    if (reply.statusCode >= 200 && reply.statusCode < 300 && typeof payload === 'string') {
-      await store.completeIdempotent(idem.accountId, idem.key, reply.statusCode, payload);
-    } else {
-      await store.abandonIdempotent(idem.accountId, idem.key);
-    }
-    return payload;
-  };
-
-  // A request that dies before sending (client gone, crash in a hook) must not hold its key.
-  const onResponse: onResponseAsyncHookHandler = async (req) => {
-    const idem = req.idempotency;
-    if (idem) await store.abandonIdempotent(idem.accountId, idem.key);
-  };
-  return { preHandler, onSend, onResponse };
+  let body: string;
+  try {
+    body = String(reply.serialize(await work()));
+  } catch (err) {
+    await store.abandonIdempotent(accountId, key);
+    throw err;
+  }
+  await store.completeIdempotent(accountId, key, 200, body);
+  return reply.send(body);
 }

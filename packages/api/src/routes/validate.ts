@@ -5,7 +5,7 @@ import type { Services } from '../app.ts';
 import { validateAndCharge, type ChargedResult } from '../charge.ts';
 import { ApiError, type ErrorCode } from '../errors.ts';
 import { gatedErrors } from '../schemas.ts';
-import { idempotencyHooks } from '../idempotency.ts';
+import { idempotent } from '../idempotency.ts';
 
 type ValidationErrors = NonNullable<FastifyError['validation']>;
 
@@ -34,13 +34,11 @@ function bulkError(errors: ValidationErrors): ErrorCode {
 
 export const validateRoutes: FastifyPluginAsync<{ services: Services }> = async (app, { services }) => {
   const { store, verifier } = services;
-  const idempotent = idempotencyHooks(store);
 
   app.post<{ Body: { email: string } }>(
     '/v1/validate',
     {
       config: { scope: 'email:validate:single', billable: true, mapValidation: singleError },
-      ...idempotent,
       schema: {
         summary: 'Validate one email address',
         tags: ['validation'],
@@ -54,17 +52,17 @@ export const validateRoutes: FastifyPluginAsync<{ services: Services }> = async 
         response: { 200: { $ref: 'ValidationResult#' }, ...gatedErrors },
       },
     },
-    async (req) => {
-      const [result] = await validateAndCharge(store, verifier, req.principal!.accountId, [req.body.email.trim()]);
-      return result!;
-    },
+    async (req, reply) =>
+      idempotent(store, req, reply, async () => {
+        const [result] = await validateAndCharge(store, verifier, req.principal!.accountId, [req.body.email.trim()]);
+        return result!;
+      }),
   );
 
   app.post<{ Body: { emails: string[] } }>(
     '/v1/validate/bulk',
     {
       config: { scope: 'email:validate:bulk', billable: true, mapValidation: bulkError },
-      ...idempotent,
       schema: {
         summary: `Validate up to ${MAX_BULK} email addresses`,
         description: 'Results come back in input order, one per submitted string. Addresses of one domain share one SMTP session.',
@@ -78,10 +76,11 @@ export const validateRoutes: FastifyPluginAsync<{ services: Services }> = async 
         response: { 200: { $ref: 'BulkValidationResponse#' }, ...gatedErrors },
       },
     },
-    async (req) => {
-      const results = await validateAndCharge(store, verifier, req.principal!.accountId, req.body.emails.map((e) => e.trim()));
-      return { results, summary: summarize(results) };
-    },
+    async (req, reply) =>
+      idempotent(store, req, reply, async () => {
+        const results = await validateAndCharge(store, verifier, req.principal!.accountId, req.body.emails.map((e) => e.trim()));
+        return { results, summary: summarize(results) };
+      }),
   );
 };
 
