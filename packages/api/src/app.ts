@@ -154,7 +154,9 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     if (rec.expires_at && rec.expires_at.getTime() <= Date.now()) throw new ApiError('api_key_expired');
     // The request's own child logger (shared by req and reply) gains the key's short prefix;
     // setBindings is far cheaper than a child per request.
-    (req.log as unknown as import('pino').Logger).setBindings({ key: rec.display_prefix, account: rec.account_id });
+    // (skipped when nothing would be logged, as pino itself skips disabled levels).
+    const log = req.log as unknown as import('pino').Logger;
+    if (log.isLevelEnabled('error')) log.setBindings({ key: rec.display_prefix, account: rec.account_id });
     const k = await rateLimiter.hit(`key:${rec.id}`, config.rateLimitPerKey, MINUTE_MS);
     setRateHeaders(reply, k.remaining < ip.remaining ? k : ip);
     if (!k.allowed) throw rateLimited();

@@ -10,7 +10,7 @@ export class MemoryCache implements CachePort {
     readonly now: () => number = Date.now,
   ) {}
 
-  async get<T>(key: string): Promise<T | undefined> {
+  get<T>(key: string): T | undefined {
     const e = this.#map.get(key);
     if (!e) return undefined;
     if (e.expires <= this.now()) {
@@ -20,7 +20,7 @@ export class MemoryCache implements CachePort {
     return e.value as T;
   }
 
-  async set<T>(key: string, value: T, ttlMs: number): Promise<void> {
+  set<T>(key: string, value: T, ttlMs: number): void {
     this.#map.delete(key);
     this.#map.set(key, { value, expires: this.now() + ttlMs });
     if (this.#map.size > this.maxEntries) {

@@ -10,8 +10,11 @@ export interface RateDecision {
 }
 
 export interface RateLimiterPort {
-  /** Counts one request for `key` against `limit` per `windowMs`. */
-  hit(key: string, limit: number, windowMs: number): Promise<RateDecision>;
+  /**
+   * Counts one request for `key` against `limit` per `windowMs`. The in-process adapter answers
+   * synchronously (no promise on the hot path of every request); Redis answers with a promise.
+   */
+  hit(key: string, limit: number, windowMs: number): RateDecision | Promise<RateDecision>;
 }
 
 /**
@@ -25,7 +28,7 @@ export class MemoryRateLimiter implements RateLimiterPort {
 
   constructor(readonly now: () => number = Date.now) {}
 
-  async hit(key: string, limit: number, windowMs: number): Promise<RateDecision> {
+  hit(key: string, limit: number, windowMs: number): RateDecision {
     const now = this.now();
     if (now >= this.#sweepAt) this.#sweep(now, windowMs);
     let w = this.#windows.get(key);

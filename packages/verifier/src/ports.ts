@@ -49,8 +49,11 @@ export interface SmtpConnector {
   open(opts: SmtpConnectOptions): Promise<{ ok: true; session: SmtpSession } | { ok: false; failure: SessionFailure }>;
 }
 
-/** Shared cache (in-process in the embedded profile, Redis in the cluster profile). */
+/**
+ * Shared cache (in-process in the embedded profile, Redis in the cluster profile). The in-process
+ * adapter answers synchronously, so a cached validation does not pay a promise per lookup.
+ */
 export interface CachePort {
-  get<T>(key: string): Promise<T | undefined>;
-  set<T>(key: string, value: T, ttlMs: number): Promise<void>;
+  get<T>(key: string): T | undefined | Promise<T | undefined>;
+  set<T>(key: string, value: T, ttlMs: number): void | Promise<void>;
 }
