@@ -78,6 +78,11 @@ class KeyCache {
   }
 }
 
+/** Continues with a value now, or after a promise: adapters may answer either way. */
+function then<T, R>(v: T | Promise<T>, f: (t: T) => R | Promise<R>): R | Promise<R> {
+  return v instanceof Promise ? v.then(f) : f(v);
+}
+
 function setRateHeaders(reply: FastifyReply, d: { limit: number; remaining: number; resetSeconds: number }): void {
   reply.header('RateLimit-Limit', d.limit);
   reply.header('RateLimit-Remaining', d.remaining);
@@ -127,44 +132,61 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   });
 
   // Every response carries the request id, error or not; then the shared gates, in order:
-  // IP rate limit, key, key rate limit, scope, subscription (one hook: each hook is a hop).
-  app.addHook('onRequest', async (req, reply) => {
+  // IP rate limit, key, key rate limit, scope, subscription. One callback-style hook that only
+  // goes asynchronous when an adapter does (a key-cache miss, Redis): the common request pays
+  // no promise here.
+  const gate = (req: FastifyRequest, reply: FastifyReply): void | Promise<void> => {
     reply.header('X-Request-ID', req.id);
-    const cfg = req.routeOptions.config;
-    if (!cfg?.scope) return;
-    const ip = await rateLimiter.hit(`ip:${req.ip}`, config.rateLimitPerIp, MINUTE_MS);
-    if (!ip.allowed) {
-      setRateHeaders(reply, ip);
-      throw rateLimited();
+    const scope = req.routeOptions.config?.scope;
+    if (!scope) return;
+    return then(rateLimiter.hit(`ip:${req.ip}`, config.rateLimitPerIp, MINUTE_MS), (ip) => {
+      if (!ip.allowed) {
+        setRateHeaders(reply, ip);
+        throw rateLimited();
+      }
+      const raw = req.headers['x-api-key'];
+      const key = Array.isArray(raw) ? raw[0] : raw;
+      if (!key) throw new ApiError('api_key_required');
+      if (key.length > 256) throw new ApiError('invalid_api_key');
+      // The short-lived cache is keyed by the presented key itself (process memory only, like
+      // the request that carries it), which spares a SHA-256 per request; the store sees only the hash.
+      const lookup =
+        keyCache.get(key) ??
+        store.findKeyByHash(hashKey(key)).then((found) => {
+          if (!found) throw new ApiError('invalid_api_key');
+          keyCache.set(key, found);
+          return found;
+        });
+      return then(lookup, (rec) => {
+        if (rec.state === 'revoked') throw new ApiError('api_key_revoked');
+        if (rec.state === 'inactive') throw new ApiError('api_key_inactive');
+        if (rec.expires_at && rec.expires_at.getTime() <= Date.now()) throw new ApiError('api_key_expired');
+        // The request's own child logger (shared by req and reply) gains the key's short prefix;
+        // setBindings is far cheaper than a child per request, and skipped when nothing would be
+        // logged (as pino itself skips disabled levels).
+        const log = req.log as unknown as import('pino').Logger;
+        if (log.isLevelEnabled('error')) log.setBindings({ key: rec.display_prefix, account: rec.account_id });
+        return then(rateLimiter.hit(`key:${rec.id}`, config.rateLimitPerKey, MINUTE_MS), (k) => {
+          setRateHeaders(reply, k.remaining < ip.remaining ? k : ip);
+          if (!k.allowed) throw rateLimited();
+          if (rec.scopes !== null && !rec.scopes.includes(scope)) {
+            throw new ApiError('insufficient_scope', `API key lacks the ${scope} scope`, { required_scope: scope });
+          }
+          if (req.routeOptions.config.billable && rec.subscription_status === 'canceled') throw new ApiError('subscription_inactive');
+          req.principal = { key: rec, accountId: rec.account_id };
+        });
+      });
+    });
+  };
+  app.addHook('onRequest', (req, reply, done) => {
+    let pending: void | Promise<void>;
+    try {
+      pending = gate(req, reply);
+    } catch (err) {
+      return done(err as Error);
     }
-    const raw = req.headers['x-api-key'];
-    const key = Array.isArray(raw) ? raw[0] : raw;
-    if (!key) throw new ApiError('api_key_required');
-    if (key.length > 256) throw new ApiError('invalid_api_key');
-    // The short-lived cache is keyed by the presented key itself (process memory only, like the
-    // request that carries it), which spares a SHA-256 per request; the store sees only the hash.
-    let rec = keyCache.get(key);
-    if (!rec) {
-      rec = await store.findKeyByHash(hashKey(key));
-      if (!rec) throw new ApiError('invalid_api_key');
-      keyCache.set(key, rec);
-    }
-    if (rec.state === 'revoked') throw new ApiError('api_key_revoked');
-    if (rec.state === 'inactive') throw new ApiError('api_key_inactive');
-    if (rec.expires_at && rec.expires_at.getTime() <= Date.now()) throw new ApiError('api_key_expired');
-    // The request's own child logger (shared by req and reply) gains the key's short prefix;
-    // setBindings is far cheaper than a child per request.
-    // (skipped when nothing would be logged, as pino itself skips disabled levels).
-    const log = req.log as unknown as import('pino').Logger;
-    if (log.isLevelEnabled('error')) log.setBindings({ key: rec.display_prefix, account: rec.account_id });
-    const k = await rateLimiter.hit(`key:${rec.id}`, config.rateLimitPerKey, MINUTE_MS);
-    setRateHeaders(reply, k.remaining < ip.remaining ? k : ip);
-    if (!k.allowed) throw rateLimited();
-    if (rec.scopes !== null && !rec.scopes.includes(cfg.scope)) {
-      throw new ApiError('insufficient_scope', `API key lacks the ${cfg.scope} scope`, { required_scope: cfg.scope });
-    }
-    if (cfg.billable && rec.subscription_status === 'canceled') throw new ApiError('subscription_inactive');
-    req.principal = { key: rec, accountId: rec.account_id };
+    if (pending) pending.then(() => done(), done);
+    else done();
   });
 
   app.setNotFoundHandler(async (req) => {
