@@ -19,12 +19,16 @@ const STALE_MS = 10 * 60_000;
 const KEY_FORMAT = /^[\x20-\x7e]{1,255}$/;
 
 /** Runs `work` once per (account, Idempotency-Key); without the header, just runs it. */
-export async function idempotent(store: Store, req: FastifyRequest, reply: FastifyReply, work: () => Promise<unknown>): Promise<unknown> {
+export function idempotent(store: Store, req: FastifyRequest, reply: FastifyReply, work: () => Promise<unknown>): Promise<unknown> {
   const raw = req.headers['idempotency-key'];
   if (raw === undefined || !req.principal) return work();
+  return once(store, req, reply, raw, work);
+}
+
+async function once(store: Store, req: FastifyRequest & { principal?: { accountId: string } }, reply: FastifyReply, raw: string | string[], work: () => Promise<unknown>): Promise<unknown> {
   const key = Array.isArray(raw) ? (raw[0] ?? '') : raw;
   if (!KEY_FORMAT.test(key)) throw new ApiError('invalid_idempotency_key');
-  const { accountId } = req.principal;
+  const { accountId } = req.principal!;
   const route = `${req.method} ${req.routeOptions.url}`;
   const hash = createHash('sha256').update(route).update('\n').update(JSON.stringify(req.body ?? null)).digest('hex');
   const r = await store.beginIdempotent(accountId, key, route, hash, TTL_MS, STALE_MS);

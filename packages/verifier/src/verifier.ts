@@ -92,6 +92,7 @@ export class Verifier {
 
   /** Verdicts in input order, one per submitted string. */
   async run(plan: Plan): Promise<Verdict[]> {
+    if (plan.settled) return plan.items.map((item) => item.verdict!);
     return Promise.all(plan.items.map(async (item) => item.verdict ?? withEmail(item.email, await this.#verifyKey(item.key!, item.parsed))));
   }
 
