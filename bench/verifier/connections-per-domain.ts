@@ -11,7 +11,7 @@ import { pathToFileURL } from 'node:url';
 import { MemoryCache } from '@svc/store/memory-cache.ts';
 import { nodeDns } from '@svc/verifier/adapters/dns-node.ts';
 import { netSmtpConnector } from '@svc/verifier/adapters/smtp-net.ts';
-import { Verifier } from '@svc/verifier/verifier.ts';
+import { Verifier, verifierConfig } from '@svc/verifier/verifier.ts';
 import { SIM_KNOWN_MAILBOXES, type MxStats } from '../../test/sim/index.ts';
 import { startChild, type Child } from '../lib/children.ts';
 import type { BenchResult, Row } from '../lib/result.ts';
@@ -57,20 +57,7 @@ function makeVerifier(sim: SimInfo): Verifier {
     dns: nodeDns({ servers: [sim.dnsServers], timeoutMs: 2_000, tries: 2 }),
     smtp: netSmtpConnector,
     cache: new MemoryCache(),
-    config: {
-      smtpPort: sim.smtpPort,
-      heloName: HELO,
-      mailFrom: MAIL_FROM,
-      smtpTimeoutMs: 5_000,
-      smtpRetries: 1,
-      smtpRetryDelayMs: 400,
-      maxConnectionsPerMx: 4,
-      maxRcptsPerTransaction: 50,
-      catchallTtlMs: 3_600_000,
-      resultCacheTtlMs: 6 * 3_600_000,
-      mxCacheTtlMs: 300_000,
-      negativeDnsCacheTtlMs: 60_000,
-    },
+    config: verifierConfig({ smtpPort: sim.smtpPort, heloName: HELO, mailFrom: MAIL_FROM, smtpTimeoutMs: 5_000, smtpRetryDelayMs: 400 }),
   });
 }
 

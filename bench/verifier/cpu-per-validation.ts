@@ -15,7 +15,7 @@ import { MemoryCache } from '@svc/store/memory-cache.ts';
 import { nodeDns } from '@svc/verifier/adapters/dns-node.ts';
 import { netSmtpConnector } from '@svc/verifier/adapters/smtp-net.ts';
 import { parseAddress } from '@svc/verifier/syntax.ts';
-import { Verifier } from '@svc/verifier/verifier.ts';
+import { Verifier, verifierConfig } from '@svc/verifier/verifier.ts';
 import type { MxStats } from '../../test/sim/index.ts';
 import { startChild } from '../lib/children.ts';
 import type { BenchResult, Row } from '../lib/result.ts';
@@ -42,20 +42,15 @@ function makeVerifier(sim: { dnsServers: string; smtpPort: number }, mxCacheTtlM
     dns: nodeDns({ servers: [sim.dnsServers], timeoutMs: 2_000, tries: 2 }),
     smtp: netSmtpConnector,
     cache: new MemoryCache(),
-    config: {
+    config: verifierConfig({
       smtpPort: sim.smtpPort,
       heloName: HELO,
       mailFrom: MAIL_FROM,
       smtpTimeoutMs: 5_000,
-      smtpRetries: 1,
       smtpRetryDelayMs: 400,
-      maxConnectionsPerMx: 4,
-      maxRcptsPerTransaction: 50,
-      catchallTtlMs: 3_600_000,
       resultCacheTtlMs: 0, // every validation goes all the way
       mxCacheTtlMs,
-      negativeDnsCacheTtlMs: 60_000,
-    },
+    }),
   });
 }
 

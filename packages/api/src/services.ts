@@ -5,7 +5,7 @@ import type { CachePort } from '@svc/verifier/ports.ts';
 import { nodeDns } from '@svc/verifier/adapters/dns-node.ts';
 import { netSmtpConnector } from '@svc/verifier/adapters/smtp-net.ts';
 import { tcpReachable } from '@svc/verifier/adapters/tcp.ts';
-import { Verifier } from '@svc/verifier/verifier.ts';
+import { Verifier, verifierConfig } from '@svc/verifier/verifier.ts';
 import type { Services } from './app.ts';
 import type { Config } from './config.ts';
 import { Readiness } from './readiness.ts';
@@ -38,7 +38,7 @@ export async function createServices(config: Config, opts: { store?: Store } = {
     dns,
     smtp: netSmtpConnector,
     cache,
-    config: {
+    config: verifierConfig({
       smtpPort: config.smtpPort,
       heloName: config.heloName,
       mailFrom: config.mailFrom,
@@ -46,12 +46,8 @@ export async function createServices(config: Config, opts: { store?: Store } = {
       smtpRetries: config.smtpRetries,
       smtpRetryDelayMs: config.smtpRetryDelayMs,
       maxConnectionsPerMx: config.maxConnectionsPerMx,
-      maxRcptsPerTransaction: 50,
-      catchallTtlMs: 3600_000,
       resultCacheTtlMs: config.resultCacheTtlMs,
-      mxCacheTtlMs: 300_000,
-      negativeDnsCacheTtlMs: 60_000,
-    },
+    }),
   });
   const readiness = new Readiness({
     dns,

@@ -16,6 +16,25 @@ export interface VerifierConfig extends ProberConfig {
   negativeDnsCacheTtlMs: number;
 }
 
+/**
+ * The production settings that are not operator configuration: callers give the identity and
+ * the network settings, and may override the rest (tests, benchmarks).
+ */
+export function verifierConfig(c: Pick<VerifierConfig, 'smtpPort' | 'heloName' | 'mailFrom'> & Partial<VerifierConfig>): VerifierConfig {
+  return {
+    smtpTimeoutMs: 10_000,
+    smtpRetries: 1,
+    smtpRetryDelayMs: 1_500,
+    maxConnectionsPerMx: 4,
+    maxRcptsPerTransaction: 50,
+    catchallTtlMs: 3_600_000,
+    resultCacheTtlMs: 6 * 3_600_000,
+    mxCacheTtlMs: 300_000,
+    negativeDnsCacheTtlMs: 60_000,
+    ...c,
+  };
+}
+
 export interface VerifierDeps {
   dns: DnsPort;
   smtp: SmtpConnector;
