@@ -29,6 +29,15 @@ export interface Balance {
   cancel_at_period_end: boolean;
 }
 
+export type DebitResult = { ok: true } | { ok: false; available: number };
+
+interface PendingDebit {
+  amount: number;
+  note: string;
+  resolve: (r: DebitResult) => void;
+  reject: (err: unknown) => void;
+}
+
 export type ReserveResult = { ok: true; reservationId: string } | { ok: false; available: number };
 
 export type IdempotencyBegin =
@@ -200,11 +209,63 @@ export class Store {
 
   /**
    * Takes `amount` credits at once, without a reservation, if that many are available: for work
-   * whose cost is known before it starts. One statement (the UPDATE's condition and the ledger
-   * row together), so it is atomic on Postgres and PGlite alike.
+   * whose cost is known before it starts. Debits of one account that arrive while an earlier
+   * batch is being written are written together (group commit): one statement takes their sum
+   * and writes one ledger row each, or, when the sum is not available, each is tried alone in
+   * arrival order. Either way every debit is all-or-nothing and the balance never goes negative.
    */
-  async debit(accountId: string, amount: number, note: string): Promise<{ ok: true } | { ok: false; available: number }> {
+  debit(accountId: string, amount: number, note: string): Promise<DebitResult> {
     if (!Number.isSafeInteger(amount) || amount <= 0) throw new RangeError('amount must be a positive integer');
+    return new Promise((resolve, reject) => {
+      let q = this.#debits.get(accountId);
+      if (!q) this.#debits.set(accountId, (q = []));
+      q.push({ amount, note, resolve, reject });
+      if (!this.#debiting.has(accountId)) {
+        this.#debiting.add(accountId);
+        // After the I/O of this event-loop turn: the requests read in it join the batch.
+        setImmediate(() => void this.#drainDebits(accountId));
+      }
+    });
+  }
+
+  #debits = new Map<string, PendingDebit[]>();
+  #debiting = new Set<string>();
+
+  async #drainDebits(accountId: string): Promise<void> {
+    try {
+      for (;;) {
+        const batch = this.#debits.get(accountId);
+        if (!batch || batch.length === 0) break;
+        this.#debits.delete(accountId);
+        try {
+          if (batch.length > 1 && (await this.#debitAll(accountId, batch))) {
+            for (const d of batch) d.resolve({ ok: true });
+            continue;
+          }
+          for (const d of batch) d.resolve(await this.#debitOne(accountId, d.amount, d.note));
+        } catch (err) {
+          for (const d of batch) d.reject(err);
+        }
+      }
+    } finally {
+      this.#debiting.delete(accountId);
+    }
+  }
+
+  /** The whole batch in one statement, or nothing (false) when its sum is not available. */
+  async #debitAll(accountId: string, batch: PendingDebit[]): Promise<boolean> {
+    const total = batch.reduce((n, d) => n + d.amount, 0);
+    const rows = await this.db.query(
+      `WITH taken AS (UPDATE accounts SET balance = balance - $2 WHERE id = $1 AND balance - reserved >= $2 RETURNING id)
+       INSERT INTO credit_ledger (account_id, kind, amount, note)
+       SELECT taken.id, 'debit', d.amount, d.note FROM taken, unnest($3::bigint[], $4::text[]) AS d(amount, note) RETURNING id`,
+      [accountId, total, batch.map((d) => d.amount), batch.map((d) => d.note)],
+    );
+    return rows.length === batch.length;
+  }
+
+  /** One debit in one statement: the UPDATE's condition and the ledger row together. */
+  async #debitOne(accountId: string, amount: number, note: string): Promise<DebitResult> {
     const rows = await this.db.query(
       `WITH taken AS (UPDATE accounts SET balance = balance - $2 WHERE id = $1 AND balance - reserved >= $2 RETURNING id)
        INSERT INTO credit_ledger (account_id, kind, amount, note) SELECT id, 'debit', $2, $3 FROM taken RETURNING id`,
