@@ -70,7 +70,7 @@ t.test('health probes', async (t) => {
   const r = await stack.call('GET', '/ready', { key: null });
   t.equal(r.status, 200);
   t.equal(r.body.status, 'ready');
-  t.same(r.body.checks, { redis: 'ok', database: 'ok', dns: 'ok', smtp: 'ok' });
+  t.same(r.body.checks, { redis: 'ok', dns: 'ok', smtp: 'ok' }, 'the keys of spec core 2.3 (database only with DATABASE_URL)');
   t.notOk('errors' in r.body);
 });
 
@@ -159,4 +159,33 @@ t.test('rate limits: 1,000/min per IP and 10,000/min per key, retry_after 60', a
   t.equal(keyOver.body.retry_after, 60);
   t.equal(keyOver.headers['ratelimit-limit'], '10000');
   t.equal((await hit('127.0.52.1', ipKey)).status, 200, 'another key from the same address is not affected');
+});
+
+t.test('a malformed URL gets the catalogue body and a request id', async (t) => {
+  const r = await stack.call('GET', '/v1/%zz', { key: null });
+  t.equal(r.status, 400);
+  t.equal(r.body.code, 'invalid_request');
+  t.match(r.headers.get('x-request-id'), /^req_[0-9a-f]{32}$/);
+});
+
+t.test('a failing database during validation is 503 validation_upstream_failed, and nothing is held', async (t) => {
+  const { key, accountId } = await makeKey(stack, { credits: 5 });
+  const store = stack.svc.services.store;
+  // Warm the cache so the next request takes the debit path, then break the store's write paths.
+  t.equal((await stack.call('POST', '/v1/validate', { key, body: { email: 'jane.doe@accept.test' } })).status, 200);
+  const { debit, reserve } = store;
+  store.debit = () => Promise.reject(new Error('connection terminated'));
+  store.reserve = () => Promise.reject(new Error('connection terminated'));
+  t.teardown(() => {
+    store.debit = debit;
+    store.reserve = reserve;
+  });
+  const cached = await stack.call('POST', '/v1/validate', { key, body: { email: 'jane.doe@accept.test' } });
+  t.same([cached.status, cached.body.code], [503, 'validation_upstream_failed']);
+  const fresh = await stack.call('POST', '/v1/validate', { key, body: { email: 'fresh.one@catchall.test' } });
+  t.same([fresh.status, fresh.body.code], [503, 'validation_upstream_failed']);
+  store.debit = debit;
+  store.reserve = reserve;
+  const b = await store.balance(accountId);
+  t.same([b!.balance, b!.reserved], [4, 0], 'only the first, successful request was charged');
 });

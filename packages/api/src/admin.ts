@@ -110,12 +110,15 @@ export function serveAdminSocket(store: Store, path: string, onKeyChange: () => 
   if (existsSync(path)) unlinkSync(path);
   const server = net.createServer((sock) => {
     let buf = '';
+    let handled = false;
     sock.setEncoding('utf8');
     sock.on('data', async (chunk: string) => {
+      if (handled) return; // one command per connection: later bytes never run it again
       buf += chunk;
       if (buf.length > 64 * 1024) return sock.destroy();
       const nl = buf.indexOf('\n');
       if (nl < 0) return;
+      handled = true;
       let res: AdminResult;
       try {
         const { argv } = JSON.parse(buf.slice(0, nl)) as { argv: unknown };
@@ -127,7 +130,14 @@ export function serveAdminSocket(store: Store, path: string, onKeyChange: () => 
     });
     sock.on('error', () => {});
   });
-  server.listen(path, () => chmodSync(path, 0o600));
+  // Only the owner may talk to it: the socket is created under a 0077 umask, then chmod'ed 0600.
+  server.on('error', (err) => process.emitWarning(`admin socket ${path}: ${err.message}`));
+  const old = process.umask(0o077);
+  try {
+    server.listen(path, () => chmodSync(path, 0o600));
+  } finally {
+    process.umask(old);
+  }
   return server;
 }
 

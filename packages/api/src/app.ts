@@ -104,7 +104,15 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     genReqId: nextRequestId,
     requestIdHeader: false,
     trustProxy: config.trustProxy,
-    return503OnClosing: true,
+    // Draining is answered by the gate below, with the error body and X-Request-ID.
+    return503OnClosing: false,
+    // A request must arrive whole within 30 s (a client that stalls mid-body holds nothing).
+    requestTimeout: 30_000,
+    // Malformed URLs and the like, answered with the catalogue's body instead of Fastify's.
+    frameworkErrors: (err, req, reply) => {
+      const e = new ApiError('invalid_request', `Bad request: ${err.message}`);
+      void (reply as FastifyReply).header('X-Request-ID', req.id).status(e.status).send(e.body());
+    },
     ajv: { customOptions: { allErrors: false, coerceTypes: false, removeAdditional: false } },
   });
   const keyCache = new KeyCache();
@@ -127,7 +135,9 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   // Draining (SIGTERM): in-flight requests finish, and their keep-alive connections close as
   // soon as their response is written instead of holding the shutdown open until the keep-alive
   // timeout (Node reads keepAliveTimeout each time a socket turns idle).
+  let draining = false;
   app.addHook('preClose', async () => {
+    draining = true;
     app.server.keepAliveTimeout = 1;
   });
 
@@ -139,6 +149,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     reply.header('X-Request-ID', req.id);
     const scope = req.routeOptions.config?.scope;
     if (!scope) return;
+    if (draining) throw new ApiError('service_unavailable');
     return then(rateLimiter.hit(`ip:${req.ip}`, config.rateLimitPerIp, MINUTE_MS), (ip) => {
       if (!ip.allowed) {
         setRateHeaders(reply, ip);
@@ -197,6 +208,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     let apiErr: ApiError;
     if (err instanceof ApiError) {
       apiErr = err;
+      if (err.cause) req.log.error({ err: err.cause, code: err.code }, 'dependency failed');
     } else if (err.validation) {
       const map = req.routeOptions.config?.mapValidation;
       apiErr = new ApiError(map ? map(err.validation) : 'invalid_request', undefined, {});

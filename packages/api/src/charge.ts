@@ -34,6 +34,16 @@ function reasonFor(v: Pick<Verdict, 'result' | 'reason_code'>): ChargeReason {
   }
 }
 
+/** A failing database during validation is a temporary dependency failure (spec core 7), not a bug. */
+async function upstream<T>(p: Promise<T>): Promise<T> {
+  try {
+    return await p;
+  } catch (err) {
+    if (err instanceof ApiError) throw err;
+    throw new ApiError('validation_upstream_failed', undefined, {}, {}, err);
+  }
+}
+
 export async function validateAndCharge(store: Store, verifier: Verifier, accountId: string, emails: readonly string[], purpose = 'sync'): Promise<ChargedResult[]> {
   const plan = await verifier.plan(emails);
   const insufficient = (available: number) =>
@@ -42,14 +52,14 @@ export async function validateAndCharge(store: Store, verifier: Verifier, accoun
     // Every verdict is known already (syntax, cache): the cost is exact, so take it in one
     // statement instead of a reservation and a settlement.
     if (plan.maxCost > 0) {
-      const d = await store.debit(accountId, plan.maxCost, purpose);
+      const d = await upstream(store.debit(accountId, plan.maxCost, purpose));
       if (!d.ok) throw insufficient(d.available);
     }
     return priced(await verifier.run(plan), plan);
   }
   let reservationId: string | undefined;
   if (plan.maxCost > 0) {
-    const r = await store.reserve(accountId, plan.maxCost, purpose);
+    const r = await upstream(store.reserve(accountId, plan.maxCost, purpose));
     if (!r.ok) throw insufficient(r.available);
     reservationId = r.reservationId;
   }
@@ -59,7 +69,7 @@ export async function validateAndCharge(store: Store, verifier: Verifier, accoun
     charged = out.reduce((n, r) => n + r.credits_charged, 0);
     return out;
   } finally {
-    if (reservationId) await store.settle(reservationId, charged);
+    if (reservationId) await upstream(store.settle(reservationId, charged));
   }
 }
 

@@ -58,6 +58,8 @@ export class ApiError extends Error {
     message?: string,
     readonly extra: Record<string, unknown> = {},
     readonly headers: Record<string, string | number> = {},
+    /** The underlying error, for the log (never sent to the client). */
+    override readonly cause?: unknown,
   ) {
     super(message ?? ERRORS[code].message);
   }

@@ -45,6 +45,9 @@ export async function startService(config: Config, opts: { store?: Store } = {})
   if (!config.databaseUrl && !opts.store) admin = serveAdminSocket(store, adminSocketPath(config.dataDir), () => app.clearKeyCache());
   await app.listen({ port: config.port, host: config.host });
   void readiness.start();
+  // A reservation left open by a failed settle or a dead process is released after 10 minutes.
+  const sweep = setInterval(() => void store.releaseStale('sync', 10 * 60_000).catch((err: unknown) => app.log.error({ err }, 'stale reservation sweep failed')), 60_000);
+  sweep.unref();
   const addr = app.server.address();
   const port = typeof addr === 'object' && addr ? addr.port : config.port;
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
@@ -56,6 +59,7 @@ export async function startService(config: Config, opts: { store?: Store } = {})
     close: () =>
       (closing ??= (async () => {
         readiness.stop();
+        clearInterval(sweep);
         admin?.close();
         await app.close(); // stops accepting, waits for in-flight requests
         await verifier.close(); // every domain actor finishes and QUITs its SMTP session

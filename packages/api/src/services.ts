@@ -10,6 +10,29 @@ import type { Services } from './app.ts';
 import type { Config } from './config.ts';
 import { Readiness } from './readiness.ts';
 
+/**
+ * A cache outage must not fail validations: a failed read is a miss, a failed write is skipped.
+ * (The cache is an optimisation; readiness reports the outage.)
+ */
+function resilient(cache: CachePort): CachePort {
+  return {
+    get: async <T>(key: string) => {
+      try {
+        return await cache.get<T>(key);
+      } catch {
+        return undefined;
+      }
+    },
+    set: async <T>(key: string, value: T, ttlMs: number) => {
+      try {
+        await cache.set(key, value, ttlMs);
+      } catch {
+        /* skipped */
+      }
+    },
+  };
+}
+
 export async function createServices(config: Config, opts: { store?: Store } = {}): Promise<Services> {
   const store = opts.store ?? (await openStore(config.databaseUrl ? { databaseUrl: config.databaseUrl } : { dataDir: config.dataDir }));
   const dns = nodeDns({ servers: config.dnsServers, timeoutMs: config.dnsTimeoutMs, tries: 2 });
@@ -21,7 +44,7 @@ export async function createServices(config: Config, opts: { store?: Store } = {
   if (config.redisUrl) {
     const redis = connectRedis(config.redisUrl);
     const rc = new RedisCache(redis);
-    cache = rc;
+    cache = resilient(rc);
     rateLimiter = new RedisRateLimiter(redis);
     cachePing = () => rc.ping();
     closeCache = async () => void (await redis.quit());
@@ -53,7 +76,8 @@ export async function createServices(config: Config, opts: { store?: Store } = {
     dns,
     tcpReachable,
     cachePing,
-    databasePing: async () => (await store.db.query('SELECT 1 AS ok')).length === 1,
+    // DESIGN 6: `database` is a readiness check when a database server is configured.
+    ...(config.databaseUrl ? { databasePing: async () => (await store.db.query('SELECT 1 AS ok')).length === 1 } : {}),
     readyDomain: config.readyDomain,
     smtpPort: config.smtpPort,
     timeoutMs: Math.min(config.smtpTimeoutMs, 5000),

@@ -20,3 +20,4 @@ export async function openStore(opts: { databaseUrl?: string; dataDir?: string }
   return new Store(db);
 }
 export { connectRedis, RedisCache, RedisRateLimiter } from './redis.ts';
+export { displayPrefix } from './store.ts';

@@ -64,6 +64,15 @@ export function generateKey(kind: KeyKind): string {
   return KEY_PREFIX[kind] + s;
 }
 
+/**
+ * What logs and lists show of a key: `svc_live_` plus 4 characters, or the first 4 characters of
+ * an operator-chosen bootstrap key (a short key must not end up whole in a log line).
+ */
+export function displayPrefix(key: string): string {
+  const kind = keyKindOf(key);
+  return kind ? key.slice(0, KEY_PREFIX[kind].length + 4) : `${key.slice(0, Math.min(4, Math.floor(key.length / 3)))}…`;
+}
+
 export function keyKindOf(key: string): KeyKind | undefined {
   const m = KEY_FORMAT.exec(key);
   return m ? (m[1] as KeyKind) : undefined;
@@ -95,7 +104,7 @@ export class Store {
     const id = newId('key');
     await this.db.query(
       'INSERT INTO api_keys (id, account_id, key_hash, display_prefix, kind, scopes, name, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)',
-      [id, opts.accountId, hashKey(key), key.slice(0, 13), opts.kind, opts.scopes ? opts.scopes.join(',') : null, opts.name ?? '', opts.expiresAt ?? null],
+      [id, opts.accountId, hashKey(key), displayPrefix(key), opts.kind, opts.scopes ? opts.scopes.join(',') : null, opts.name ?? '', opts.expiresAt ?? null],
     );
     return { id, key };
   }

@@ -58,6 +58,7 @@ class DomainActor {
   #timers = new Set<NodeJS.Timeout>();
   #catchall: CatchallEvidence | undefined;
   #catchallLoaded = false;
+  #retrying = new Set<Job>();
 
   constructor(
     readonly domain: string,
@@ -69,8 +70,25 @@ class DomainActor {
     return !this.#running && this.#queue.length === 0 && this.#timers.size === 0;
   }
 
+  /** Jobs given to this actor and not yet answered, wherever they are (queue, batch, retry timer). */
+  #open = new Set<Job>();
+  /** One probe local part per actor, so a retried probe is the same (sender, recipient) pair that greylisting remembers. */
+  #probeLocal: string | undefined;
+
   check(local: string, utf8: boolean): Promise<ProbeOutcome> {
-    return new Promise((resolve) => this.#enqueue({ local, utf8, attempts: 0, resolve }));
+    return new Promise((resolve) => {
+      const job: Job = {
+        local,
+        utf8,
+        attempts: 0,
+        resolve: (o) => {
+          this.#open.delete(job);
+          resolve(o);
+        },
+      };
+      this.#open.add(job);
+      this.#enqueue(job);
+    });
   }
 
   #enqueue(job: Job): void {
@@ -84,6 +102,11 @@ class DomainActor {
   async #run(): Promise<void> {
     try {
       while (this.#queue.length > 0) await this.#session();
+    } catch (err) {
+      // A bug or a failing port (a cache adapter that throws): no job may be left hanging.
+      this.#queue.length = 0;
+      const failure: SessionFailure = { phase: 'rcpt', kind: 'protocol', detail: `internal error: ${(err as Error).message}` };
+      for (const job of [...this.#open]) if (!this.#retrying.has(job)) job.resolve({ kind: 'failure', failure });
     } finally {
       this.#running = false;
       this.prober.settled(this);
@@ -177,7 +200,7 @@ class DomainActor {
         else targets.push(job);
       }
       // Catch-all probe: a random local part that cannot exist, first in the same transaction (DESIGN 5).
-      const probe = !probed && this.#catchall === undefined ? (this.prober.deps.randomLocal ?? defaultRandomLocal)() : undefined;
+      const probe = !probed && this.#catchall === undefined ? (this.#probeLocal ??= (this.prober.deps.randomLocal ?? defaultRandomLocal)()) : undefined;
       if (probe !== undefined) probed = true;
       const lines = [...(probe !== undefined ? [probe] : []), ...targets.map((j) => j.local)].map((local) => `RCPT TO:<${local}@${this.domain}>`);
       const replies = await this.#rcpts(session, lines);
@@ -223,8 +246,10 @@ class DomainActor {
     if (cls === 'tempfail' && job.attempts < config.smtpRetries && !this.prober.closing) {
       // Greylisting (RFC 6647) wants the same triple again later: retry on a later session.
       job.attempts++;
+      this.#retrying.add(job);
       const timer = setTimeout(() => {
         this.#timers.delete(timer);
+        this.#retrying.delete(job);
         this.#enqueue(job);
       }, config.smtpRetryDelayMs);
       this.#timers.add(timer);

@@ -11,6 +11,7 @@ export type ReasonCode =
   | 'accepted'
   | 'role_account'
   | 'catch_all'
+  | 'catchall_unverified'
   | 'disposable_domain'
   | 'invalid_syntax'
   | 'nxdomain'

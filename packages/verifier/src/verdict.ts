@@ -79,6 +79,12 @@ function smtpDecision(o: ProbeOutcome, role: boolean): Decision {
         const confidence: Confidence = o.catchall.mxIndex !== o.mxIndex ? 'low' : o.mxIndex === 0 ? 'high' : 'medium';
         return { ...base, result: 'risky', layer: 'catchall', smtp: false, code: 'catch_all', catchall: confidence, reason: 'Catch-all domain: the mail server accepts any address, so this one cannot be confirmed' };
       }
+      if (!o.catchall) {
+        // The server accepted the address but would not answer the catch-all probe (deferred it,
+        // or refused it on policy): whether it accepts everything is unknown, so the acceptance
+        // proves nothing and is never sold as a High-Value Validation.
+        return { ...base, result: 'unknown', smtp: false, code: 'catchall_unverified', reason: 'Mail server accepted the address but would not answer the catch-all check' };
+      }
       return role
         ? { ...base, result: 'valid_role_based', smtp: true, code: 'role_account', reason: 'Role-based address: a shared inbox, not a person' }
         : { ...base, result: 'valid', smtp: true, code: 'accepted', reason: '' };
@@ -101,7 +107,7 @@ function dnsDecision(answer: Extract<Evidence, { layer: 'dns' }>['answer']): Dec
   const base = { layer: 'dns' as const, dns: false, smtp: false };
   switch (answer.kind) {
     case 'nxdomain':
-      return { ...base, result: 'invalid', code: 'nxdomain', reason: 'Domain does not exist (NXDOMAIN)' };
+      return { ...base, result: 'invalid', code: 'nxdomain', reason: 'Domain does not exist (NXDOMAIN), so it has no MX records' };
     case 'no_records':
       return { ...base, result: 'invalid', code: 'no_mail_records', reason: 'Domain has no MX records and no A/AAAA record to fall back on' };
     case 'null_mx':

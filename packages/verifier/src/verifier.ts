@@ -100,6 +100,8 @@ export class Verifier {
   }
 
   #parse(email: string): ParsedAddress {
+    // Only address-sized strings are remembered: a 1 MiB "email" must not be kept 10,000 times.
+    if (email.length > 320) return parseAddress(email);
     let p = this.#parsed.get(email);
     if (!p) {
       p = parseAddress(email);

@@ -252,7 +252,8 @@ t.test('421 on the catch-all probe: the session ends and the recipients go to MX
   });
   const out = await Promise.all(['ann', 'bob'].map((u) => prober.check('alpha.test', ALPHA2, u, false)));
   t.strictSame(smtp.lines({ server: 'mx1.alpha.test' }), [MAIL_FROM, rcptLine('zz-probe-1', 'alpha.test')], 'nothing more is sent after a 421');
-  t.strictSame(smtp.lines({ server: 'mx2.alpha.test' }), [MAIL_FROM, rcptLine('zz-probe-2', 'alpha.test'), rcptLine('ann', 'alpha.test'), rcptLine('bob', 'alpha.test'), 'QUIT']);
+  // The same probe local part again: a retried probe must be the pair greylisting remembers.
+  t.strictSame(smtp.lines({ server: 'mx2.alpha.test' }), [MAIL_FROM, rcptLine('zz-probe-1', 'alpha.test'), rcptLine('ann', 'alpha.test'), rcptLine('bob', 'alpha.test'), 'QUIT']);
   t.strictSame(
     out.map((o) => answer(o).mxIndex),
     [1, 1],
@@ -451,4 +452,23 @@ t.test('PIPELINING: the RCPTs of a transaction go out in one write; a 421 inside
   const res = await Promise.all(locals(4).map((u) => two.prober.check('alpha.test', ALPHA2, u, false)));
   t.strictSame(res.map((o) => answer(o).mxIndex), [0, 0, 1, 1], 'answers before the 421 stand; the rest go to MX1');
   t.strictSame(two.smtp.rcpts('mx2.alpha.test').map((c) => c.local), ['u002', 'u003']);
+});
+
+t.test('a probe deferred by greylisting is retried with the same local part alongside the address', async (t) => {
+  const seen = new Map<string, number>();
+  // Greylisting server that is also catch-all: first try of each pair 450, then 250.
+  const { smtp, prober } = setup({
+    'mx1.alpha.test': {
+      handle: (cmd) => {
+        if (cmd.verb !== 'RCPT') return undefined;
+        const n = (seen.get(cmd.local!) ?? 0) + 1;
+        seen.set(cmd.local!, n);
+        return n === 1 ? reply('450 4.7.1 Greylisted') : reply('250 2.1.5 Ok');
+      },
+    },
+  });
+  const o = answer(await prober.check('alpha.test', ALPHA, 'anyone', false));
+  t.equal(o.cls, 'accepted');
+  t.strictSame(o.catchall, { catchall: true, mxIndex: 0 }, 'the retried probe saw the catch-all');
+  t.strictSame(smtp.rcpts().map((c) => c.local), ['zz-probe-1', 'anyone', 'zz-probe-1', 'anyone']);
 });

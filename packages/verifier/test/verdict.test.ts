@@ -17,6 +17,8 @@ const answerOf = (cls: RcptClass, wire: string, extra: Partial<Extract<ProbeOutc
   reply: reply(wire),
   mxIndex: 0,
   attempts: 1,
+  // By default the catch-all probe showed the domain is not catch-all (the usual evidence).
+  catchall: { catchall: false, mxIndex: 0 },
   ...extra,
 });
 const failure = (f: SessionFailure): Evidence => smtp({ kind: 'failure', failure: f });
@@ -54,6 +56,9 @@ t.test('valid: a personal address accepted by the server is the only chargeable 
   t.equal(v.catchall_confidence, undefined);
   t.equal(v.chargeable, true);
   t.equal(v.smtp_response, '250 Ok');
+  // No catch-all evidence (the probe was deferred or refused): the acceptance proves nothing.
+  const nv = verdict(PERSON, smtp(answerOf('accepted', '250 Ok', { catchall: undefined })));
+  t.same([nv.result, nv.reason_code, nv.b2b_outbound_quality, nv.chargeable, nv.smtp_valid, nv.is_catchall], ['unknown', 'catchall_unverified', 'unknown', false, false, false]);
   // 251 (will forward) is accepted too: classification happens before, verdict sees the class.
   t.equal(verdict(PERSON, smtp(answerOf('accepted', '251 2.1.5 User not local; will forward'))).result, 'valid');
 });
@@ -172,7 +177,7 @@ t.test('DNS layer: invalid for facts about the domain, unknown for failed lookup
   };
   const invalid = { result: 'invalid', b2b_outbound_quality: 'none', b2b_quality: 'none' };
   const unknown = { result: 'unknown', b2b_outbound_quality: 'unknown', b2b_quality: 'unknown' };
-  t.strictSame(verdict(PERSON, { layer: 'dns', answer: { kind: 'nxdomain' } }), { ...dnsBase, ...invalid, reason_code: 'nxdomain', reason: 'Domain does not exist (NXDOMAIN)' });
+  t.strictSame(verdict(PERSON, { layer: 'dns', answer: { kind: 'nxdomain' } }), { ...dnsBase, ...invalid, reason_code: 'nxdomain', reason: 'Domain does not exist (NXDOMAIN), so it has no MX records' });
   t.strictSame(verdict(PERSON, { layer: 'dns', answer: { kind: 'no_records' } }), { ...dnsBase, ...invalid, reason_code: 'no_mail_records', reason: 'Domain has no MX records and no A/AAAA record to fall back on' });
   t.strictSame(verdict(PERSON, { layer: 'dns', answer: { kind: 'null_mx' } }), { ...dnsBase, ...invalid, reason_code: 'null_mx', reason: 'Domain publishes a null MX (RFC 7505): it accepts no mail' });
   t.strictSame(verdict(PERSON, { layer: 'dns', answer: { kind: 'servfail' } }), { ...dnsBase, ...unknown, reason_code: 'dns_servfail', reason: 'DNS lookup failed (SERVFAIL); the domain may still be valid' });
