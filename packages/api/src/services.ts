@@ -70,6 +70,7 @@ export async function createServices(config: Config, opts: { store?: Store } = {
       smtpRetryDelayMs: config.smtpRetryDelayMs,
       maxConnectionsPerMx: config.maxConnectionsPerMx,
       resultCacheTtlMs: config.resultCacheTtlMs,
+      deadlineMs: config.validationTimeoutMs,
     }),
   });
   const readiness = new Readiness({

@@ -19,6 +19,8 @@ export interface SessionFailure {
   detail: string;
   /** The reply that ended the session (kind 'reply'), e.g. a 421 banner. */
   reply?: SmtpReply;
+  /** Set when the whole validation ran out of time (not one phase). */
+  deadlineMs?: number;
 }
 
 export type SendResult = { ok: true; reply: SmtpReply } | { ok: false; failure: SessionFailure };

@@ -51,7 +51,9 @@ function failureDecision(f: SessionFailure): Decision {
   const at = PHASE_NAMES[f.phase];
   switch (f.kind) {
     case 'timeout':
-      return { ...base, code: 'smtp_timeout', reason: `Mail server did not answer in time (${at})` };
+      return f.deadlineMs
+        ? { ...base, code: 'smtp_timeout', reason: `Validation did not finish within ${f.deadlineMs / 1000} s` }
+        : { ...base, code: 'smtp_timeout', reason: `Mail server did not answer in time (${at})` };
     case 'connection':
       return f.phase === 'connect'
         ? { ...base, code: 'smtp_connection_failed', reason: `Could not connect to any mail server (${f.detail})` }

@@ -3,7 +3,7 @@
 // verdict cache (so the most the work can cost is known), run() does the rest.
 
 import type { CachePort, DnsPort, SmtpConnector } from './ports.ts';
-import { Prober, type ProberConfig } from './prober.ts';
+import { Prober, type ProbeOutcome, type ProberConfig } from './prober.ts';
 import { parseAddress } from './syntax.ts';
 import type { MxAnswer, ParsedAddress, Verdict } from './types.ts';
 import { buildVerdict } from './verdict.ts';
@@ -14,6 +14,11 @@ export interface VerifierConfig extends ProberConfig {
   mxCacheTtlMs: number;
   /** NXDOMAIN, no records and null MX: cached shorter. SERVFAIL and timeouts are not cached. */
   negativeDnsCacheTtlMs: number;
+  /**
+   * The most one address may take end to end (every MX, every phase, retries). Past it the
+   * answer is `unknown`; the SMTP session goes on in the background within its own timeouts.
+   */
+  deadlineMs?: number;
 }
 
 /**
@@ -59,6 +64,14 @@ export interface Plan {
   maxCost: number;
   /** Every verdict is already known (syntax or cache): maxCost is then the exact cost. */
   settled: boolean;
+}
+
+function withDeadline(check: Promise<ProbeOutcome>, deadlineMs: number): Promise<ProbeOutcome> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<ProbeOutcome>((resolve) => {
+    timer = setTimeout(() => resolve({ kind: 'failure', failure: { phase: 'rcpt', kind: 'timeout', detail: 'deadline', deadlineMs } }), deadlineMs);
+  });
+  return Promise.race([check, late]).finally(() => clearTimeout(timer));
 }
 
 const withEmail = (email: string, s: Stored): Verdict => ({ email, ...s });
@@ -135,7 +148,7 @@ export class Verifier {
     const mx = await this.#mx(ok.asciiDomain);
     let verdict: Verdict;
     if (mx.kind === 'mx' || mx.kind === 'implicit') {
-      const outcome = await this.prober.check(ok.asciiDomain, mx.hosts, ok.local, ok.utf8Local);
+      const outcome = await withDeadline(this.prober.check(ok.asciiDomain, mx.hosts, ok.local, ok.utf8Local), this.deps.config.deadlineMs ?? 30_000);
       verdict = buildVerdict(key, parsed, { layer: 'smtp', outcome, implicitMx: mx.kind === 'implicit' });
     } else {
       verdict = buildVerdict(key, parsed, { layer: 'dns', answer: mx });
