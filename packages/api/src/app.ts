@@ -8,7 +8,7 @@ import type { KeyRecord, RateLimiterPort, Store } from '@svc/store';
 import { hashKey } from '@svc/store';
 import type { Verifier } from '@svc/verifier/verifier.ts';
 import type { Config } from './config.ts';
-import { ApiError, ERRORS, type ErrorCode } from './errors.ts';
+import { ApiError, type ErrorCode } from './errors.ts';
 import type { Readiness } from './readiness.ts';
 import { sharedSchemas } from './schemas.ts';
 import { creditRoutes } from './routes/credits.ts';
@@ -251,5 +251,3 @@ function fromFastifyError(err: FastifyError): ApiError {
   return new ApiError('internal_error');
 }
 
-export { ERRORS };
-export type { FastifyRequest };

@@ -2,6 +2,7 @@
 // (STYLE 8). The names of DESIGN 7 are a contract: tests outside the repo use them.
 
 import os from 'node:os';
+import { verifierConfig } from '@svc/verifier/verifier.ts';
 import path from 'node:path';
 
 export interface Config {
@@ -67,6 +68,9 @@ function dnsServers(raw: string | undefined): string[] {
     });
 }
 
+/** The verifier's own defaults are the defaults of its variables. */
+const V = verifierConfig({ smtpPort: 25, heloName: '', mailFrom: '' });
+
 export function loadConfig(env: Env): Config {
   const heloName = str(env, 'SVC_HELO_NAME') ?? os.hostname();
   const mailFrom = str(env, 'SVC_MAIL_FROM') ?? `verify@${heloName.includes('.') ? heloName : `${heloName}.localdomain`}`;
@@ -83,18 +87,18 @@ export function loadConfig(env: Env): Config {
     smtpPort: int(env, 'SVC_SMTP_PORT', 25, 1, 65535),
     heloName,
     mailFrom,
-    smtpTimeoutMs: int(env, 'SVC_SMTP_TIMEOUT_MS', 10_000, 50, 300_000),
-    smtpRetries: int(env, 'SVC_SMTP_RETRIES', 1, 0, 5),
-    smtpRetryDelayMs: int(env, 'SVC_SMTP_RETRY_DELAY_MS', 1500, 0, 600_000),
-    maxConnectionsPerMx: int(env, 'SVC_SMTP_MAX_CONNECTIONS_PER_MX', 4, 1, 100),
+    smtpTimeoutMs: int(env, 'SVC_SMTP_TIMEOUT_MS', V.smtpTimeoutMs, 50, 300_000),
+    smtpRetries: int(env, 'SVC_SMTP_RETRIES', V.smtpRetries, 0, 5),
+    smtpRetryDelayMs: int(env, 'SVC_SMTP_RETRY_DELAY_MS', V.smtpRetryDelayMs, 0, 600_000),
+    maxConnectionsPerMx: int(env, 'SVC_SMTP_MAX_CONNECTIONS_PER_MX', V.maxConnectionsPerMx, 1, 100),
     readyDomain: str(env, 'SVC_READY_DOMAIN') ?? 'gmail.com',
     bootstrapCredits: int(env, 'SVC_BOOTSTRAP_CREDITS', 100, 0, 1_000_000_000),
     logLevel: str(env, 'SVC_LOG_LEVEL') ?? 'info',
     rateLimitPerKey: int(env, 'SVC_RATE_LIMIT_PER_KEY', 10_000, 1, 10_000_000),
     rateLimitPerIp: int(env, 'SVC_RATE_LIMIT_PER_IP', 1_000, 1, 10_000_000),
     bodyLimitBytes: int(env, 'SVC_BODY_LIMIT_BYTES', 1_048_576, 1024, 100 * 1_048_576),
-    resultCacheTtlMs: int(env, 'SVC_RESULT_CACHE_TTL_MS', 6 * 3600_000, 0, 30 * 86_400_000),
-    validationTimeoutMs: int(env, 'SVC_VALIDATION_TIMEOUT_MS', 30_000, 100, 600_000),
+    resultCacheTtlMs: int(env, 'SVC_RESULT_CACHE_TTL_MS', V.resultCacheTtlMs, 0, 30 * 86_400_000),
+    validationTimeoutMs: int(env, 'SVC_VALIDATION_TIMEOUT_MS', V.deadlineMs ?? 30_000, 100, 600_000),
     trustProxy: env.SVC_TRUST_PROXY === 'true' || env.SVC_TRUST_PROXY === '1',
   };
   const optional = {

@@ -36,6 +36,7 @@ export function verifierConfig(c: Pick<VerifierConfig, 'smtpPort' | 'heloName' |
     resultCacheTtlMs: 6 * 3_600_000,
     mxCacheTtlMs: 300_000,
     negativeDnsCacheTtlMs: 60_000,
+    deadlineMs: 30_000,
     ...c,
   };
 }

@@ -3,7 +3,7 @@
 import type { FastifyError, FastifyPluginAsync } from 'fastify';
 import type { Services } from '../app.ts';
 import { validateAndCharge, type ChargedResult } from '../charge.ts';
-import { ApiError, type ErrorCode } from '../errors.ts';
+import type { ErrorCode } from '../errors.ts';
 import { gatedErrors } from '../schemas.ts';
 import { idempotent } from '../idempotency.ts';
 
@@ -93,4 +93,3 @@ export function summarize(results: ChargedResult[]) {
   return s;
 }
 
-export { ApiError };
