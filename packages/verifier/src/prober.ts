@@ -57,7 +57,7 @@ class DomainActor {
   #running = false;
   #timers = new Set<NodeJS.Timeout>();
   #catchall: CatchallEvidence | undefined;
-  #catchallLoaded = false;
+  #catchallLoadedAt: number | undefined;
   #retrying = new Set<Job>();
 
   constructor(
@@ -116,9 +116,11 @@ class DomainActor {
   /** Works the queue on the first MX that answers, failing over in priority order. */
   async #session(): Promise<void> {
     const { smtp, config, cache } = this.prober.deps;
-    if (!this.#catchallLoaded) {
+    // Load the domain's catch-all evidence, again once it is older than its TTL (a busy domain's
+    // actor can live for hours).
+    if (this.#catchallLoadedAt === undefined || Date.now() - this.#catchallLoadedAt > config.catchallTtlMs) {
       this.#catchall = await cache.get<CatchallEvidence>(`ca:${this.domain}`);
-      this.#catchallLoaded = true;
+      this.#catchallLoadedAt = Date.now();
     }
     let last: SessionFailure = { phase: 'connect', kind: 'connection', detail: 'no MX host could be reached' };
     for (let mxIndex = 0; mxIndex < this.hosts.length && this.#queue.length > 0; mxIndex++) {
@@ -130,9 +132,15 @@ class DomainActor {
       }
       const release = await this.prober.throttle.acquire(host.exchange);
       try {
-        const open = await smtp.open({ host: ips[0]!, servername: host.exchange, port: config.smtpPort, heloName: config.heloName, timeoutMs: config.smtpTimeoutMs });
-        if (!open.ok) {
-          last = open.failure;
+        // Every address of the host in turn while the connection itself fails (RFC 5321 5.1);
+        // a server that answered and refused is not asked again on another address.
+        let open: Awaited<ReturnType<SmtpConnector['open']>> | undefined;
+        for (const ip of ips) {
+          open = await smtp.open({ host: ip, servername: host.exchange, port: config.smtpPort, heloName: config.heloName, timeoutMs: config.smtpTimeoutMs });
+          if (open.ok || open.failure.phase !== 'connect') break;
+        }
+        if (!open || !open.ok) {
+          if (open) last = open.failure;
           continue;
         }
         this.prober.sessionsOpened++;
@@ -211,6 +219,7 @@ class DomainActor {
         const cls = classifyRcpt(r.reply);
         if (cls === 'accepted' || cls === 'rejected') {
           this.#catchall = { catchall: cls === 'accepted', mxIndex };
+          this.#catchallLoadedAt = Date.now();
           await cache.set(`ca:${this.domain}`, this.#catchall, config.catchallTtlMs);
         }
       }

@@ -70,6 +70,8 @@ export type Answer = SmtpReply | 'drop' | 'timeout';
 export interface FakeServer {
   /** open() fails with this. */
   connectFailure?: SessionFailure;
+  /** Addresses of this host where nothing listens: open() to them is refused. */
+  refuseIps?: string[];
   /** EHLO keywords (upper case). */
   extensions?: string[];
   /** Delay before each answer (and before open() returns), to make sessions overlap in time. */
@@ -198,6 +200,7 @@ export class FakeSmtp implements SmtpConnector {
     if (spec?.latencyMs) await sleep(spec.latencyMs);
     if (!spec) return { ok: false, failure: { phase: 'connect', kind: 'connection', detail: 'ECONNREFUSED' } };
     if (spec.connectFailure) return { ok: false, failure: spec.connectFailure };
+    if (spec.refuseIps?.includes(opts.host)) return { ok: false, failure: { phase: 'connect', kind: 'connection', detail: 'ECONNREFUSED' } };
     const session = new FakeSession(this, opts.servername, spec, this.sessions.length);
     this.sessions.push(session);
     const n = (this.active.get(opts.servername) ?? 0) + 1;

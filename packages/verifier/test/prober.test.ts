@@ -472,3 +472,12 @@ t.test('a probe deferred by greylisting is retried with the same local part alon
   t.strictSame(o.catchall, { catchall: true, mxIndex: 0 }, 'the retried probe saw the catch-all');
   t.strictSame(smtp.rcpts().map((c) => c.local), ['zz-probe-1', 'anyone', 'zz-probe-1', 'anyone']);
 });
+
+t.test('every address of an MX host is tried while the connection itself fails', async (t) => {
+  // mx2.alpha.test has 192.0.2.2 and 2001:db8::2; nothing listens on the first.
+  const { smtp, prober } = setup({ 'mx2.alpha.test': { refuseIps: ['192.0.2.2'] } });
+  const o = answer(await prober.check('alpha.test', [{ exchange: 'mx2.alpha.test', priority: 10 }], 'ann', false));
+  t.equal(o.cls, 'accepted');
+  t.equal(o.mxIndex, 0, 'still the first MX host');
+  t.strictSame(smtp.opens.map((x) => x.host), ['192.0.2.2', '2001:db8::2']);
+});

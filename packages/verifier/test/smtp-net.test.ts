@@ -406,3 +406,21 @@ t.test('quit(): sends QUIT, bounded by the timeout, never throws', async (t) => 
   await within(srv3.conns[0]!.closed, 2000, 'the connection closes');
   t.strictSame(srv3.lines, ['EHLO verifier.test']);
 });
+
+t.test('a 554 greeting is answered with QUIT before closing', async (t) => {
+  const got: string[] = [];
+  const server = net.createServer((sock) => {
+    sock.write('554 5.7.1 No SMTP service here\r\n');
+    sock.on('data', (d) => {
+      got.push(...d.toString().split('\r\n').filter(Boolean));
+      if (d.toString().startsWith('QUIT')) sock.end('221 2.0.0 Bye\r\n');
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.teardown(() => server.close());
+  const port = (server.address() as net.AddressInfo).port;
+  const r = await netSmtpConnector.open({ host: '127.0.0.1', servername: 'mx.test', port, heloName: 'probe.test', timeoutMs: 1000 });
+  t.equal(r.ok, false);
+  if (!r.ok) t.same([r.failure.phase, r.failure.kind, r.failure.reply?.code], ['greeting', 'reply', 554]);
+  t.strictSame(got, ['QUIT']);
+});

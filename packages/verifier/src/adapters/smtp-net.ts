@@ -215,7 +215,11 @@ export const netSmtpConnector: SmtpConnector = {
     };
     const greeting = await s.next('greeting');
     if (!greeting.ok) return bail(greeting.failure);
-    if (greeting.reply.code !== 220) return bail({ phase: 'greeting', kind: 'reply', detail: 'server refused the session', reply: greeting.reply });
+    if (greeting.reply.code !== 220) {
+      // RFC 5321 3.1: after a 554 greeting the client should still send QUIT; a 421 closes at once.
+      if (greeting.reply.code !== 421) await s.quit();
+      return bail({ phase: 'greeting', kind: 'reply', detail: 'server refused the session', reply: greeting.reply });
+    }
 
     const hello = async (): Promise<SessionFailure | undefined> => {
       const ehlo = await s.send('ehlo', `EHLO ${opts.heloName}`);
@@ -233,7 +237,10 @@ export const netSmtpConnector: SmtpConnector = {
       return undefined;
     };
     const f1 = await hello();
-    if (f1) return bail(f1);
+    if (f1) {
+      if (f1.kind === 'reply' && f1.reply?.code !== 421) await s.quit(); // refused HELO: end politely
+      return bail(f1);
+    }
     if (s.extensions.has('STARTTLS')) {
       const st = await s.send('starttls', 'STARTTLS');
       if (!st.ok) return bail(st.failure);
