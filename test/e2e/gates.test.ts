@@ -189,3 +189,31 @@ t.test('a failing database during validation is 503 validation_upstream_failed, 
   const b = await store.balance(accountId);
   t.same([b!.balance, b!.reserved], [4, 0], 'only the first, successful request was charged');
 });
+
+t.test('an idempotent response is recorded in the same transaction as its charge', async (t) => {
+  const { key, accountId } = await makeKey(stack, { credits: 5 });
+  const store = stack.svc.services.store;
+  const body = { email: 'jane.doe@accept.test' }; // cached by now: the debit path
+  const uncached = { email: `atomic.${Date.now()}@catchall.test` }; // the reserve/settle path (not charged: catch-all)
+  const valid = { email: 'john.smith@accept.test' };
+  // Make recording the response fail inside the database, as a crash at that point would.
+  await store.db.exec(`CREATE FUNCTION t_fail_idem() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF NEW.status = 'done' THEN RAISE EXCEPTION 'simulated crash'; END IF; RETURN NEW; END; $$;
+    CREATE TRIGGER t_fail_idem BEFORE UPDATE ON idempotency_keys FOR EACH ROW EXECUTE FUNCTION t_fail_idem();`);
+  t.teardown(() => store.db.exec('DROP TRIGGER IF EXISTS t_fail_idem ON idempotency_keys; DROP FUNCTION IF EXISTS t_fail_idem();'));
+  for (const [name, b] of [['debit', body], ['settle', valid], ['free', uncached]] as const) {
+    const r = await stack.call('POST', '/v1/validate', { key, body: b, headers: { 'idempotency-key': `atomic-${name}` } });
+    t.same([r.status, r.body.code], [503, 'validation_upstream_failed'], `${name}: the failure is reported`);
+  }
+  const after = await store.balance(accountId);
+  t.same([after!.balance, after!.reserved], [5, 1], 'no charge survived without its recorded response; the settle case left its hold open');
+  await new Promise((r) => setTimeout(r, 10));
+  t.equal(await store.releaseStale('sync', 0), 1, 'the sweep releases that hold');
+  t.equal((await store.balance(accountId))!.reserved, 0);
+  await store.db.exec('DROP TRIGGER t_fail_idem ON idempotency_keys; DROP FUNCTION t_fail_idem();');
+  // The keys were freed: the retries run once, charge once, and replay afterwards.
+  const retry = await stack.call('POST', '/v1/validate', { key, body, headers: { 'idempotency-key': 'atomic-debit' } });
+  t.same([retry.status, retry.body.credits_charged, retry.headers.get('idempotent-replayed')], [200, 1, null]);
+  const replay = await stack.call('POST', '/v1/validate', { key, body, headers: { 'idempotency-key': 'atomic-debit' } });
+  t.same([replay.status, replay.headers.get('idempotent-replayed'), replay.text], [200, 'true', retry.text]);
+  t.equal((await store.balance(accountId))!.balance, 4);
+});

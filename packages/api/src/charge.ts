@@ -3,7 +3,7 @@
 // reservation, including a crash of the work itself; a process crash leaves an open reservation
 // that the next start releases (Store.releaseStale).
 
-import type { Store } from '@svc/store';
+import type { IdempotentCompletion, Store } from '@svc/store';
 import type { Plan, Verifier } from '@svc/verifier/verifier.ts';
 import type { Verdict } from '@svc/verifier/types.ts';
 import { ApiError } from './errors.ts';
@@ -44,18 +44,39 @@ async function upstream<T>(p: Promise<T>): Promise<T> {
   }
 }
 
-export async function validateAndCharge(store: Store, verifier: Verifier, accountId: string, emails: readonly string[], purpose = 'sync'): Promise<ChargedResult[]> {
+/** An idempotent request's response, rendered from the results and recorded with the charge. */
+export interface Completion {
+  key: string;
+  render: (results: ChargedResult[]) => string;
+}
+
+export async function validateAndCharge(
+  store: Store,
+  verifier: Verifier,
+  accountId: string,
+  emails: readonly string[],
+  purpose = 'sync',
+  completion?: Completion,
+): Promise<ChargedResult[]> {
   const plan = await verifier.plan(emails);
   const insufficient = (available: number) =>
     new ApiError('insufficient_credits', `This request needs up to ${plan.maxCost} credits; ${available} available`, { required: plan.maxCost, available });
+  // With an Idempotency-Key the response is recorded in the same transaction as the money, so a
+  // crash can never leave a charge without its stored response (and a later retry re-charging).
+  const record = (results: ChargedResult[]): IdempotentCompletion | undefined =>
+    completion ? { accountId, key: completion.key, status: 200, body: completion.render(results) } : undefined;
   if (plan.settled) {
     // Every verdict is known already (syntax, cache): the cost is exact, so take it in one
     // statement instead of a reservation and a settlement.
+    const results = priced(await verifier.run(plan), plan);
+    const completes = record(results);
     if (plan.maxCost > 0) {
-      const d = await upstream(store.debit(accountId, plan.maxCost, purpose));
+      const d = await upstream(store.debit(accountId, plan.maxCost, purpose, completes));
       if (!d.ok) throw insufficient(d.available);
+    } else if (completes) {
+      await upstream(store.completeIdempotent(accountId, completes.key, completes.status, completes.body));
     }
-    return priced(await verifier.run(plan), plan);
+    return results;
   }
   let reservationId: string | undefined;
   if (plan.maxCost > 0) {
@@ -64,12 +85,15 @@ export async function validateAndCharge(store: Store, verifier: Verifier, accoun
     reservationId = r.reservationId;
   }
   let charged = 0;
+  let completes: IdempotentCompletion | undefined;
   try {
     const out = priced(await verifier.run(plan), plan);
     charged = out.reduce((n, r) => n + r.credits_charged, 0);
+    completes = record(out);
     return out;
   } finally {
-    if (reservationId) await upstream(store.settle(reservationId, charged));
+    if (reservationId) await upstream(store.settle(reservationId, charged, completes));
+    else if (completes) await upstream(store.completeIdempotent(accountId, completes.key, completes.status, completes.body));
   }
 }
 

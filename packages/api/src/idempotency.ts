@@ -18,14 +18,23 @@ const TTL_MS = 24 * 3600_000;
 const STALE_MS = 10 * 60_000;
 const KEY_FORMAT = /^[\x20-\x7e]{1,255}$/;
 
+/**
+ * What an idempotent route's work gets: the claimed key, and the serialiser that turns its
+ * response into the stored (and sent) body. The work records that body with its charge.
+ */
+export interface IdempotencyRecord {
+  key: string;
+  serialize: (response: unknown) => string;
+}
+
 /** Runs `work` once per (account, Idempotency-Key); without the header, just runs it. */
-export function idempotent(store: Store, req: FastifyRequest, reply: FastifyReply, work: () => Promise<unknown>): Promise<unknown> {
+export function idempotent(store: Store, req: FastifyRequest, reply: FastifyReply, work: (record?: IdempotencyRecord) => Promise<unknown>): Promise<unknown> {
   const raw = req.headers['idempotency-key'];
   if (raw === undefined || !req.principal) return work();
   return once(store, req, reply, raw, work);
 }
 
-async function once(store: Store, req: FastifyRequest & { principal?: { accountId: string } }, reply: FastifyReply, raw: string | string[], work: () => Promise<unknown>): Promise<unknown> {
+async function once(store: Store, req: FastifyRequest, reply: FastifyReply, raw: string | string[], work: (record?: IdempotencyRecord) => Promise<unknown>): Promise<unknown> {
   const key = Array.isArray(raw) ? (raw[0] ?? '') : raw;
   if (!KEY_FORMAT.test(key)) throw new ApiError('invalid_idempotency_key');
   const { accountId } = req.principal!;
@@ -39,13 +48,16 @@ async function once(store: Store, req: FastifyRequest & { principal?: { accountI
     reply.header('Idempotent-Replayed', 'true');
     return reply.status(r.status).send(r.body);
   }
-  let body: string;
+  let body: string | undefined;
   try {
-    body = String(reply.serialize(await work()));
+    const response = await work({ key, serialize: (res) => (body = String(reply.serialize(res))) });
+    if (body === undefined) {
+      body = String(reply.serialize(response));
+      await store.completeIdempotent(accountId, key, 200, body);
+    }
   } catch (err) {
     await store.abandonIdempotent(accountId, key);
     throw err;
   }
-  await store.completeIdempotent(accountId, key, 200, body);
   return reply.send(body);
 }

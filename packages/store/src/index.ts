@@ -3,7 +3,7 @@ export { openPglite, lockDataDir, DataDirLockedError } from './pglite.ts';
 export { openPostgres } from './postgres.ts';
 export { migrate } from './migrate.ts';
 export { Store, hashKey, generateKey, keyKindOf, KEY_PREFIX } from './store.ts';
-export type { KeyRecord, KeyKind, KeyState, Balance, ReserveResult, IdempotencyBegin } from './store.ts';
+export type { KeyRecord, KeyKind, KeyState, Balance, ReserveResult, IdempotencyBegin, IdempotentCompletion, DebitResult } from './store.ts';
 export { MemoryCache } from './memory-cache.ts';
 export { MemoryRateLimiter } from './rate-limit.ts';
 export type { RateLimiterPort, RateDecision } from './rate-limit.ts';

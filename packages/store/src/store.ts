@@ -196,7 +196,7 @@ export class Store {
    * Charges `charged` of a reservation and releases the rest, exactly once: a second settle of
    * the same reservation changes nothing and returns false.
    */
-  async settle(reservationId: string, charged: number): Promise<boolean> {
+  async settle(reservationId: string, charged: number, completes?: IdempotentCompletion): Promise<boolean> {
     if (!Number.isSafeInteger(charged) || charged < 0) throw new RangeError('charged must be a non-negative integer');
     return this.db.transaction(async (tx) => {
       const rows = await tx.query<{ account_id: string; amount: number }>(
@@ -212,6 +212,7 @@ export class Store {
       await tx.query('UPDATE accounts SET reserved = reserved - $2, balance = balance - $3 WHERE id = $1', [r.account_id, r.amount, charged]);
       if (charged > 0) await tx.query("INSERT INTO credit_ledger (account_id, kind, amount, reservation_id) VALUES ($1, 'charge', $2, $3)", [r.account_id, charged, reservationId]);
       if (r.amount > charged) await tx.query("INSERT INTO credit_ledger (account_id, kind, amount, reservation_id) VALUES ($1, 'release', $2, $3)", [r.account_id, r.amount - charged, reservationId]);
+      if (completes) await completeIn(tx, completes);
       return true;
     });
   }
@@ -223,8 +224,22 @@ export class Store {
    * and writes one ledger row each, or, when the sum is not available, each is tried alone in
    * arrival order. Either way every debit is all-or-nothing and the balance never goes negative.
    */
-  debit(accountId: string, amount: number, note: string): Promise<DebitResult> {
+  debit(accountId: string, amount: number, note: string, completes?: IdempotentCompletion): Promise<DebitResult> {
     if (!Number.isSafeInteger(amount) || amount <= 0) throw new RangeError('amount must be a positive integer');
+    if (completes) {
+      // With an idempotency record to complete, the debit and the record commit together (no
+      // group commit): a crash can never leave a charge whose response was not recorded.
+      return this.db.transaction(async (tx) => {
+        const taken = await tx.query('UPDATE accounts SET balance = balance - $2 WHERE id = $1 AND balance - reserved >= $2 RETURNING id', [accountId, amount]);
+        if (taken.length === 0) {
+          const r = (await tx.query<{ available: number }>('SELECT balance - reserved AS available FROM accounts WHERE id = $1', [accountId]))[0];
+          return { ok: false as const, available: r?.available ?? 0 };
+        }
+        await tx.query("INSERT INTO credit_ledger (account_id, kind, amount, note) VALUES ($1, 'debit', $2, $3)", [accountId, amount, note]);
+        await completeIn(tx, completes);
+        return { ok: true as const };
+      });
+    }
     return new Promise((resolve, reject) => {
       let q = this.#debits.get(accountId);
       if (!q) this.#debits.set(accountId, (q = []));
@@ -346,12 +361,24 @@ export class Store {
   }
 
   async completeIdempotent(accountId: string, key: string, status: number, body: string): Promise<void> {
-    await this.db.query("UPDATE idempotency_keys SET status = 'done', response_status = $3, response_body = $4 WHERE account_id = $1 AND key = $2", [accountId, key, status, body]);
+    await completeIn(this.db, { accountId, key, status, body });
   }
 
   async abandonIdempotent(accountId: string, key: string): Promise<void> {
     await this.db.query("DELETE FROM idempotency_keys WHERE account_id = $1 AND key = $2 AND status = 'in_progress'", [accountId, key]);
   }
+}
+
+/** The response of an idempotent request, recorded in the same transaction as its charge. */
+export interface IdempotentCompletion {
+  accountId: string;
+  key: string;
+  status: number;
+  body: string;
+}
+
+async function completeIn(q: Queryable, c: IdempotentCompletion): Promise<void> {
+  await q.query("UPDATE idempotency_keys SET status = 'done', response_status = $3, response_body = $4 WHERE account_id = $1 AND key = $2", [c.accountId, c.key, c.status, c.body]);
 }
 
 async function grant(tx: Queryable, accountId: string, amount: number, note: string): Promise<void> {

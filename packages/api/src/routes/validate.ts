@@ -53,9 +53,10 @@ export const validateRoutes: FastifyPluginAsync<{ services: Services }> = async 
       },
     },
     async (req, reply) =>
-      idempotent(store, req, reply, async () => {
-        const [result] = await validateAndCharge(store, verifier, req.principal!.accountId, [req.body.email.trim()]);
-        return result!;
+      idempotent(store, req, reply, async (record) => {
+        const shape = (results: ChargedResult[]) => results[0]!;
+        const completion = record && { key: record.key, render: (rs: ChargedResult[]) => record.serialize(shape(rs)) };
+        return shape(await validateAndCharge(store, verifier, req.principal!.accountId, [req.body.email.trim()], 'sync', completion));
       }),
   );
 
@@ -77,9 +78,10 @@ export const validateRoutes: FastifyPluginAsync<{ services: Services }> = async 
       },
     },
     async (req, reply) =>
-      idempotent(store, req, reply, async () => {
-        const results = await validateAndCharge(store, verifier, req.principal!.accountId, req.body.emails.map((e) => e.trim()));
-        return { results, summary: summarize(results) };
+      idempotent(store, req, reply, async (record) => {
+        const shape = (results: ChargedResult[]) => ({ results, summary: summarize(results) });
+        const completion = record && { key: record.key, render: (rs: ChargedResult[]) => record.serialize(shape(rs)) };
+        return shape(await validateAndCharge(store, verifier, req.principal!.accountId, req.body.emails.map((e) => e.trim()), 'sync', completion));
       }),
   );
 };
