@@ -50,6 +50,9 @@ export interface ProberDeps {
   randomLocal?: () => string;
 }
 
+/** New sessions to the same MX after one that made progress was cut short, per queue run. */
+const MAX_RECONNECTS = 50;
+
 const defaultRandomLocal = () => `svc-probe-${Math.random().toString(36).slice(2, 10)}${Date.now().toString(36)}`;
 
 class DomainActor {
@@ -59,6 +62,8 @@ class DomainActor {
   #catchall: CatchallEvidence | undefined;
   #catchallLoadedAt: number | undefined;
   #retrying = new Set<Job>();
+  /** Recipients answered so far (progress, to tell a session cut short from a dead server). */
+  #answered = 0;
 
   constructor(
     readonly domain: string,
@@ -123,6 +128,7 @@ class DomainActor {
       this.#catchallLoadedAt = Date.now();
     }
     let last: SessionFailure = { phase: 'connect', kind: 'connection', detail: 'no MX host could be reached' };
+    let reconnects = 0;
     for (let mxIndex = 0; mxIndex < this.hosts.length && this.#queue.length > 0; mxIndex++) {
       const host = this.hosts[mxIndex]!;
       const ips = await this.#addresses(host.exchange);
@@ -144,12 +150,20 @@ class DomainActor {
           continue;
         }
         this.prober.sessionsOpened++;
+        const answeredBefore = this.#answered;
         const failure = await this.#converse(open.session, mxIndex);
         if (!failure) return;
         // A session that failed is never used again: close it now rather than leave the socket
         // open until the server times out (destroy is idempotent).
         open.session.destroy();
         last = failure;
+        // A server that ends a session that was making progress (Postfix's 421 after
+        // smtpd_hard_error_limit rejected recipients, a per-session recipient cap, a dropped line)
+        // is asked again for the rest on a new session; each such session must answer someone.
+        if (this.#answered > answeredBefore && failure.phase !== 'connect' && reconnects < MAX_RECONNECTS) {
+          reconnects++;
+          mxIndex--;
+        }
       } finally {
         release();
       }
@@ -252,6 +266,7 @@ class DomainActor {
 
   #answer(job: Job, cls: RcptClass, reply: SmtpReply, mxIndex: number): void {
     const { config } = this.prober.deps;
+    this.#answered++;
     if (cls === 'tempfail' && job.attempts < config.smtpRetries && !this.prober.closing) {
       // Greylisting (RFC 6647) wants the same triple again later: retry on a later session.
       job.attempts++;

@@ -205,7 +205,7 @@ t.test('every MX fails: each recipient gets the last failure', async (t) => {
   t.strictSame(o, { kind: 'failure', failure: { phase: 'connect', kind: 'connection', detail: 'MX host noaddr.alpha.test has no address' } });
 });
 
-t.test('a session dropped mid-transaction: the rest goes to MX1', async (t) => {
+t.test('a session dropped mid-transaction: one new session to MX0, and when that makes no progress the rest goes to MX1', async (t) => {
   const users = locals(10);
   const { smtp, prober } = setup({
     'mx1.alpha.test': { handle: (cmd) => (cmd.local === 'u005' ? 'drop' : undefined) },
@@ -217,17 +217,24 @@ t.test('a session dropped mid-transaction: the rest goes to MX1', async (t) => {
     [0, 0, 0, 0, 0, 1, 1, 1, 1, 1],
   );
   t.ok(out.every((o) => answer(o).cls === 'accepted' && answer(o).attempts === 1));
-  t.strictSame(smtp.lines({ server: 'mx1.alpha.test' }), [MAIL_FROM, rcptLine('zz-probe-1', 'alpha.test'), ...users.slice(0, 6).map((u) => rcptLine(u, 'alpha.test'))]);
+  t.strictSame(smtp.lines({ server: 'mx1.alpha.test' }), [
+    MAIL_FROM,
+    rcptLine('zz-probe-1', 'alpha.test'),
+    ...users.slice(0, 6).map((u) => rcptLine(u, 'alpha.test')),
+    // The first session answered five recipients before the drop: MX0 is asked again.
+    MAIL_FROM,
+    rcptLine('u005', 'alpha.test'),
+  ]);
   // The probe answer from MX0 is kept: MX1 gets no second probe, only the recipients left over.
   t.strictSame(smtp.lines({ server: 'mx2.alpha.test' }), [MAIL_FROM, ...users.slice(5).map((u) => rcptLine(u, 'alpha.test')), 'QUIT']);
   t.strictSame(answer(out[9]).catchall, { catchall: false, mxIndex: 0 });
-  t.equal(prober.sessionsOpened, 2);
+  t.equal(prober.sessionsOpened, 3);
   t.equal(prober.sessionsQuit, 1);
   t.equal(smtp.sessions[0]?.quits, 0, 'no QUIT on a dead line');
   t.equal(smtp.activeTotal, 0, 'nothing left open');
 });
 
-t.test('421 on RCPT: the session is closed at once and the rest goes to MX1', async (t) => {
+t.test('421 on RCPT: the session is closed at once, MX0 is asked once more, then the rest goes to MX1', async (t) => {
   const { smtp, prober } = setup({
     // Without PIPELINING: each RCPT waits for its reply, so nothing follows the 421.
     'mx1.alpha.test': { extensions: ['ENHANCEDSTATUSCODES'], handle: (cmd) => (cmd.local === 'u002' ? reply('421 4.7.0 Too many errors, closing connection') : undefined) },
@@ -240,7 +247,15 @@ t.test('421 on RCPT: the session is closed at once and the rest goes to MX1', as
   );
   t.equal(smtp.sessions[0]?.closed, true, 'closed without QUIT');
   t.equal(smtp.sessions[0]?.quits, 0);
-  t.strictSame(smtp.lines({ server: 'mx1.alpha.test' }), [MAIL_FROM, rcptLine('zz-probe-1', 'alpha.test'), rcptLine('u000', 'alpha.test'), rcptLine('u001', 'alpha.test'), rcptLine('u002', 'alpha.test')]);
+  t.strictSame(smtp.lines({ server: 'mx1.alpha.test' }), [
+    MAIL_FROM,
+    rcptLine('zz-probe-1', 'alpha.test'),
+    rcptLine('u000', 'alpha.test'),
+    rcptLine('u001', 'alpha.test'),
+    rcptLine('u002', 'alpha.test'),
+    MAIL_FROM,
+    rcptLine('u002', 'alpha.test'),
+  ]);
   t.equal(smtp.activeTotal, 0);
   t.strictSame(smtp.rcpts('mx2.alpha.test').map((c) => c.local), ['u002', 'u003']);
 });
@@ -480,4 +495,26 @@ t.test('every address of an MX host is tried while the connection itself fails',
   t.equal(o.cls, 'accepted');
   t.equal(o.mxIndex, 0, 'still the first MX host');
   t.strictSame(smtp.opens.map((x) => x.host), ['192.0.2.2', '2001:db8::2']);
+});
+
+t.test("a server's per-session error limit (421 after N rejections) costs new sessions, not answers", async (t) => {
+  // Postfix-like: smtpd_hard_error_limit of 3 rejected recipients per session, then 421.
+  const errors = new Map<number, number>();
+  const { smtp, prober } = setup({
+    'mx1.alpha.test': {
+      extensions: ['ENHANCEDSTATUSCODES'],
+      handle: (cmd, session) => {
+        if (cmd.verb !== 'RCPT') return undefined;
+        if (cmd.local === 'ann') return reply('250 2.1.5 Ok');
+        const n = (errors.get(session.id) ?? 0) + 1;
+        errors.set(session.id, n);
+        return n > 3 ? reply('421 4.7.0 Error: too many errors') : reply('550 5.1.1 User unknown');
+      },
+    },
+  });
+  const users = [...locals(9), 'ann'];
+  const out = await Promise.all(users.map((u) => prober.check('alpha.test', ALPHA, u, false)));
+  t.strictSame(out.map((o) => answer(o).cls), [...Array(9).fill('rejected'), 'accepted'], 'every recipient answered');
+  t.ok(prober.sessionsOpened >= 3 && prober.sessionsOpened <= 5, `${prober.sessionsOpened} sessions`);
+  void smtp;
 });
