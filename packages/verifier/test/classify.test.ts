@@ -33,6 +33,10 @@ const TABLE: Array<[string[], RcptClass]> = [
   [['550 5.1.0 Address rejected.'], 'rejected'],
   [['550 <nobody@example.com>: Recipient address rejected: User unknown in local recipient table'], 'rejected'],
   [['550 Requested action not taken: mailbox unavailable (user unknown)'], 'rejected'],
+  // Exim's and other MTAs' wording without enhanced codes.
+  [['550 Unrouteable address'], 'rejected'],
+  [['550 <nobody@example.com>... Recipient unknown'], 'rejected'],
+  [['553 sorry, no such address here'], 'rejected'],
   [['550 No such user - psmtp'], 'rejected'],
   [['550 sorry, no mailbox here by that name. (#5.1.1)'], 'rejected'],
   [['553 sorry, that domain isn\'t in my list of allowed rcpthosts; no such recipient'], 'rejected'],

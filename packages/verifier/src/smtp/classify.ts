@@ -17,7 +17,7 @@ const POLICY_TEXT =
   /\b(block(ed|list)?|black ?list(ed)?|spamhaus|barracuda|\brbl\b|dnsbl|listed|reputation|policy|spam|not permitted|access denied|relay(ing)? (denied|not permitted)|authenticat|tls required|rejected due to|client host)\b/i;
 // "User unknown" wording of servers that send no enhanced code.
 const UNKNOWN_USER_TEXT =
-  /(user unknown|unknown user|no such (user|mailbox|recipient|account)|(mailbox|account|user|address|recipient)( \S+)? (does not|doesn't) exist|does not exist|invalid (recipient|mailbox)|unknown (recipient|mailbox)|recipient (address )?rejected: user|not a valid mailbox|mailbox not found|user not found|no mailbox here)/i;
+  /(user unknown|unknown user|no such (user|mailbox|recipient|account|address)|(mailbox|account|user|address|recipient)( \S+)? (does not|doesn't) exist|does not exist|invalid (recipient|mailbox)|unknown (recipient|mailbox|address)|(recipient|address) unknown|unrouteable address|recipient (address )?rejected: user|not a valid mailbox|mailbox not found|user not found|no mailbox here)/i;
 const FULL_TEXT = /(mailbox (is )?full|over ?quota|quota exceeded|insufficient (system )?storage|out of storage)/i;
 
 export function classifyRcpt(reply: SmtpReply): RcptClass {
