@@ -70,8 +70,10 @@ export async function validateAndCharge(
     // statement instead of a reservation and a settlement.
     const results = priced(await verifier.run(plan), plan);
     const completes = record(results);
-    if (plan.maxCost > 0) {
-      const d = await upstream(store.debit(accountId, plan.maxCost, purpose, completes));
+    // Exactly what the results say was charged (never more than the plan priced).
+    const cost = results.reduce((n, r) => n + r.credits_charged, 0);
+    if (cost > 0) {
+      const d = await upstream(store.debit(accountId, cost, purpose, completes));
       if (!d.ok) throw insufficient(d.available);
     } else if (completes) {
       await upstream(store.completeIdempotent(accountId, completes.key, completes.status, completes.body));
@@ -88,12 +90,16 @@ export async function validateAndCharge(
   let completes: IdempotentCompletion | undefined;
   try {
     const out = priced(await verifier.run(plan), plan);
-    charged = out.reduce((n, r) => n + r.credits_charged, 0);
+    // Render first: if that throws, nothing is charged (the key is freed and a retry pays once).
     completes = record(out);
+    charged = out.reduce((n, r) => n + r.credits_charged, 0);
     return out;
   } finally {
-    if (reservationId) await upstream(store.settle(reservationId, charged, completes));
-    else if (completes) await upstream(store.completeIdempotent(accountId, completes.key, completes.status, completes.body));
+    if (reservationId) {
+      // false: the reservation was no longer open (released by the stale sweep), so nothing was
+      // charged and no response recorded; the client must retry rather than get a free result.
+      if (!(await upstream(store.settle(reservationId, charged, completes)))) throw new ApiError('validation_upstream_failed', 'The credit hold expired before the validation finished; retry');
+    } else if (completes) await upstream(store.completeIdempotent(accountId, completes.key, completes.status, completes.body));
   }
 }
 

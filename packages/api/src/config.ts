@@ -98,7 +98,8 @@ export function loadConfig(env: Env): Config {
     rateLimitPerIp: int(env, 'SVC_RATE_LIMIT_PER_IP', 1_000, 1, 10_000_000),
     bodyLimitBytes: int(env, 'SVC_BODY_LIMIT_BYTES', 1_048_576, 1024, 100 * 1_048_576),
     resultCacheTtlMs: int(env, 'SVC_RESULT_CACHE_TTL_MS', V.resultCacheTtlMs, 0, 30 * 86_400_000),
-    validationTimeoutMs: int(env, 'SVC_VALIDATION_TIMEOUT_MS', V.deadlineMs ?? 30_000, 100, 600_000),
+    // Capped well below the 10-minute stale-reservation sweep and idempotency takeover.
+    validationTimeoutMs: int(env, 'SVC_VALIDATION_TIMEOUT_MS', V.deadlineMs ?? 30_000, 100, 120_000),
     trustProxy: env.SVC_TRUST_PROXY === 'true' || env.SVC_TRUST_PROXY === '1',
   };
   const optional = {

@@ -45,7 +45,13 @@ export async function createServices(config: Config, opts: { store?: Store } = {
     const redis = connectRedis(config.redisUrl);
     const rc = new RedisCache(redis);
     cache = resilient(rc);
-    rateLimiter = new RedisRateLimiter(redis);
+    const limiter = new RedisRateLimiter(redis);
+    // Abuse protection fails open: a Redis outage must not turn every request into an error
+    // (readiness reports the outage).
+    rateLimiter = {
+      hit: (key, limit, windowMs) =>
+        Promise.resolve(limiter.hit(key, limit, windowMs)).catch(() => ({ allowed: true, limit, remaining: limit, resetSeconds: Math.ceil(windowMs / 1000) })),
+    };
     cachePing = () => rc.ping();
     closeCache = async () => void (await redis.quit());
   } else {

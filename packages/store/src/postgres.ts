@@ -12,7 +12,8 @@ const types = {
 };
 
 export async function openPostgres(url: string, max = 10): Promise<Db> {
-  const pool = new pg.Pool({ connectionString: url, max, types });
+  // Bounded waits: a stalled server must fail requests (503), not hold them and the debit queue forever.
+  const pool = new pg.Pool({ connectionString: url, max, types, connectionTimeoutMillis: 10_000, statement_timeout: 30_000, query_timeout: 35_000 });
   pool.on('error', () => {}); // an idle client's error must not crash the process; queries report their own
   await pool.query('SELECT 1');
   const q = (c: pg.Pool | pg.PoolClient): Queryable['query'] =>

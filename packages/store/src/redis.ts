@@ -6,7 +6,7 @@ import type { CachePort } from '@svc/verifier/ports.ts';
 import type { RateDecision, RateLimiterPort } from './rate-limit.ts';
 
 export function connectRedis(url: string): Redis {
-  const redis = new Redis(url, { maxRetriesPerRequest: 2, enableOfflineQueue: true, lazyConnect: false });
+  const redis = new Redis(url, { maxRetriesPerRequest: 2, enableOfflineQueue: true, lazyConnect: false, commandTimeout: 2_000 });
   redis.on('error', () => {}); // reported through failed commands and the readiness check
   return redis;
 }

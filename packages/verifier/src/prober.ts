@@ -151,7 +151,11 @@ class DomainActor {
         }
         this.prober.sessionsOpened++;
         const answeredBefore = this.#answered;
-        const failure = await this.#converse(open.session, mxIndex);
+        const session = open.session;
+        const failure = await this.#converse(session, mxIndex).catch((err: unknown) => {
+          session.destroy();
+          throw err;
+        });
         if (!failure) return;
         // A session that failed is never used again: close it now rather than leave the socket
         // open until the server times out (destroy is idempotent).
@@ -160,7 +164,7 @@ class DomainActor {
         // A server that ends a session that was making progress (Postfix's 421 after
         // smtpd_hard_error_limit rejected recipients, a per-session recipient cap, a dropped line)
         // is asked again for the rest on a new session; each such session must answer someone.
-        if (this.#answered > answeredBefore && failure.phase !== 'connect' && reconnects < MAX_RECONNECTS) {
+        if (this.#answered > answeredBefore && failure.phase !== 'connect' && reconnects < MAX_RECONNECTS && !this.prober.closing) {
           reconnects++;
           mxIndex--;
         }

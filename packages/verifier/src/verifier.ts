@@ -91,6 +91,8 @@ export class Verifier {
   async plan(emails: readonly string[]): Promise<Plan> {
     const items: PlanItem[] = [];
     const open = new Set<string>();
+    // One cache read per mailbox: a repeated address must be priced and answered from the same entry.
+    const seen = new Map<string, Stored | undefined>();
     let maxCost = 0;
     let settled = true;
     for (const email of emails) {
@@ -101,7 +103,8 @@ export class Verifier {
       }
       const key = `${parsed.local}@${parsed.asciiDomain}`;
       const item: PlanItem = { email, parsed, key };
-      const cached = await this.deps.cache.get<Stored>(`v:${key}`);
+      const cached = seen.has(key) ? seen.get(key) : await this.deps.cache.get<Stored>(`v:${key}`);
+      seen.set(key, cached);
       if (cached) item.verdict = withEmail(email, cached);
       else settled = false;
       if (!open.has(key) && (!cached || cached.chargeable)) {

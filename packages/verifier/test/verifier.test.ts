@@ -1,0 +1,24 @@
+// Verifier.plan prices from one cache read per mailbox, so a repeated address is priced and
+// answered from the same entry even if the cache changes between reads.
+
+import t from 'tap';
+import type { CachePort } from '../src/ports.ts';
+import { Verifier, verifierConfig } from '../src/verifier.ts';
+import { FakeDns, FakeSmtp } from './fakes.ts';
+
+t.test('a repeated address is read from the cache once', async (t) => {
+  const risky = { result: 'risky', chargeable: false, reason_code: 'catch_all' };
+  const valid = { result: 'valid', chargeable: true, reason_code: 'accepted' };
+  let reads = 0;
+  // A cache whose entry flips between reads (another instance rewrote it).
+  const cache: CachePort = {
+    get: <T>(key: string) => (key === 'v:a@x.test' ? ((reads++ === 0 ? risky : valid) as T) : undefined),
+    set: () => {},
+  };
+  const v = new Verifier({ dns: new FakeDns(), smtp: new FakeSmtp({}), cache, config: verifierConfig({ smtpPort: 25, heloName: 'h.test', mailFrom: 'p@h.test' }) });
+  const plan = await v.plan(['a@x.test', 'a@x.test']);
+  t.equal(reads, 1);
+  t.equal(plan.maxCost, 0);
+  t.equal(plan.settled, true);
+  t.same((await v.run(plan)).map((x) => x.result), ['risky', 'risky']);
+});
