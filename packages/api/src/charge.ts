@@ -59,8 +59,8 @@ export async function validateAndCharge(
   completion?: Completion,
 ): Promise<ChargedResult[]> {
   const plan = await verifier.plan(emails);
-  const insufficient = (available: number) =>
-    new ApiError('insufficient_credits', `This request needs up to ${plan.maxCost} credits; ${available} available`, { required: plan.maxCost, available });
+  const insufficient = (required: number, available: number) =>
+    new ApiError('insufficient_credits', `This request needs up to ${required} credits; ${available} available`, { required, available });
   // With an Idempotency-Key the response is recorded in the same transaction as the money, so a
   // crash can never leave a charge without its stored response (and a later retry re-charging).
   const record = (results: ChargedResult[]): IdempotentCompletion | undefined =>
@@ -74,7 +74,7 @@ export async function validateAndCharge(
     const cost = results.reduce((n, r) => n + r.credits_charged, 0);
     if (cost > 0) {
       const d = await upstream(store.debit(accountId, cost, purpose, completes));
-      if (!d.ok) throw insufficient(d.available);
+      if (!d.ok) throw insufficient(cost, d.available);
     } else if (completes) {
       await upstream(store.completeIdempotent(accountId, completes.key, completes.status, completes.body));
     }
@@ -83,7 +83,7 @@ export async function validateAndCharge(
   let reservationId: string | undefined;
   if (plan.maxCost > 0) {
     const r = await upstream(store.reserve(accountId, plan.maxCost, purpose));
-    if (!r.ok) throw insufficient(r.available);
+    if (!r.ok) throw insufficient(plan.maxCost, r.available);
     reservationId = r.reservationId;
   }
   let charged = 0;

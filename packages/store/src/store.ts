@@ -181,8 +181,8 @@ export class Store {
       if ((await tx.query(hold, [accountId, amount])).length === 0) {
         // Refused: lock the row and look again. A settle may have released credits between the
         // two statements; a refusal must never report `available >= amount`, so hold them then.
-        const r = (await tx.query<{ available: number }>('SELECT balance - reserved AS available FROM accounts WHERE id = $1 FOR UPDATE', [accountId]))[0];
-        if (!r || r.available < amount) return { ok: false as const, available: r?.available ?? 0 };
+        const available = await availableIn(tx, accountId, true);
+        if (available < amount) return { ok: false as const, available };
         if ((await tx.query(hold, [accountId, amount])).length === 0) throw new Error('reserve: row changed under its lock');
       }
       const id = newId('res');
@@ -230,14 +230,9 @@ export class Store {
       // With an idempotency record to complete, the debit and the record commit together (no
       // group commit): a crash can never leave a charge whose response was not recorded.
       return this.db.transaction(async (tx) => {
-        const taken = await tx.query('UPDATE accounts SET balance = balance - $2 WHERE id = $1 AND balance - reserved >= $2 RETURNING id', [accountId, amount]);
-        if (taken.length === 0) {
-          const r = (await tx.query<{ available: number }>('SELECT balance - reserved AS available FROM accounts WHERE id = $1', [accountId]))[0];
-          return { ok: false as const, available: r?.available ?? 0 };
-        }
-        await tx.query("INSERT INTO credit_ledger (account_id, kind, amount, note) VALUES ($1, 'debit', $2, $3)", [accountId, amount, note]);
-        await completeIn(tx, completes);
-        return { ok: true as const };
+        const r = await debitOne(tx, accountId, amount, note);
+        if (r.ok) await completeIn(tx, completes);
+        return r;
       });
     }
     return new Promise((resolve, reject) => {
@@ -266,7 +261,7 @@ export class Store {
             for (const d of batch) d.resolve({ ok: true });
             continue;
           }
-          for (const d of batch) d.resolve(await this.#debitOne(accountId, d.amount, d.note));
+          for (const d of batch) d.resolve(await debitOne(this.db, accountId, d.amount, d.note));
         } catch (err) {
           for (const d of batch) d.reject(err);
         }
@@ -288,17 +283,6 @@ export class Store {
     return rows.length === batch.length;
   }
 
-  /** One debit in one statement: the UPDATE's condition and the ledger row together. */
-  async #debitOne(accountId: string, amount: number, note: string): Promise<DebitResult> {
-    const rows = await this.db.query(
-      `WITH taken AS (UPDATE accounts SET balance = balance - $2 WHERE id = $1 AND balance - reserved >= $2 RETURNING id)
-       INSERT INTO credit_ledger (account_id, kind, amount, note) SELECT id, 'debit', $2, $3 FROM taken RETURNING id`,
-      [accountId, amount, note],
-    );
-    if (rows.length > 0) return { ok: true };
-    const r = (await this.db.query<{ available: number }>('SELECT balance - reserved AS available FROM accounts WHERE id = $1', [accountId]))[0];
-    return { ok: false, available: r?.available ?? 0 };
-  }
 
   /**
    * Releases open reservations of `purpose` older than `olderThanMs` (a crash left them open).
@@ -379,6 +363,22 @@ export interface IdempotentCompletion {
 
 async function completeIn(q: Queryable, c: IdempotentCompletion): Promise<void> {
   await q.query("UPDATE idempotency_keys SET status = 'done', response_status = $3, response_body = $4 WHERE account_id = $1 AND key = $2", [c.accountId, c.key, c.status, c.body]);
+}
+
+/** One debit in one statement: the UPDATE's condition and the ledger row together. */
+async function debitOne(q: Queryable, accountId: string, amount: number, note: string): Promise<DebitResult> {
+  const rows = await q.query(
+    `WITH taken AS (UPDATE accounts SET balance = balance - $2 WHERE id = $1 AND balance - reserved >= $2 RETURNING id)
+     INSERT INTO credit_ledger (account_id, kind, amount, note) SELECT id, 'debit', $2, $3 FROM taken RETURNING id`,
+    [accountId, amount, note],
+  );
+  return rows.length > 0 ? { ok: true } : { ok: false, available: await availableIn(q, accountId) };
+}
+
+/** Credits an account can still hold or spend (0 for an unknown account); `lock` takes the row. */
+async function availableIn(q: Queryable, accountId: string, lock = false): Promise<number> {
+  const r = await q.query<{ available: number }>(`SELECT balance - reserved AS available FROM accounts WHERE id = $1${lock ? ' FOR UPDATE' : ''}`, [accountId]);
+  return r[0]?.available ?? 0;
 }
 
 async function grant(tx: Queryable, accountId: string, amount: number, note: string): Promise<void> {
