@@ -6,8 +6,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { loadConfig } from '@svc/api/config.ts';
-import { startService } from '@svc/api/server.ts';
+import { loadConfig, startService } from '@svc/runtime';
 import { serveParent } from '../lib/children.ts';
 
 const ownDir = process.env.SVC_DATA_DIR ? undefined : mkdtempSync(path.join(os.tmpdir(), 'svc-bench-'));

@@ -8,10 +8,9 @@
 // 10 at a time). Connections and RCPTs are counted by the sim (statsFor(domain)).
 
 import { pathToFileURL } from 'node:url';
-import { MemoryCache } from '@svc/store/memory-cache.ts';
-import { nodeDns } from '@svc/verifier/adapters/dns-node.ts';
-import { netSmtpConnector } from '@svc/verifier/adapters/smtp-net.ts';
-import { Verifier, verifierConfig } from '@svc/verifier/verifier.ts';
+import { MemoryCache } from '@svc/store';
+import { Verifier, verifierConfig } from '@svc/verifier';
+import { nodeDns, netSmtpConnector } from '@svc/verifier/adapters';
 import { SIM_KNOWN_MAILBOXES, type MxStats } from '../../test/sim/index.ts';
 import { startChild, type Child } from '../lib/children.ts';
 import type { BenchResult, Row } from '../lib/result.ts';

@@ -11,11 +11,9 @@
 
 import { Resolver } from 'node:dns/promises';
 import { pathToFileURL } from 'node:url';
-import { MemoryCache } from '@svc/store/memory-cache.ts';
-import { nodeDns } from '@svc/verifier/adapters/dns-node.ts';
-import { netSmtpConnector } from '@svc/verifier/adapters/smtp-net.ts';
-import { parseAddress } from '@svc/verifier/syntax.ts';
-import { Verifier, verifierConfig } from '@svc/verifier/verifier.ts';
+import { MemoryCache } from '@svc/store';
+import { parseAddress, Verifier, verifierConfig } from '@svc/verifier';
+import { nodeDns, netSmtpConnector } from '@svc/verifier/adapters';
 import type { MxStats } from '../../test/sim/index.ts';
 import { startChild } from '../lib/children.ts';
 import type { BenchResult, Row } from '../lib/result.ts';

@@ -5,20 +5,20 @@ import { makeKey, startStack } from '../helpers/stack.ts';
 
 const stack = await startStack();
 t.teardown(() => stack.close());
-const store = stack.svc.services.store;
+const store = stack.store;
 
 const single = await makeKey(stack, { scopes: ['email:validate:single'] });
 const creditsOnly = await makeKey(stack, { scopes: ['credits:read'] });
 const bulkOnly = await makeKey(stack, { scopes: ['email:validate:bulk'] });
 const revoked = await makeKey(stack);
-await store.setKeyState(revoked.id, 'revoked');
+await store.keys.setState(revoked.id, 'revoked');
 const inactive = await makeKey(stack);
-await store.setKeyState(inactive.id, 'inactive');
+await store.keys.setState(inactive.id, 'inactive');
 const expired = await makeKey(stack);
-await store.expireKey(expired.id, new Date(Date.now() - 1000));
+await store.keys.expire(expired.id, new Date(Date.now() - 1000));
 const broke = await makeKey(stack, { credits: 0 });
 const canceled = await makeKey(stack, { credits: 10 });
-await store.db.query("UPDATE accounts SET subscription_status = 'canceled' WHERE id = $1", [canceled.accountId]);
+await stack.db.query("UPDATE accounts SET subscription_status = 'canceled' WHERE id = $1", [canceled.accountId]);
 
 const ok = { email: 'jane.doe@accept.test' };
 const json = { 'content-type': 'application/json' };
@@ -99,9 +99,9 @@ for (const b of bad) {
 }
 
 t.test('a rejected request charges nothing and holds nothing', async (t) => {
-  const b = await store.balance(broke.accountId);
+  const b = await store.ledger.balance(broke.accountId);
   t.same({ balance: b!.balance, reserved: b!.reserved }, { balance: 0, reserved: 0 });
-  const c = await store.balance(canceled.accountId);
+  const c = await store.ledger.balance(canceled.accountId);
   t.same({ balance: c!.balance, reserved: c!.reserved }, { balance: 10, reserved: 0 });
 });
 

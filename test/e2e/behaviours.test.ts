@@ -59,7 +59,7 @@ const cases: Case[] = [
   { name: 'EHLO refused, HELO fallback', email: 'jane.doe@heloonly.test', ...V },
   { name: 'multi-line 550 reply', email: 'nobody@multiline.test', ...INVALID_SMTP, smtp: '550 5.1.1 The email account that you tried to reach does not exist. Please try' },
   { name: 'user unknown in text, no enhanced code', email: 'nobody@usertext.test', ...INVALID_SMTP, smtp: '550 Requested action not taken' },
-  { name: '553 5.1.3', email: 'nobody@badaddr553.test', ...INVALID_SMTP, smtp: '553 5.1.3' },
+  { name: '553 5.1.3: the server calls the address malformed', email: 'nobody@badaddr553.test', ...INVALID_SMTP, reason_code: 'address_malformed', smtp: '553 5.1.3' },
   { name: 'typo of a common domain', email: 'jane.doe@gmial.com', ...INVALID_DNS, reason_code: 'nxdomain', extra: { did_you_mean: 'jane.doe@gmail.com' } },
   { name: 'bad syntax is 200 invalid', email: 'jane..doe@accept.test', result: 'invalid', reason_code: 'invalid_syntax', quality: 'none', credits: 0, charge_reason: 'invalid_not_charged', layer: 'syntax', smtp_valid: false, dns_valid: false, smtp: null, extra: { syntax_valid: false } },
   { name: 'slow replies on every command', email: 'jane.doe@slowmx.test', ...V },

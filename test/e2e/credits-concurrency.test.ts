@@ -6,7 +6,7 @@ import { makeKey, startStack } from '../helpers/stack.ts';
 
 const stack = await startStack();
 t.teardown(() => stack.close());
-const store = stack.svc.services.store;
+const store = stack.store;
 
 t.test('200 parallel single validations, 50 credits', async (t) => {
   const { key, accountId } = await makeKey(stack, { credits: 50 });
@@ -21,12 +21,12 @@ t.test('200 parallel single validations, 50 credits', async (t) => {
   t.equal(ok.reduce((n, r) => n + r.body.credits_charged, 0), 50, 'exactly 50 credits charged');
   t.ok(ok.every((r) => r.body.result === 'valid' && r.body.credits_charged === 1));
   t.ok(refused.every((r) => r.body.code === 'insufficient_credits' && r.body.required === 1 && r.body.available === 0));
-  const b = await store.balance(accountId);
+  const b = await store.ledger.balance(accountId);
   t.same({ balance: b!.balance, reserved: b!.reserved, available: b!.available }, { balance: 0, reserved: 0, available: 0 });
-  t.same(await store.ledgerTotals(accountId), { balance: 0, reserved: 0 }, 'the ledger agrees');
+  t.same(await store.ledger.totals(accountId), { balance: 0, reserved: 0 }, 'the ledger agrees');
   // Both money paths ran: reservations for the first (uncached) verdicts, one-statement debits
   // once the verdicts came from the cache.
-  const kinds = await store.db.query<{ kind: string; n: number }>('SELECT kind, SUM(amount)::int AS n FROM credit_ledger WHERE account_id = $1 GROUP BY kind ORDER BY kind', [accountId]);
+  const kinds = await stack.db.query<{ kind: string; n: number }>('SELECT kind, SUM(amount)::int AS n FROM credit_ledger WHERE account_id = $1 GROUP BY kind ORDER BY kind', [accountId]);
   const byKind = Object.fromEntries(kinds.map((k) => [k.kind, k.n]));
   t.ok((byKind.debit ?? 0) > 0, 'some requests were debited directly');
   t.ok((byKind.charge ?? 0) > 0, 'some requests reserved and settled');
@@ -43,11 +43,11 @@ t.test('parallel bulk requests with mixed results never overdraw', async (t) => 
   t.ok(res.every((r) => r.status === 200 || (r.status === 402 && r.body.code === 'insufficient_credits')), 'only 200 or 402');
   const charged = ok.reduce((n, r) => n + r.body.summary.credits_charged, 0);
   t.ok(ok.every((r) => r.body.summary.credits_charged === 1));
-  const b = await store.balance(accountId);
+  const b = await store.ledger.balance(accountId);
   t.equal(b!.balance, 7 - charged, 'balance = grant - charged');
   t.equal(b!.reserved, 0, 'nothing left held');
   t.ok(b!.balance >= 0);
-  t.same(await store.ledgerTotals(accountId), { balance: b!.balance, reserved: 0 });
+  t.same(await store.ledger.totals(accountId), { balance: b!.balance, reserved: 0 });
 });
 
 t.test('a duplicate inside one bulk request is charged once', async (t) => {
@@ -57,15 +57,37 @@ t.test('a duplicate inside one bulk request is charged once', async (t) => {
   t.same(res.body.results.map((r: { credits_charged: number }) => r.credits_charged), [1, 0, 0]);
   t.same(res.body.results.map((r: { charge_reason: string }) => r.charge_reason), ['high_value_validation', 'duplicate_in_request', 'duplicate_in_request']);
   t.equal(res.body.summary.credits_charged, 1);
-  t.equal((await store.balance(accountId))!.balance, 4);
+  t.equal((await store.ledger.balance(accountId))!.balance, 4);
+});
+
+t.test('a quoted local part equivalent to a dot-atom is the same mailbox: charged once, cached once', async (t) => {
+  const { key, accountId } = await makeKey(stack, { credits: 5 });
+  const stats = () => stack.sim.statsFor('gmail.com').rcpt;
+  const first = stats();
+  const res = await stack.call('POST', '/v1/validate/bulk', { key, body: { emails: ['"sim.person.two"@gmail.com', 'sim.person.two@gmail.com', '"sim\\.person.two"@gmail.com'] } });
+  t.equal(res.status, 200);
+  t.strictSame(
+    res.body.results.map((r: Record<string, unknown>) => [r.email, r.result, r.credits_charged, r.charge_reason, r.flags]),
+    [
+      ['"sim.person.two"@gmail.com', 'valid', 1, 'high_value_validation', []],
+      ['sim.person.two@gmail.com', 'valid', 0, 'duplicate_in_request', []],
+      ['"sim\\.person.two"@gmail.com', 'valid', 0, 'duplicate_in_request', []],
+    ],
+  );
+  t.equal(stats() - first, 2, 'one RCPT for the mailbox and one for the catch-all probe');
+  // The next request is answered from the same cache entry, whichever spelling it uses.
+  const again = await stack.call('POST', '/v1/validate', { key, body: { email: 'sim.person.two@gmail.com' } });
+  t.strictSame([again.status, again.body.result, again.body.credits_charged], [200, 'valid', 1]);
+  t.equal(stats() - first, 2, 'no new RCPT: the quoted spelling filled the cache');
+  t.equal((await store.ledger.balance(accountId))!.balance, 3);
 });
 
 t.test('a crash between reserve and settle is repaired at the next start', async (t) => {
   const { accountId } = await makeKey(stack, { credits: 3 });
-  const r = await store.reserve(accountId, 2, 'sync'); // as if the process died mid-request
+  const r = await store.ledger.reserve(accountId, 2, 'sync'); // as if the process died mid-request
   t.ok(r.ok);
-  t.equal((await store.balance(accountId))!.available, 1);
-  t.equal(await store.releaseStale('sync', 0), 1);
-  const b = await store.balance(accountId);
+  t.equal((await store.ledger.balance(accountId))!.available, 1);
+  t.equal(await store.ledger.releaseStale('sync', 0), 1);
+  const b = await store.ledger.balance(accountId);
   t.same({ balance: b!.balance, reserved: b!.reserved }, { balance: 3, reserved: 0 });
 });

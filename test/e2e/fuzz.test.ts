@@ -2,7 +2,7 @@
 // 500 or an unhandled error; every rejection carries a code from the catalogue.
 
 import t from 'tap';
-import { ERRORS } from '../../packages/api/src/errors.ts';
+import { ERRORS } from '@svc/contracts';
 import { parseAddress } from '../../packages/verifier/src/syntax.ts';
 import { ReplyReader, SmtpProtocolError } from '../../packages/verifier/src/smtp/reply.ts';
 import { startStack } from '../helpers/stack.ts';

@@ -6,7 +6,7 @@ import { BOOTSTRAP_KEY, makeKey, startStack } from '../helpers/stack.ts';
 
 const stack = await startStack();
 t.teardown(() => stack.close());
-const store = stack.svc.services.store;
+const store = stack.store;
 
 t.test('Idempotency-Key: replay, conflict, in progress', async (t) => {
   const { key, accountId } = await makeKey(stack, { credits: 10 });
@@ -19,7 +19,7 @@ t.test('Idempotency-Key: replay, conflict, in progress', async (t) => {
   t.equal(again.status, 200);
   t.equal(again.headers.get('idempotent-replayed'), 'true');
   t.equal(again.text, first.text, 'the stored response, byte for byte');
-  t.equal((await store.balance(accountId))!.balance, 9, 'a replay charges nothing');
+  t.equal((await store.ledger.balance(accountId))!.balance, 9, 'a replay charges nothing');
   const other = await stack.call('POST', '/v1/validate', { key, body: { email: 'jane.doe@accept.test' }, headers: { 'idempotency-key': 'order-42' } });
   t.equal(other.status, 409);
   t.equal(other.body.code, 'idempotency_key_conflict');
@@ -44,7 +44,7 @@ t.test('Idempotency-Key: replay, conflict, in progress', async (t) => {
   const poor = await makeKey(stack, { credits: 0 });
   const denied = await stack.call('POST', '/v1/validate', { key: poor.key, body, headers: { 'idempotency-key': 'retry-me' } });
   t.equal(denied.status, 402);
-  await store.grant(poor.accountId, 1);
+  await store.ledger.grant(poor.accountId, 1);
   const paid = await stack.call('POST', '/v1/validate', { key: poor.key, body, headers: { 'idempotency-key': 'retry-me' } });
   t.equal(paid.status, 200);
   t.equal(paid.headers.get('idempotent-replayed'), null);
@@ -106,10 +106,10 @@ t.test('OpenAPI 3.1 document from the route schemas', async (t) => {
 });
 
 t.test('GET /v1/credits', async (t) => {
-  const { key } = await makeKey(stack, { credits: 12, scopes: ['credits:read'] });
+  const { key, accountId } = await makeKey(stack, { credits: 12, scopes: ['credits:read'] });
   const r = await stack.call('GET', '/v1/credits', { key });
   t.equal(r.status, 200);
-  t.same(r.body, { balance: 12, reserved: 0, available: 12, subscription_status: 'active', current_period_end: null, cancel_at_period_end: false });
+  t.strictSame(r.body, { account_id: accountId, balance: 12, reserved: 0, available: 12, subscription_status: 'active', current_period_end: null, cancel_at_period_end: false });
   t.equal(r.headers.get('ratelimit-limit'), '1000', 'the tighter of the two limits is reported');
 });
 
@@ -170,50 +170,52 @@ t.test('a malformed URL gets the catalogue body and a request id', async (t) => 
 
 t.test('a failing database during validation is 503 validation_upstream_failed, and nothing is held', async (t) => {
   const { key, accountId } = await makeKey(stack, { credits: 5 });
-  const store = stack.svc.services.store;
+  const store = stack.store;
   // Warm the cache so the next request takes the debit path, then break the store's write paths.
   t.equal((await stack.call('POST', '/v1/validate', { key, body: { email: 'jane.doe@accept.test' } })).status, 200);
-  const { debit, reserve } = store;
-  store.debit = () => Promise.reject(new Error('connection terminated'));
-  store.reserve = () => Promise.reject(new Error('connection terminated'));
+  // What pg throws when the server goes away mid-request.
+  const { debit, reserve } = store.ledger;
+  store.ledger.debit = () => Promise.reject(new Error('Connection terminated unexpectedly'));
+  store.ledger.reserve = () => Promise.reject(new Error('Connection terminated unexpectedly'));
   t.teardown(() => {
-    store.debit = debit;
-    store.reserve = reserve;
+    store.ledger.debit = debit;
+    store.ledger.reserve = reserve;
   });
   const cached = await stack.call('POST', '/v1/validate', { key, body: { email: 'jane.doe@accept.test' } });
   t.same([cached.status, cached.body.code], [503, 'validation_upstream_failed']);
   const fresh = await stack.call('POST', '/v1/validate', { key, body: { email: 'fresh.one@catchall.test' } });
   t.same([fresh.status, fresh.body.code], [503, 'validation_upstream_failed']);
-  store.debit = debit;
-  store.reserve = reserve;
-  const b = await store.balance(accountId);
+  store.ledger.debit = debit;
+  store.ledger.reserve = reserve;
+  const b = await store.ledger.balance(accountId);
   t.same([b!.balance, b!.reserved], [4, 0], 'only the first, successful request was charged');
 });
 
 t.test('an idempotent response is recorded in the same transaction as its charge', async (t) => {
   const { key, accountId } = await makeKey(stack, { credits: 5 });
-  const store = stack.svc.services.store;
+  const store = stack.store;
   const body = { email: 'jane.doe@accept.test' }; // cached by now: the debit path
   const uncached = { email: `atomic.${Date.now()}@catchall.test` }; // the reserve/settle path (not charged: catch-all)
   const valid = { email: 'john.smith@accept.test' };
-  // Make recording the response fail inside the database, as a crash at that point would.
-  await store.db.exec(`CREATE FUNCTION t_fail_idem() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF NEW.status = 'done' THEN RAISE EXCEPTION 'simulated crash'; END IF; RETURN NEW; END; $$;
+  // Make recording the response fail inside the database, as a crash at that point would
+  // (SQLSTATE 08006, connection_failure: what a client sees when the server dies mid-statement).
+  await stack.db.exec(`CREATE FUNCTION t_fail_idem() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF NEW.status = 'done' THEN RAISE EXCEPTION 'simulated crash' USING ERRCODE = '08006'; END IF; RETURN NEW; END; $$;
     CREATE TRIGGER t_fail_idem BEFORE UPDATE ON idempotency_keys FOR EACH ROW EXECUTE FUNCTION t_fail_idem();`);
-  t.teardown(() => store.db.exec('DROP TRIGGER IF EXISTS t_fail_idem ON idempotency_keys; DROP FUNCTION IF EXISTS t_fail_idem();'));
+  t.teardown(() => stack.db.exec('DROP TRIGGER IF EXISTS t_fail_idem ON idempotency_keys; DROP FUNCTION IF EXISTS t_fail_idem();'));
   for (const [name, b] of [['debit', body], ['settle', valid], ['free', uncached]] as const) {
     const r = await stack.call('POST', '/v1/validate', { key, body: b, headers: { 'idempotency-key': `atomic-${name}` } });
     t.same([r.status, r.body.code], [503, 'validation_upstream_failed'], `${name}: the failure is reported`);
   }
-  const after = await store.balance(accountId);
+  const after = await store.ledger.balance(accountId);
   t.same([after!.balance, after!.reserved], [5, 1], 'no charge survived without its recorded response; the settle case left its hold open');
   await new Promise((r) => setTimeout(r, 10));
-  t.equal(await store.releaseStale('sync', 0), 1, 'the sweep releases that hold');
-  t.equal((await store.balance(accountId))!.reserved, 0);
-  await store.db.exec('DROP TRIGGER t_fail_idem ON idempotency_keys; DROP FUNCTION t_fail_idem();');
+  t.equal(await store.ledger.releaseStale('sync', 0), 1, 'the sweep releases that hold');
+  t.equal((await store.ledger.balance(accountId))!.reserved, 0);
+  await stack.db.exec('DROP TRIGGER t_fail_idem ON idempotency_keys; DROP FUNCTION t_fail_idem();');
   // The keys were freed: the retries run once, charge once, and replay afterwards.
   const retry = await stack.call('POST', '/v1/validate', { key, body, headers: { 'idempotency-key': 'atomic-debit' } });
   t.same([retry.status, retry.body.credits_charged, retry.headers.get('idempotent-replayed')], [200, 1, null]);
   const replay = await stack.call('POST', '/v1/validate', { key, body, headers: { 'idempotency-key': 'atomic-debit' } });
   t.same([replay.status, replay.headers.get('idempotent-replayed'), replay.text], [200, 'true', retry.text]);
-  t.equal((await store.balance(accountId))!.balance, 4);
+  t.equal((await store.ledger.balance(accountId))!.balance, 4);
 });

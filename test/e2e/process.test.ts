@@ -21,7 +21,7 @@ interface Proc {
 }
 
 async function startProc(env: Record<string, string>): Promise<Proc> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'packages/api/src/main.ts'], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', 'cluster/embedded.ts'], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
@@ -39,7 +39,7 @@ async function startProc(env: Record<string, string>): Promise<Proc> {
 const exited = (child: ChildProcess) => new Promise<number | null>((resolve) => (child.exitCode !== null ? resolve(child.exitCode) : child.once('exit', (code) => resolve(code))));
 
 function admin(env: Record<string, string>, ...args: string[]) {
-  const r = spawnSync(process.execPath, ['--import', 'tsx', 'packages/api/src/admin-cli.ts', ...args], { cwd: ROOT, env: { ...process.env, ...env }, encoding: 'utf8' });
+  const r = spawnSync(process.execPath, ['--import', 'tsx', 'cluster/admin.ts', ...args], { cwd: ROOT, env: { ...process.env, ...env }, encoding: 'utf8' });
   return { code: r.status, out: r.stdout + r.stderr };
 }
 
@@ -132,7 +132,7 @@ t.test('without a bootstrap key, one key is generated and printed once', async (
 });
 
 t.test('a bad configuration value fails start-up naming the variable', async (t) => {
-  const r = spawnSync(process.execPath, ['--import', 'tsx', 'packages/api/src/main.ts'], { cwd: ROOT, env: { ...process.env, SVC_SMTP_PORT: 'twenty-five' }, encoding: 'utf8' });
+  const r = spawnSync(process.execPath, ['--import', 'tsx', 'cluster/embedded.ts'], { cwd: ROOT, env: { ...process.env, SVC_SMTP_PORT: 'twenty-five' }, encoding: 'utf8' });
   t.equal(r.status, 2);
   t.match(r.stderr, /SVC_SMTP_PORT must be an integer/);
 });

@@ -4,8 +4,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { loadConfig } from '../../packages/api/src/config.ts';
-import { startService, type RunningService } from '../../packages/api/src/server.ts';
+import { loadConfig, startService, type RunningService } from '@svc/runtime';
+import { migrate, openPglite, Store, type Db } from '@svc/store';
 import { startSim, type Sim, type SimOptions } from '../sim/index.ts';
 
 export const BOOTSTRAP_KEY = 'svc_test_e2eBootstrapKey0000000001';
@@ -16,6 +16,9 @@ export interface Stack {
   url: string;
   dataDir: string;
   env: Record<string, string>;
+  /** The service's store, and its database for test set-up and audits (the service never exposes it). */
+  store: Store;
+  db: Db;
   /** POST/GET with JSON; returns status, headers and parsed body (or raw text). */
   call(method: string, route: string, opts?: { key?: string | null; body?: unknown; raw?: string; headers?: Record<string, string> }): Promise<{ status: number; headers: Headers; body: any; text: string }>;
   close(): Promise<void>;
@@ -44,7 +47,12 @@ export async function startStack(opts: { sim?: SimOptions; env?: Record<string, 
   const sim = await startSim({ tarpitMs: 5000, ...opts.sim });
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-e2e-'));
   const env = stackEnv(sim, dataDir, opts.env);
-  const svc = await startService(loadConfig(env));
+  const config = loadConfig(env);
+  // The test opens the store so it can keep the raw handle; the service gets the repositories.
+  const db = await openPglite(config.dataDir);
+  await migrate(db);
+  const store = new Store(db);
+  const svc = await startService(config, { store });
   await svc.services.readiness.refresh();
   const call: Stack['call'] = async (method, route, o = {}) => {
     const headers: Record<string, string> = { ...o.headers };
@@ -72,9 +80,12 @@ export async function startStack(opts: { sim?: SimOptions; env?: Record<string, 
     url: svc.url,
     dataDir,
     env,
+    store,
+    db,
     call,
     async close() {
       await svc.close();
+      await store.close();
       await sim.close();
       rmSync(dataDir, { recursive: true, force: true });
     },
@@ -83,8 +94,8 @@ export async function startStack(opts: { sim?: SimOptions; env?: Record<string, 
 
 /** Creates an account and a key through the admin command path; returns the key. */
 export async function makeKey(stack: Stack, opts: { credits?: number; scopes?: string[] | null; kind?: 'test' | 'live' } = {}): Promise<{ key: string; id: string; accountId: string }> {
-  const store = stack.svc.services.store;
-  const accountId = await store.createAccount({ credits: opts.credits ?? 100 });
-  const { key, id } = await store.createKey({ accountId, kind: opts.kind ?? 'test', scopes: opts.scopes === undefined ? null : opts.scopes });
+  const store = stack.store;
+  const accountId = await store.accounts.create({ credits: opts.credits ?? 100 });
+  const { key, id } = await store.keys.create({ accountId, kind: opts.kind ?? 'test', scopes: opts.scopes === undefined ? null : opts.scopes });
   return { key, id, accountId };
 }

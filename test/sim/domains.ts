@@ -21,6 +21,7 @@ export type SimReasonCode =
   | 'dns_servfail'
   | 'dns_timeout'
   | 'mailbox_not_found'
+  | 'address_malformed'
   | 'smtputf8_unsupported'
   | 'mailbox_full'
   | 'smtp_policy_block'
@@ -368,7 +369,7 @@ export const SIM_DOMAINS: readonly SimDomain[] = [
     mx: [mx1('badaddr553.test', 21, 'bad-address-553')],
     description: 'unknown mailboxes 553 5.1.3 Bad recipient address syntax',
     known: VALID,
-    unknown: NOT_FOUND,
+    unknown: { result: 'invalid', reason_code: 'address_malformed' },
   },
   {
     domain: 'gmail.com',

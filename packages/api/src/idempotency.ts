@@ -10,8 +10,8 @@
 
 import { createHash } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { ServiceError } from '@svc/contracts';
 import type { Store } from '@svc/store';
-import { ApiError } from './errors.ts';
 
 const TTL_MS = 24 * 3600_000;
 /** A claim older than this is taken over: the process that made it died. */
@@ -24,6 +24,8 @@ const KEY_FORMAT = /^[\x20-\x7e]{1,255}$/;
  */
 export interface IdempotencyRecord {
   key: string;
+  /** The status the response is sent (and replayed) with: set it on the reply before the work records. */
+  readonly status: number;
   serialize: (response: unknown) => string;
 }
 
@@ -36,13 +38,13 @@ export function idempotent(store: Store, req: FastifyRequest, reply: FastifyRepl
 
 async function once(store: Store, req: FastifyRequest, reply: FastifyReply, raw: string | string[], work: (record?: IdempotencyRecord) => Promise<unknown>): Promise<unknown> {
   const key = Array.isArray(raw) ? (raw[0] ?? '') : raw;
-  if (!KEY_FORMAT.test(key)) throw new ApiError('invalid_idempotency_key');
+  if (!KEY_FORMAT.test(key)) throw new ServiceError('invalid_idempotency_key');
   const { accountId } = req.principal!;
   const route = `${req.method} ${req.routeOptions.url}`;
   const hash = createHash('sha256').update(route).update('\n').update(JSON.stringify(req.body ?? null)).digest('hex');
-  const r = await store.beginIdempotent(accountId, key, route, hash, TTL_MS, STALE_MS);
-  if (r.state === 'conflict') throw new ApiError('idempotency_key_conflict');
-  if (r.state === 'in_progress') throw new ApiError('idempotency_request_in_progress');
+  const r = await store.idempotency.begin(accountId, key, route, hash, TTL_MS, STALE_MS);
+  if (r.state === 'conflict') throw new ServiceError('idempotency_key_conflict');
+  if (r.state === 'in_progress') throw new ServiceError('idempotency_request_in_progress');
   reply.type('application/json; charset=utf-8');
   if (r.state === 'replay') {
     reply.header('Idempotent-Replayed', 'true');
@@ -50,13 +52,13 @@ async function once(store: Store, req: FastifyRequest, reply: FastifyReply, raw:
   }
   let body: string | undefined;
   try {
-    const response = await work({ key, serialize: (res) => (body = String(reply.serialize(res))) });
+    const response = await work({ key, get status() { return reply.statusCode; }, serialize: (res) => (body = String(reply.serialize(res))) });
     if (body === undefined) {
       body = String(reply.serialize(response));
-      await store.completeIdempotent(accountId, key, 200, body);
+      await store.idempotency.complete(accountId, key, reply.statusCode, body);
     }
   } catch (err) {
-    await store.abandonIdempotent(accountId, key);
+    await store.idempotency.abandon(accountId, key);
     throw err;
   }
   return reply.send(body);

@@ -1,5 +1,7 @@
 // JSON schemas of the public resources. They validate requests, serialise responses fast and
-// generate the OpenAPI 3.1 document (GET /openapi.json).
+// generate the OpenAPI 3.1 document (GET /openapi.json). Enumerations come from @svc/contracts.
+
+import { CHARGE_REASONS, CONFIDENCES, ERROR_CODES, LAYERS, QUALITIES, REASON_CODES, VALIDATION_RESULTS } from '@svc/contracts';
 
 export const errorSchema = {
   $id: 'Error',
@@ -8,7 +10,7 @@ export const errorSchema = {
   properties: {
     error: { type: 'string' },
     message: { type: 'string' },
-    code: { type: 'string' },
+    code: { type: 'string', enum: ERROR_CODES },
     retry_after: { type: 'integer' },
     required_scope: { type: 'string' },
     required: { type: 'integer' },
@@ -16,7 +18,7 @@ export const errorSchema = {
   },
 } as const;
 
-const quality = { type: 'string', enum: ['high', 'low', 'none', 'unknown'] } as const;
+const quality = { type: 'string', enum: QUALITIES } as const;
 
 export const validationResultSchema = {
   $id: 'ValidationResult',
@@ -27,9 +29,9 @@ export const validationResultSchema = {
   ],
   properties: {
     email: { type: 'string' },
-    result: { type: 'string', enum: ['valid', 'valid_role_based', 'risky', 'invalid', 'unknown'] },
+    result: { type: 'string', enum: VALIDATION_RESULTS },
     reason: { type: 'string', description: 'Human explanation; empty for a plain valid address.' },
-    reason_code: { type: 'string', description: 'Stable machine reason (extra field; see docs/decisions.md).' },
+    reason_code: { type: 'string', enum: REASON_CODES, description: 'Stable machine reason (extra field; see docs/decisions.md).' },
     syntax_valid: { type: 'boolean' },
     dns_valid: { type: 'boolean' },
     smtp_valid: { type: 'boolean' },
@@ -38,12 +40,12 @@ export const validationResultSchema = {
     is_free_provider: { type: 'boolean' },
     is_disposable: { type: 'boolean' },
     is_catchall: { type: 'boolean' },
-    catchall_confidence: { type: 'string', enum: ['high', 'medium', 'low'] },
+    catchall_confidence: { type: 'string', enum: CONFIDENCES },
     b2b_outbound_quality: quality,
     b2b_quality: quality,
     credits_charged: { type: 'integer', enum: [0, 1] },
-    charge_reason: { type: 'string' },
-    validation_layer: { type: 'string', enum: ['syntax', 'dns', 'smtp', 'catchall'] },
+    charge_reason: { type: 'string', enum: CHARGE_REASONS, description: 'Why credits were or were not charged.' },
+    validation_layer: { type: 'string', enum: LAYERS },
     smtp_response: { type: 'string' },
     did_you_mean: { type: 'string' },
     flags: { type: 'array', items: { type: 'string' } },
@@ -75,8 +77,9 @@ export const bulkResponseSchema = {
 export const creditsSchema = {
   $id: 'CreditBalance',
   type: 'object',
-  required: ['balance', 'reserved', 'available', 'subscription_status', 'current_period_end', 'cancel_at_period_end'],
+  required: ['account_id', 'balance', 'reserved', 'available', 'subscription_status', 'current_period_end', 'cancel_at_period_end'],
   properties: {
+    account_id: { type: 'string', description: 'The account the key belongs to.' },
     balance: { type: 'integer' },
     reserved: { type: 'integer' },
     available: { type: 'integer' },

@@ -1,6 +1,6 @@
 // In-process cache adapter (embedded profile). Bounded: the oldest entries go first when full.
 
-import type { CachePort } from '@svc/verifier/ports.ts';
+import type { CachePort } from '@svc/verifier';
 
 export class MemoryCache implements CachePort {
   #map = new Map<string, { value: unknown; expires: number }>();

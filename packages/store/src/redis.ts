@@ -2,7 +2,7 @@
 // in-process MemoryCache and MemoryRateLimiter; one conformance suite runs against both.
 
 import { Redis } from 'ioredis';
-import type { CachePort } from '@svc/verifier/ports.ts';
+import type { CachePort } from '@svc/verifier';
 import type { RateDecision, RateLimiterPort } from './rate-limit.ts';
 
 export function connectRedis(url: string): Redis {

@@ -4,7 +4,7 @@
 
 import { randomBytes } from 'node:crypto';
 import t from 'tap';
-import type { CachePort } from '@svc/verifier/ports.ts';
+import type { CachePort } from '@svc/verifier';
 import { connectRedis, MemoryCache, MemoryRateLimiter, RedisCache, RedisRateLimiter, type RateLimiterPort } from '../src/index.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

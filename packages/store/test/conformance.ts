@@ -12,7 +12,7 @@ import { readdirSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Db } from '../src/db.ts';
 import { migrate } from '../src/migrate.ts';
-import { Store, hashKey, keyKindOf, KEY_PREFIX } from '../src/store.ts';
+import { Store, hashKey, keyKindOf, KEY_PREFIX } from '../src/index.ts';
 
 /** The type of a tap test object (the `t` of a subtest callback). */
 export type Tap = Parameters<Parameters<typeof tap.test>[0]>[0];
@@ -124,9 +124,9 @@ export function storeConformance(t: Tap, adapter: Adapter): void {
 
     /** Asserts the account columns AND the totals recomputed from the ledger. */
     const money = async (t: Tap, acc: string, balance: number, reserved: number, msg: string): Promise<void> => {
-      const b = await store.balance(acc);
+      const b = await store.ledger.balance(acc);
       t.strictSame(b && { balance: b.balance, reserved: b.reserved, available: b.available }, { balance, reserved, available: balance - reserved }, `${msg}: columns`);
-      t.strictSame(await store.ledgerTotals(acc), { balance, reserved }, `${msg}: ledger == columns`);
+      t.strictSame(await store.ledger.totals(acc), { balance, reserved }, `${msg}: ledger == columns`);
     };
 
     t.test('port: exec, transactions and number types behave alike', async (t) => {
@@ -155,22 +155,22 @@ export function storeConformance(t: Tap, adapter: Adapter): void {
     });
 
     t.test('accounts and keys', async (t) => {
-      const acc = await store.createAccount({ name: 'keys' });
+      const acc = await store.accounts.create({ name: 'keys' });
       t.match(acc, /^acc_[0-9a-f]{24}$/, 'account id');
-      t.equal(await store.accountExists(acc), true, 'account exists');
-      t.equal(await store.accountExists('acc_nope'), false, 'unknown account does not');
-      const keysBefore = await store.countKeys();
+      t.equal(await store.accounts.exists(acc), true, 'account exists');
+      t.equal(await store.accounts.exists('acc_nope'), false, 'unknown account does not');
+      const keysBefore = await store.keys.count();
 
-      const live = await store.createKey({ accountId: acc, kind: 'live', scopes: ['validate', 'jobs:read'], name: 'ci' });
-      const test = await store.createKey({ accountId: acc, kind: 'test', scopes: null });
-      const none = await store.createKey({ accountId: acc, kind: 'live', scopes: [] });
+      const live = await store.keys.create({ accountId: acc, kind: 'live', scopes: ['validate', 'jobs:read'], name: 'ci' });
+      const test = await store.keys.create({ accountId: acc, kind: 'test', scopes: null });
+      const none = await store.keys.create({ accountId: acc, kind: 'live', scopes: [] });
       t.match(live.key, /^svc_live_[A-Za-z0-9]{40}$/, 'live key format');
       t.match(test.key, /^svc_test_[A-Za-z0-9]{40}$/, 'test key format');
       t.ok(live.key.startsWith(KEY_PREFIX.live) && test.key.startsWith(KEY_PREFIX.test), 'KEY_PREFIX');
       t.equal(keyKindOf(live.key), 'live');
       t.equal(keyKindOf(test.key), 'test');
       t.equal(keyKindOf('sk_live_abc'), undefined, 'foreign format has no kind');
-      t.equal(await store.countKeys(), keysBefore + 3, 'three keys stored');
+      t.equal(await store.keys.count(), keysBefore + 3, 'three keys stored');
 
       for (const k of [live, test, none]) {
         t.equal(hashKey(k.key), sha256(k.key), 'hashKey is hex SHA-256');
@@ -190,120 +190,121 @@ export function storeConformance(t: Tap, adapter: Adapter): void {
       t.notOk([live, test, none].some((k) => dump.includes(k.key)), 'no row of api_keys contains any plain key');
 
       t.strictSame(
-        await store.findKeyByHash(hashKey(live.key)),
+        await store.keys.findByHash(hashKey(live.key)),
         { id: live.id, account_id: acc, display_prefix: live.key.slice(0, 13), kind: 'live', scopes: ['validate', 'jobs:read'], state: 'active', expires_at: null, subscription_status: 'active' },
         'findKeyByHash: scoped key',
       );
-      t.equal((await store.findKeyByHash(hashKey(test.key)))?.scopes, null, 'null scopes: unrestricted key');
-      t.strictSame((await store.findKeyByHash(hashKey(none.key)))?.scopes, [], 'empty scopes stay empty (not unrestricted)');
-      t.equal(await store.findKeyByHash(live.key), undefined, 'the plain key is not a lookup key');
-      t.equal(await store.findKeyByHash(sha256('svc_live_' + 'x'.repeat(40))), undefined, 'unknown hash');
-      t.equal(await store.resolveKeyId(live.key), live.id, 'resolveKeyId by full key');
-      t.equal(await store.resolveKeyId(test.id), test.id, 'resolveKeyId by id');
-      t.equal(await store.resolveKeyId('nope'), undefined, 'resolveKeyId unknown');
+      t.equal((await store.keys.findByHash(hashKey(test.key)))?.scopes, null, 'null scopes: unrestricted key');
+      t.strictSame((await store.keys.findByHash(hashKey(none.key)))?.scopes, [], 'empty scopes stay empty (not unrestricted)');
+      t.equal(await store.keys.findByHash(live.key), undefined, 'the plain key is not a lookup key');
+      t.equal(await store.keys.findByHash(sha256('svc_live_' + 'x'.repeat(40))), undefined, 'unknown hash');
+      t.equal(await store.keys.resolveId(live.key), live.id, 'resolveKeyId by full key');
+      t.equal(await store.keys.resolveId(test.id), test.id, 'resolveKeyId by id');
+      t.equal(await store.keys.resolveId('nope'), undefined, 'resolveKeyId unknown');
 
-      await t.rejects(store.createKey({ accountId: acc, kind: 'live', scopes: null, key: test.key }), 'a test key cannot be stored as live');
-      await t.rejects(store.createKey({ accountId: acc, kind: 'live', scopes: null, key: 'bootstrap-secret' }), 'a key without the prefix needs lenient');
-      await t.rejects(store.createKey({ accountId: acc, kind: 'live', scopes: null, key: live.key }), 'the same key twice is refused (unique hash)');
-      await t.rejects(store.createKey({ accountId: 'acc_nope', kind: 'live', scopes: null }), 'a key needs an existing account');
-      t.equal(await store.countKeys(), keysBefore + 3, 'refused keys are not stored');
-      const boot = await store.createKey({ accountId: acc, kind: 'live', scopes: null, key: 'bootstrap-secret', lenient: true });
-      t.equal(boot.key, 'bootstrap-secret', 'lenient accepts an operator-chosen key');
-      t.equal((await store.findKeyByHash(sha256('bootstrap-secret')))?.id, boot.id, 'and finds it by hash');
+      await t.rejects(store.keys.create({ accountId: acc, kind: 'live', scopes: null, key: test.key }), 'a test key cannot be stored as live');
+      await t.rejects(store.keys.create({ accountId: acc, kind: 'live', scopes: null, key: 'bootstrap-secret' }), 'a key without the svc_live_ prefix is refused');
+      await t.rejects(store.keys.create({ accountId: acc, kind: 'live', scopes: null, key: live.key }), 'the same key twice is refused (unique hash)');
+      await t.rejects(store.keys.create({ accountId: 'acc_nope', kind: 'live', scopes: null }), 'a key needs an existing account');
+      t.equal(await store.keys.count(), keysBefore + 3, 'refused keys are not stored');
+      const chosen = 'svc_live_OperatorChosenKey0001';
+      const boot = await store.keys.create({ accountId: acc, kind: 'live', scopes: null, key: chosen });
+      t.equal(boot.key, chosen, 'an operator-chosen key with the prefix is stored');
+      t.equal((await store.keys.findByHash(sha256(chosen)))?.id, boot.id, 'and found by hash');
 
       const state = async (id: string): Promise<unknown> => (await db.query<{ state: string }>('SELECT state FROM api_keys WHERE id = $1', [id]))[0]?.state;
-      t.equal(await store.setKeyState(live.id, 'inactive'), true, 'active -> inactive');
-      t.equal((await store.findKeyByHash(hashKey(live.key)))?.state, 'inactive');
-      t.equal(await store.setKeyState(live.id, 'active'), true, 'inactive -> active');
-      t.equal((await store.findKeyByHash(hashKey(live.key)))?.state, 'active');
-      t.equal(await store.setKeyState(live.id, 'revoked'), true, 'active -> revoked');
+      t.equal(await store.keys.setState(live.id, 'inactive'), true, 'active -> inactive');
+      t.equal((await store.keys.findByHash(hashKey(live.key)))?.state, 'inactive');
+      t.equal(await store.keys.setState(live.id, 'active'), true, 'inactive -> active');
+      t.equal((await store.keys.findByHash(hashKey(live.key)))?.state, 'active');
+      t.equal(await store.keys.setState(live.id, 'revoked'), true, 'active -> revoked');
       const revokedAt = (await db.query<{ revoked_at: Date | null }>('SELECT revoked_at FROM api_keys WHERE id = $1', [live.id]))[0]?.revoked_at;
       t.ok(revokedAt instanceof Date, 'revoked_at set');
-      t.equal(await store.setKeyState(live.id, 'active'), false, 'revoked -> active refused');
-      t.equal(await store.setKeyState(live.id, 'inactive'), false, 'revoked -> inactive refused');
-      t.equal(await store.setKeyState(live.id, 'revoked'), false, 'revoking twice reports nothing changed');
+      t.equal(await store.keys.setState(live.id, 'active'), false, 'revoked -> active refused');
+      t.equal(await store.keys.setState(live.id, 'inactive'), false, 'revoked -> inactive refused');
+      t.equal(await store.keys.setState(live.id, 'revoked'), false, 'revoking twice reports nothing changed');
       t.equal(await state(live.id), 'revoked', 'still revoked');
-      t.equal(await store.setKeyState('key_nope', 'inactive'), false, 'unknown key');
+      t.equal(await store.keys.setState('key_nope', 'inactive'), false, 'unknown key');
       t.equal(await state(test.id), 'active', 'other keys untouched');
 
-      t.equal(await store.setKeyState(test.id, 'inactive'), true);
-      t.equal(await store.setKeyState(test.id, 'revoked'), true, 'inactive -> revoked');
-      t.equal(await store.setKeyState(test.id, 'active'), false, 'and final');
+      t.equal(await store.keys.setState(test.id, 'inactive'), true);
+      t.equal(await store.keys.setState(test.id, 'revoked'), true, 'inactive -> revoked');
+      t.equal(await store.keys.setState(test.id, 'active'), false, 'and final');
       t.equal(await state(test.id), 'revoked');
 
       const at = new Date(Date.now() + 3_600_123);
-      t.equal(await store.expireKey(none.id, at), true, 'expireKey at a given time');
-      t.equal((await store.findKeyByHash(hashKey(none.key)))?.expires_at?.getTime(), at.getTime(), 'expires_at stored to the millisecond');
+      t.equal(await store.keys.expire(none.id, at), true, 'expireKey at a given time');
+      t.equal((await store.keys.findByHash(hashKey(none.key)))?.expires_at?.getTime(), at.getTime(), 'expires_at stored to the millisecond');
       const t0 = Date.now();
-      t.equal(await store.expireKey(none.id), true, 'expireKey now');
-      const now = (await store.findKeyByHash(hashKey(none.key)))?.expires_at?.getTime() ?? NaN;
+      t.equal(await store.keys.expire(none.id), true, 'expireKey now');
+      const now = (await store.keys.findByHash(hashKey(none.key)))?.expires_at?.getTime() ?? NaN;
       t.ok(now >= t0 && now <= Date.now(), 'expires_at is now');
-      t.equal(await store.expireKey('key_nope'), false, 'expireKey unknown key');
-      t.equal(await store.countKeys(), keysBefore + 4, 'key count');
+      t.equal(await store.keys.expire('key_nope'), false, 'expireKey unknown key');
+      t.equal(await store.keys.count(), keysBefore + 4, 'key count');
     });
 
     t.test('credits', async (t) => {
-      const acc = await store.createAccount({ name: 'credits', credits: 100 });
+      const acc = await store.accounts.create({ name: 'credits', credits: 100 });
       await money(t, acc, 100, 0, 'initial credits');
       t.strictSame(await ledger(acc), ['grant:100']);
-      const empty = await store.createAccount();
+      const empty = await store.accounts.create();
       await money(t, empty, 0, 0, 'no credits');
       t.strictSame(await ledger(empty), [], 'no grant row for zero credits');
-      t.equal(await store.balance('acc_nope'), undefined, 'balance of unknown account');
+      t.equal(await store.ledger.balance('acc_nope'), undefined, 'balance of unknown account');
 
       for (const bad of [0, -1, 1.5, Number.NaN, 2 ** 53]) {
-        await t.rejects(store.grant(acc, bad), RangeError, `grant ${bad} refused`);
-        await t.rejects(store.reserve(acc, bad, 'test'), RangeError, `reserve ${bad} refused`);
+        await t.rejects(store.ledger.grant(acc, bad), RangeError, `grant ${bad} refused`);
+        await t.rejects(store.ledger.reserve(acc, bad, 'test'), RangeError, `reserve ${bad} refused`);
       }
-      await t.rejects(store.grant('acc_nope', 5), /no account/, 'grant to an unknown account');
+      await t.rejects(store.ledger.grant('acc_nope', 5), /no account/, 'grant to an unknown account');
       t.equal((await db.query("SELECT 1 FROM credit_ledger WHERE account_id = 'acc_nope'")).length, 0, 'and no ledger row');
-      await store.grant(empty, 7, 'top-up');
+      await store.ledger.grant(empty, 7, 'top-up');
       await money(t, empty, 7, 0, 'granted');
       t.strictSame(await ledger(empty), ['grant:7']);
 
-      t.strictSame(await store.reserve(acc, 101, 'test'), { ok: false, available: 100 }, 'reserving more than available');
-      t.strictSame(await store.reserve('acc_nope', 1, 'test'), { ok: false, available: 0 }, 'reserving on an unknown account');
+      t.strictSame(await store.ledger.reserve(acc, 101, 'test'), { ok: false, available: 100 }, 'reserving more than available');
+      t.strictSame(await store.ledger.reserve('acc_nope', 1, 'test'), { ok: false, available: 0 }, 'reserving on an unknown account');
       await money(t, acc, 100, 0, 'a refused reserve changes nothing');
 
-      const r1 = await store.reserve(acc, 30, 'test');
+      const r1 = await store.ledger.reserve(acc, 30, 'test');
       if (!r1.ok) throw new Error('reserve failed');
       t.match(r1.reservationId, /^res_[0-9a-f]{24}$/, 'reservation id');
       await money(t, acc, 100, 30, 'after reserve 30');
-      t.strictSame(await store.reserve(acc, 71, 'test'), { ok: false, available: 70 }, 'reserved credits are not available');
-      t.equal(await store.settle(r1.reservationId, 12), true, 'settle 12 of 30');
+      t.strictSame(await store.ledger.reserve(acc, 71, 'test'), { ok: false, available: 70 }, 'reserved credits are not available');
+      t.equal(await store.ledger.settle(r1.reservationId, 12), true, 'settle 12 of 30');
       await money(t, acc, 88, 0, 'charged 12, released 18');
       t.strictSame(await ledger(acc), ['grant:100', 'reserve:30', 'charge:12', 'release:18']);
       const rows = await db.query('SELECT status, amount, charged FROM credit_reservations WHERE id = $1', [r1.reservationId]);
       t.strictSame(rows, [{ status: 'settled', amount: 30, charged: 12 }], 'reservation row');
 
-      t.equal(await store.settle(r1.reservationId, 12), false, 'second settle returns false');
-      t.equal(await store.settle(r1.reservationId, 0), false, 'another amount too');
-      t.equal(await store.settle(r1.reservationId, 31), false, 'even an impossible amount: it is simply settled');
+      t.equal(await store.ledger.settle(r1.reservationId, 12), false, 'second settle returns false');
+      t.equal(await store.ledger.settle(r1.reservationId, 0), false, 'another amount too');
+      t.equal(await store.ledger.settle(r1.reservationId, 31), false, 'even an impossible amount: it is simply settled');
       await money(t, acc, 88, 0, 'a second settle changes nothing');
       t.strictSame(await ledger(acc), ['grant:100', 'reserve:30', 'charge:12', 'release:18'], 'no new ledger rows');
-      t.equal(await store.settle('res_nope', 0), false, 'unknown reservation');
+      t.equal(await store.ledger.settle('res_nope', 0), false, 'unknown reservation');
 
-      const r2 = await store.reserve(acc, 10, 'test');
+      const r2 = await store.ledger.reserve(acc, 10, 'test');
       if (!r2.ok) throw new Error('reserve failed');
-      await t.rejects(store.settle(r2.reservationId, 11), RangeError, 'charging more than reserved throws');
-      await t.rejects(store.settle(r2.reservationId, -1), RangeError, 'negative charge throws');
-      await t.rejects(store.settle(r2.reservationId, 0.5), RangeError, 'fractional charge throws');
+      await t.rejects(store.ledger.settle(r2.reservationId, 11), RangeError, 'charging more than reserved throws');
+      await t.rejects(store.ledger.settle(r2.reservationId, -1), RangeError, 'negative charge throws');
+      await t.rejects(store.ledger.settle(r2.reservationId, 0.5), RangeError, 'fractional charge throws');
       await money(t, acc, 88, 10, 'a refused settle changes nothing');
       t.strictSame((await db.query('SELECT status FROM credit_reservations WHERE id = $1', [r2.reservationId]))[0], { status: 'open' }, 'still open');
-      t.equal(await store.settle(r2.reservationId, 10), true, 'charge all of it');
+      t.equal(await store.ledger.settle(r2.reservationId, 10), true, 'charge all of it');
       await money(t, acc, 78, 0, 'charged 10');
-      const r3 = await store.reserve(acc, 5, 'test');
+      const r3 = await store.ledger.reserve(acc, 5, 'test');
       if (!r3.ok) throw new Error('reserve failed');
-      t.equal(await store.settle(r3.reservationId, 0), true, 'charge nothing');
+      t.equal(await store.ledger.settle(r3.reservationId, 0), true, 'charge nothing');
       await money(t, acc, 78, 0, 'released 5');
       t.strictSame(await ledger(acc), ['grant:100', 'reserve:30', 'charge:12', 'release:18', 'reserve:10', 'charge:10', 'reserve:5', 'release:5'], 'no zero-amount ledger rows');
 
-      const all = await store.reserve(acc, 78, 'test');
+      const all = await store.ledger.reserve(acc, 78, 'test');
       t.equal(all.ok, true, 'reserve exactly everything');
-      t.strictSame(await store.reserve(acc, 1, 'test'), { ok: false, available: 0 }, 'then nothing is left');
-      if (all.ok) t.equal(await store.settle(all.reservationId, 78), true);
+      t.strictSame(await store.ledger.reserve(acc, 1, 'test'), { ok: false, available: 0 }, 'then nothing is left');
+      if (all.ok) t.equal(await store.ledger.settle(all.reservationId, 78), true);
       await money(t, acc, 0, 0, 'spent to zero');
-      t.strictSame(await store.reserve(acc, 1, 'test'), { ok: false, available: 0 }, 'zero balance refuses');
+      t.strictSame(await store.ledger.reserve(acc, 1, 'test'), { ok: false, available: 0 }, 'zero balance refuses');
 
       await t.rejects(db.query('UPDATE accounts SET balance = -1 WHERE id = $1', [acc]), 'balance cannot go negative (CHECK)');
       await t.rejects(db.query('UPDATE accounts SET reserved = balance + 1 WHERE id = $1', [empty]), 'reserved cannot exceed balance (CHECK)');
@@ -324,12 +325,12 @@ export function storeConformance(t: Tap, adapter: Adapter): void {
     t.test('concurrency cannot overspend', async (t) => {
       // 1. 200 x (reserve 1, settle 1) on 50 credits.
       {
-        const acc = await store.createAccount({ credits: 50 });
+        const acc = await store.accounts.create({ credits: 50 });
         const outcomes = await Promise.all(
           Array.from({ length: 200 }, async () => {
-            const r = await store.reserve(acc, 1, 'race');
+            const r = await store.ledger.reserve(acc, 1, 'race');
             if (!r.ok) return { ok: false, available: r.available, settled: false };
-            return { ok: true, available: -1, settled: await store.settle(r.reservationId, 1) };
+            return { ok: true, available: -1, settled: await store.ledger.settle(r.reservationId, 1) };
           }),
         );
         const won = outcomes.filter((o) => o.ok);
@@ -357,7 +358,7 @@ export function storeConformance(t: Tap, adapter: Adapter): void {
         t.comment(`mixed-amount race seed ${seed} (STORE_SEED=${seed} replays the amounts)`);
         const rand = prng(seed);
         const initial = 200;
-        const acc = await store.createAccount({ credits: initial });
+        const acc = await store.accounts.create({ credits: initial });
         const plan = Array.from({ length: 300 }, () => {
           const amount = 1 + Math.floor(rand() * 5);
           return { amount, charged: Math.floor(rand() * (amount + 1)), pause: Math.floor(rand() * 3) };
@@ -381,13 +382,13 @@ export function storeConformance(t: Tap, adapter: Adapter): void {
             Array.from({ length: workers }, async (_, w) => {
               const mine = [];
               for (const p of plan.filter((_, i) => i % workers === w)) {
-                const r = await store.reserve(acc, p.amount, 'mixed');
+                const r = await store.ledger.reserve(acc, p.amount, 'mixed');
                 if (!r.ok) {
                   mine.push({ ...p, ok: false, available: r.available, settled: false });
                   continue;
                 }
                 if (p.pause) await sleep(p.pause);
-                mine.push({ ...p, ok: true, available: -1, settled: await store.settle(r.reservationId, p.charged) });
+                mine.push({ ...p, ok: true, available: -1, settled: await store.ledger.settle(r.reservationId, p.charged) });
               }
               return mine;
             }),
@@ -421,15 +422,15 @@ export function storeConformance(t: Tap, adapter: Adapter): void {
 
       // 3. The same reservation settled several times at once: exactly one wins.
       {
-        const acc = await store.createAccount({ credits: 100 });
+        const acc = await store.accounts.create({ credits: 100 });
         const ids: string[] = [];
         for (let i = 0; i < 20; i++) {
-          const r = await store.reserve(acc, 5, 'double');
+          const r = await store.ledger.reserve(acc, 5, 'double');
           if (r.ok) ids.push(r.reservationId);
         }
         t.equal(ids.length, 20, '20 reservations of 5');
         await money(t, acc, 100, 100, 'all reserved');
-        const wins = await Promise.all(ids.map(async (id) => (await Promise.all([0, 1, 2, 3].map((c) => store.settle(id, c)))).filter(Boolean).length));
+        const wins = await Promise.all(ids.map(async (id) => (await Promise.all([0, 1, 2, 3].map((c) => store.ledger.settle(id, c)))).filter(Boolean).length));
         t.strictSame(wins, Array(20).fill(1), 'each reservation settles exactly once');
         const total = (await db.query<{ c: number }>('SELECT sum(charged)::bigint AS c FROM credit_reservations WHERE account_id = $1', [acc]))[0]!.c;
         await money(t, acc, 100 - total, 0, 'balance reflects the winning charges only');
@@ -443,52 +444,52 @@ export function storeConformance(t: Tap, adapter: Adapter): void {
     t.test('crash recovery releases stale reservations', async (t) => {
       const purpose = `crash-${Math.random().toString(36).slice(2)}`;
       const other = `${purpose}-other`;
-      const acc = await store.createAccount({ credits: 20 });
-      for (const [amount, p] of [[3, purpose], [4, purpose], [5, purpose], [2, other]] as const) t.equal((await store.reserve(acc, amount, p)).ok, true, `reserve ${amount} (${p})`);
+      const acc = await store.accounts.create({ credits: 20 });
+      for (const [amount, p] of [[3, purpose], [4, purpose], [5, purpose], [2, other]] as const) t.equal((await store.ledger.reserve(acc, amount, p)).ok, true, `reserve ${amount} (${p})`);
       await money(t, acc, 20, 14, 'four open reservations');
 
-      t.equal(await store.releaseStale(purpose, 3_600_000), 0, 'nothing is an hour old');
+      t.equal(await store.ledger.releaseStale(purpose, 3_600_000), 0, 'nothing is an hour old');
       await money(t, acc, 20, 14, 'nothing released');
       await sleep(5); // now() has millisecond resolution on PGlite
-      t.equal(await store.releaseStale(purpose, 0), 3, 'three stale reservations of the purpose released');
+      t.equal(await store.ledger.releaseStale(purpose, 0), 3, 'three stale reservations of the purpose released');
       await money(t, acc, 20, 2, 'their credits are available again, the other purpose is untouched');
       t.strictSame((await ledger(acc)).slice(-3).sort(), ['release:3', 'release:4', 'release:5'], 'released, never charged');
-      t.equal(await store.releaseStale(purpose, 0), 0, 'releasing again finds nothing');
-      t.equal(await store.releaseStale(other, 0), 1, 'the other purpose');
+      t.equal(await store.ledger.releaseStale(purpose, 0), 0, 'releasing again finds nothing');
+      t.equal(await store.ledger.releaseStale(other, 0), 1, 'the other purpose');
       await money(t, acc, 20, 0, 'all released');
       const open = await db.query("SELECT 1 FROM credit_reservations WHERE account_id = $1 AND status = 'open'", [acc]);
       t.equal(open.length, 0, 'no open reservation left');
     });
 
     t.test('idempotency records', async (t) => {
-      const acc = await store.createAccount();
-      const acc2 = await store.createAccount();
+      const acc = await store.accounts.create();
+      const acc2 = await store.accounts.create();
       const R = 'POST /v1/validate';
       const H = 60_000;
-      const begin = (key: string, hash = 'h1', route = R, ttl = H, stale = H, account = acc) => store.beginIdempotent(account, key, route, hash, ttl, stale);
+      const begin = (key: string, hash = 'h1', route = R, ttl = H, stale = H, account = acc) => store.idempotency.begin(account, key, route, hash, ttl, stale);
 
       t.strictSame(await begin('k1'), { state: 'new' }, 'first claim');
       t.strictSame(await begin('k1'), { state: 'in_progress' }, 'same request while running');
       t.strictSame(await begin('k1', 'h2'), { state: 'conflict' }, 'different body');
       t.strictSame(await begin('k1', 'h1', 'POST /v1/jobs'), { state: 'conflict' }, 'different route');
       t.strictSame(await begin('k1', 'h1', R, H, H, acc2), { state: 'new' }, 'keys are scoped to the account');
-      await store.completeIdempotent(acc, 'k1', 201, '{"ok":true}');
+      await store.idempotency.complete(acc, 'k1', 201, '{"ok":true}');
       t.strictSame(await begin('k1'), { state: 'replay', status: 201, body: '{"ok":true}' }, 'replay of the stored response');
       t.strictSame(await begin('k1'), { state: 'replay', status: 201, body: '{"ok":true}' }, 'replays again');
       t.strictSame(await begin('k1', 'h2'), { state: 'conflict' }, 'different body after completion');
       t.strictSame(await begin('k1', 'h1', R, H, 0), { state: 'replay', status: 201, body: '{"ok":true}' }, 'staleness only applies to in-progress claims');
-      await store.abandonIdempotent(acc, 'k1');
+      await store.idempotency.abandon(acc, 'k1');
       t.strictSame(await begin('k1'), { state: 'replay', status: 201, body: '{"ok":true}' }, 'abandon does not delete a completed record');
       t.strictSame(await begin('k1', 'h1', R, H, H, acc2), { state: 'in_progress' }, "the other account's claim is its own");
 
       t.strictSame(await begin('k2'), { state: 'new' });
-      await store.abandonIdempotent(acc, 'k2');
+      await store.idempotency.abandon(acc, 'k2');
       t.strictSame(await begin('k2', 'h9'), { state: 'new' }, 'abandon frees the key (any request may take it)');
-      await store.completeIdempotent(acc, 'k2', 200, '');
+      await store.idempotency.complete(acc, 'k2', 200, '');
       t.strictSame(await begin('k2', 'h9'), { state: 'replay', status: 200, body: '' }, 'empty body replays as empty');
 
       t.strictSame(await begin('k3', 'h1', R, 1), { state: 'new' }, 'claim with a 1 ms ttl');
-      await store.completeIdempotent(acc, 'k3', 200, 'old');
+      await store.idempotency.complete(acc, 'k3', 200, 'old');
       await sleep(20);
       t.strictSame(await begin('k3', 'h2'), { state: 'new' }, 'an expired record is replaced');
       t.strictSame(await begin('k3', 'h2'), { state: 'in_progress' }, 'by the new claim');
@@ -526,22 +527,22 @@ export function storeConformance(t: Tap, adapter: Adapter): void {
     const target = await adapter.fresh(t, { persistent: true });
     t.strictSame(await migrate(target.db), MIGRATIONS, 'migrated');
     let store = new Store(target.db);
-    const acc = await store.createAccount({ credits: 10 });
-    t.equal((await store.reserve(acc, 4, 'sync')).ok, true);
-    t.equal((await store.reserve(acc, 3, 'job')).ok, true);
-    const job = await store.reserve(acc, 2, 'job');
+    const acc = await store.accounts.create({ credits: 10 });
+    t.equal((await store.ledger.reserve(acc, 4, 'sync')).ok, true);
+    t.equal((await store.ledger.reserve(acc, 3, 'job')).ok, true);
+    const job = await store.ledger.reserve(acc, 2, 'job');
     if (!job.ok) throw new Error('reserve failed');
-    t.equal(await store.settle(job.reservationId, 2), true);
+    t.equal(await store.ledger.settle(job.reservationId, 2), true);
 
     const db = await target.restart(); // the process "crashed": nothing was settled on the way out
     store = new Store(db);
     t.strictSame(await migrate(db), [], 'restart migrates nothing');
-    t.strictSame(await store.balance(acc).then((b) => b && [b.balance, b.reserved, b.available]), [8, 7, 1], 'open reservations survived the restart');
-    t.equal(await store.releaseStale('sync', 0), 1, 'startup releases the stale sync reservation');
-    t.equal(await store.releaseStale('job', 3_600_000), 0, 'jobs younger than their limit stay held');
-    t.strictSame(await store.ledgerTotals(acc), { balance: 8, reserved: 3 }, 'ledger == columns');
-    t.strictSame(await store.balance(acc).then((b) => b && [b.balance, b.reserved, b.available]), [8, 3, 5]);
-    t.equal(await store.releaseStale('job', 0), 1);
-    t.strictSame(await store.ledgerTotals(acc), { balance: 8, reserved: 0 });
+    t.strictSame(await store.ledger.balance(acc).then((b) => b && [b.balance, b.reserved, b.available]), [8, 7, 1], 'open reservations survived the restart');
+    t.equal(await store.ledger.releaseStale('sync', 0), 1, 'startup releases the stale sync reservation');
+    t.equal(await store.ledger.releaseStale('job', 3_600_000), 0, 'jobs younger than their limit stay held');
+    t.strictSame(await store.ledger.totals(acc), { balance: 8, reserved: 3 }, 'ledger == columns');
+    t.strictSame(await store.ledger.balance(acc).then((b) => b && [b.balance, b.reserved, b.available]), [8, 3, 5]);
+    t.equal(await store.ledger.releaseStale('job', 0), 1);
+    t.strictSame(await store.ledger.totals(acc), { balance: 8, reserved: 0 });
   });
 }

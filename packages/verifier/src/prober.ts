@@ -215,9 +215,9 @@ class DomainActor {
       const mail = replyOr(await session.send('mail', `MAIL FROM:<${config.mailFrom}>${smtputf8 ? ' SMTPUTF8' : ''}`), 'mail', batch);
       if ('failure' in mail) return mail.failure;
       if (mail.reply.code !== 250) {
-        // A refused sender says nothing about the recipients: never 'rejected' from here.
+        // A refused sender says nothing about the recipients: never 'rejected' or 'malformed' from here.
         const cls = classifyRcpt(mail.reply);
-        for (const job of batch) this.#answer(job, cls === 'rejected' ? 'unclassified' : cls, mail.reply, mxIndex);
+        for (const job of batch) this.#answer(job, cls === 'rejected' || cls === 'malformed' ? 'unclassified' : cls, mail.reply, mxIndex);
         continue;
       }
       const targets: Job[] = [];

@@ -70,6 +70,13 @@ function checkQuotedLocal(local: string): string | undefined {
   return undefined;
 }
 
+/** The canonical form of a valid quoted local part: a dot-atom when it can be one, else minimally quoted. */
+function canonicalQuoted(local: string): string {
+  const inner = local.slice(1, -1).replace(/\\(.)/g, '$1');
+  if (checkDotAtomLocal(inner) === undefined) return inner;
+  return `"${inner.replace(/["\\]/g, '\\$&')}"`;
+}
+
 function checkDotAtomLocal(local: string): string | undefined {
   if (local.startsWith('.')) return 'Local part starts with a dot';
   if (local.endsWith('.')) return 'Local part ends with a dot';
@@ -134,6 +141,13 @@ export function parseAddress(input: string): ParsedAddress {
   // --- local part ---------------------------------------------------------------------------
   const localError = quoted ? checkQuotedLocal(local) : checkDotAtomLocal(local);
   if (localError !== undefined) return fail(localError);
+  if (quoted) {
+    // One mailbox, one spelling (RFC 5321 4.1.2: a quoted string that can be a dot-string is sent
+    // as one): "jane.doe" and "ja\ne.doe" are jane.doe; a string that needs its quotes keeps them,
+    // with only DQUOTE and backslash escaped. Dedupe, the cache, charging and RCPT use this form.
+    local = canonicalQuoted(local);
+    quoted = local.startsWith('"');
+  }
   const localOctets = utf8Length(local);
   if (localOctets > MAX_LOCAL_OCTETS) return fail('Local part is longer than 64 octets');
   const utf8Local = !isAscii(local);

@@ -1,41 +1,15 @@
 // Plain data shared by the verifier core, its adapters and the API. No classes cross a port:
 // everything here survives structuredClone (worker threads, Kafka messages).
 
-export type ValidationResult = 'valid' | 'valid_role_based' | 'risky' | 'invalid' | 'unknown';
-export type Quality = 'high' | 'low' | 'none' | 'unknown';
-export type Layer = 'syntax' | 'dns' | 'smtp' | 'catchall';
-export type Confidence = 'high' | 'medium' | 'low';
+import type { Confidence, Layer, Quality, ReasonCode, ValidationResult, ValidationResultBody } from '@svc/contracts';
 
-/** Stable machine reason for a verdict (extra field `reason_code`); `reason` is the human text. */
-export type ReasonCode =
-  | 'accepted'
-  | 'role_account'
-  | 'catch_all'
-  | 'catchall_unverified'
-  | 'disposable_domain'
-  | 'invalid_syntax'
-  | 'nxdomain'
-  | 'no_mail_records'
-  | 'null_mx'
-  | 'dns_servfail'
-  | 'dns_timeout'
-  | 'dns_error'
-  | 'mailbox_not_found'
-  | 'mailbox_disabled'
-  | 'smtputf8_unsupported'
-  | 'mailbox_full'
-  | 'smtp_policy_block'
-  | 'smtp_tempfail'
-  | 'smtp_timeout'
-  | 'smtp_connection_failed'
-  | 'smtp_protocol_error'
-  | 'smtp_unclassified';
+export type { Confidence, Layer, Quality, ReasonCode, ValidationResult };
 
 /** Result of the syntax layer (RFC 5321/5322 addr-spec as mailbox providers accept it). */
 export type ParsedAddress =
   | {
       ok: true;
-      /** Local part as written (a quoted local part keeps its quotes). */
+      /** Local part in canonical form: as written for a dot-atom; a quoted string that can be a dot-atom without its quotes (`"jane.doe"` is `jane.doe`), else quoted with only `"` and `\` escaped. */
       local: string;
       /** Domain as written, lower-cased (Unicode form for an IDN). */
       domain: string;
@@ -76,27 +50,11 @@ export interface SmtpReply {
   lines: string[];
 }
 
-/** The verdict on one address: what the API renders as a validation result (core 2.1). */
-export interface Verdict {
-  email: string;
-  result: ValidationResult;
-  reason: string;
-  reason_code: ReasonCode;
-  syntax_valid: boolean;
-  dns_valid: boolean;
-  smtp_valid: boolean;
-  is_role_based: boolean;
-  role_type?: string;
-  is_free_provider: boolean;
-  is_disposable: boolean;
-  is_catchall: boolean;
-  catchall_confidence?: Confidence;
-  b2b_outbound_quality: Quality;
-  b2b_quality: Quality;
-  validation_layer: Layer;
-  smtp_response?: string;
-  did_you_mean?: string;
-  flags: string[];
+/**
+ * The verdict on one address: the validation result of spec core 2.1 before pricing (billing adds
+ * `credits_charged` and `charge_reason`), plus whether it is a High-Value Validation.
+ */
+export type Verdict = Omit<ValidationResultBody, 'credits_charged' | 'charge_reason'> & {
   /** Whether this verdict is a High-Value Validation (the only chargeable case). */
   chargeable: boolean;
-}
+};

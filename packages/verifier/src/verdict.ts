@@ -92,6 +92,8 @@ function smtpDecision(o: ProbeOutcome, role: boolean): Decision {
         : { ...base, result: 'valid', smtp: true, code: 'accepted', reason: '' };
     case 'rejected':
       return { ...base, result: 'invalid', smtp: false, code: 'mailbox_not_found', reason: 'Mailbox does not exist' };
+    case 'malformed':
+      return { ...base, result: 'invalid', smtp: false, code: 'address_malformed', reason: 'Mail server says the address is malformed' };
     case 'disabled':
       return { ...base, result: 'invalid', smtp: false, code: 'mailbox_disabled', reason: 'Mailbox is disabled' };
     case 'full':

@@ -26,7 +26,10 @@ const TABLE: Array<[string[], RcptClass]> = [
   ],
   [['550 5.1.1 <nobody@outlook.com>: Recipient address rejected: Access denied. AS(201806281) [DM6NAM12FT045.eop-nam12.prod.protection.outlook.com]'], 'rejected'],
   [['550 5.1.10 RESOLVER.ADR.RecipientNotFound; Recipient not found by SMTP address lookup'], 'rejected'],
-  [['553 5.1.3 The recipient address <john..doe@example.com> is not a valid RFC 5321 address'], 'rejected'],
+  // malformed: the server says the address itself is bad (RFC 3463 X.1.3)
+  [['553 5.1.3 The recipient address <john..doe@example.com> is not a valid RFC 5321 address'], 'malformed'],
+  [['501 5.1.3 Bad recipient address syntax'], 'malformed'],
+  [['501 5.1.3 Invalid address'], 'malformed'],
   [['550 5.1.1 <nobody@example.com>: Recipient address rejected: User unknown in virtual mailbox table'], 'rejected'],
   [['554 5.1.1 Unknown user; Rejecting'], 'rejected'],
   [['551 5.1.6 User has moved; please try <new@example.org>'], 'rejected'],
@@ -104,7 +107,7 @@ t.test('RCPT reply table', async (t) => {
 
 t.test('every class is covered by the table', async (t) => {
   const seen = new Set(TABLE.map(([, c]) => c));
-  t.strictSame([...seen].sort(), ['accepted', 'disabled', 'full', 'policy', 'rejected', 'tempfail', 'unclassified']);
+  t.strictSame([...seen].sort(), ['accepted', 'disabled', 'full', 'malformed', 'policy', 'rejected', 'tempfail', 'unclassified']);
 });
 
 t.test('a 5.1.8 (bad sender domain) is never rejected, whatever the text says', async (t) => {

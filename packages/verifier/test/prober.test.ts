@@ -385,6 +385,13 @@ t.test('MAIL FROM refused: never a verdict of rejected on the recipients', async
   t.strictSame(o2.reply, unknown);
   t.equal(s2.smtp.count('RCPT'), 0);
 
+  // Nor is a malformed-sender reply (501 5.1.3 to MAIL FROM) a malformed recipient.
+  const badSender = reply('501 5.1.3 Bad sender address syntax');
+  const s4 = setup({ 'mx1.alpha.test': { handle: (cmd) => (cmd.verb === 'MAIL' ? badSender : undefined) } });
+  const o4 = answer(await s4.prober.check('alpha.test', ALPHA, 'ann', false));
+  t.equal(o4.cls, 'unclassified');
+  t.equal(s4.smtp.count('RCPT'), 0);
+
   // Each transaction sends its own MAIL FROM: with maxRcpts 2, five recipients are three refusals.
   const s3 = setup({ 'mx1.alpha.test': { handle: (cmd) => (cmd.verb === 'MAIL' ? policy : undefined) } }, { maxRcptsPerTransaction: 2 });
   const out3 = await Promise.all(locals(5).map((u) => s3.prober.check('alpha.test', ALPHA, u, false)));

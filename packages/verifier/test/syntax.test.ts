@@ -40,7 +40,14 @@ const cases: Array<[string, ParsedAddress]> = [
   ['θσερ@παράδειγμα.δοκιμή', ok('θσερ', 'παράδειγμα.δοκιμή', { asciiDomain: 'xn--hxajbheg2az3al.xn--jxalpdlp', utf8Local: true, idn: true })],
   ['user@ｇｍａｉｌ.com', ok('user', 'ｇｍａｉｌ.com', { asciiDomain: 'gmail.com', idn: true })],
   ['user@例え。テスト', ok('user', '例え.テスト', { asciiDomain: 'xn--r8jz45g.xn--zckzah', idn: true })],
-  ['"josé"@example.com', ok('"josé"', 'example.com', { quoted: true, utf8Local: true })],
+  ['"josé"@example.com', ok('josé', 'example.com', { utf8Local: true })],
+  // A quoted local part that can be a dot-atom is that dot-atom: one mailbox, one spelling.
+  ['"jane.doe"@example.com', ok('jane.doe', 'example.com')],
+  ['"ja\\ne.doe"@example.com', ok('jane.doe', 'example.com')],
+  ['"info"@example.com', ok('info', 'example.com')],
+  // One that needs its quotes keeps them, escaping only DQUOTE and backslash.
+  ['"john\\ doe"@example.com', ok('"john doe"', 'example.com', { quoted: true })],
+  ['"a\\@b"@example.com', ok('"a@b"', 'example.com', { quoted: true })],
   [`${L64}@example.com`, ok(L64, 'example.com')],
   [`user@${L63}.com`, ok('user', `${L63}.com`)],
   [`${L64}@${D189}`, ok(L64, D189)],
@@ -79,7 +86,9 @@ const cases: Array<[string, ParsedAddress]> = [
   // 32 two-octet characters + 'a' = 65 octets but only 33 characters.
   [`${'é'.repeat(32)}a@example.com`, bad('Local part is longer than 64 octets')],
   // quotes count: 63 characters + 2 quotes = 65 octets.
-  [`"${'a'.repeat(63)}"@example.com`, bad('Local part is longer than 64 octets')],
+  // The limit applies to the canonical local part, the one sent in RCPT: 63 octets once unquoted.
+  [`"${'a'.repeat(63)}"@example.com`, ok('a'.repeat(63), 'example.com')],
+  [`"${'a '.repeat(32)}"@example.com`, bad('Local part is longer than 64 octets')],
 
   // ---- invalid: domain --------------------------------------------------------------------
   ['user@[192.168.0.1]', bad('Domain literals are not accepted')],

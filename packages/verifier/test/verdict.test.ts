@@ -89,11 +89,12 @@ t.test('valid_role_based: low quality, role_type, not chargeable', async (t) => 
     const v = verdict(email, smtp(answerOf('accepted', '250 Ok')));
     t.strictSame([v.result, v.role_type, v.is_role_based, v.b2b_outbound_quality, v.chargeable], ['valid_role_based', role, true, 'low', false], email);
   }
-  // A quoted local part is never a role.
+  // "info" is the mailbox info (its quotes add nothing): a role like info@.
   const q = verdict('"info"@acme-industries.com', smtp(answerOf('accepted', '250 Ok')));
-  t.equal(q.result, 'valid');
-  t.equal(q.is_role_based, false);
-  t.equal(q.role_type, undefined);
+  t.strictSame([q.result, q.is_role_based, q.role_type, q.flags], ['valid_role_based', true, 'information', []]);
+  // A local part that needs its quotes is never a role.
+  const qq = verdict('"info desk"@acme-industries.com', smtp(answerOf('accepted', '250 Ok')));
+  t.strictSame([qq.result, qq.is_role_based, qq.role_type, qq.flags], ['valid', false, undefined, ['quoted_local_part']]);
   // A role address that is rejected is invalid, and still reports its role.
   const r = verdict('info@acme-industries.com', smtp(answerOf('rejected', '550 5.1.1 User unknown')));
   t.strictSame([r.result, r.is_role_based, r.role_type, r.b2b_outbound_quality], ['invalid', true, 'information', 'none']);
@@ -208,6 +209,13 @@ t.test('SMTP layer: invalid mailbox answers', async (t) => {
     reason_code: 'mailbox_disabled',
     reason: 'Mailbox is disabled',
     smtp_response: '550 5.2.1 The email account that you tried to reach is disabled.',
+  });
+  // 501/553 5.1.3: the server says the address is malformed (regression: 501 was unclassified).
+  t.strictSame(verdict(PERSON, smtp(answerOf('malformed', '501 5.1.3 Bad recipient address syntax'))), {
+    ...smtpInvalid,
+    reason_code: 'address_malformed',
+    reason: 'Mail server says the address is malformed',
+    smtp_response: '501 5.1.3 Bad recipient address syntax',
   });
   t.strictSame(verdict('josé@acme-industries.com', smtp({ kind: 'smtputf8_unsupported', mxIndex: 0 })), {
     ...smtpInvalid,

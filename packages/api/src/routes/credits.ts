@@ -1,11 +1,11 @@
 // GET /v1/credits: the balance of the key's account (fields per DESIGN 6).
 
 import type { FastifyPluginAsync } from 'fastify';
-import type { Services } from '../app.ts';
-import { ApiError } from '../errors.ts';
+import { ServiceError } from '@svc/contracts';
+import type { ApiServices } from '../app.ts';
 import { gatedErrors } from '../schemas.ts';
 
-export const creditRoutes: FastifyPluginAsync<{ services: Services }> = async (app, { services }) => {
+export const creditRoutes: FastifyPluginAsync<{ services: ApiServices }> = async (app, { services }) => {
   app.get(
     '/v1/credits',
     {
@@ -19,8 +19,8 @@ export const creditRoutes: FastifyPluginAsync<{ services: Services }> = async (a
       },
     },
     async (req) => {
-      const b = await services.store.balance(req.principal!.accountId);
-      if (!b) throw new ApiError('invalid_api_key');
+      const b = await services.store.ledger.balance(req.principal!.accountId);
+      if (!b) throw new ServiceError('invalid_api_key');
       return b;
     },
   );

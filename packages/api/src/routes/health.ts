@@ -1,11 +1,11 @@
 // /health, /live and /ready (spec core 2.3). No key: load balancers and orchestrators call them.
 
 import type { FastifyPluginAsync } from 'fastify';
-import type { Services } from '../app.ts';
+import type { ApiServices } from '../app.ts';
 
 const ts = { type: 'string', format: 'date-time' } as const;
 
-export const healthRoutes: FastifyPluginAsync<{ services: Services }> = async (app, { services }) => {
+export const healthRoutes: FastifyPluginAsync<{ services: ApiServices }> = async (app, { services }) => {
   app.get(
     '/health',
     { schema: { summary: 'Legacy health probe', tags: ['health'], response: { 200: { type: 'object', required: ['status', 'timestamp'], properties: { status: { type: 'string', enum: ['healthy'] }, timestamp: ts } } } } },

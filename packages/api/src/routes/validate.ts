@@ -1,9 +1,9 @@
 // POST /v1/validate and POST /v1/validate/bulk (spec core 4; bulk envelope per DESIGN 6).
 
 import type { FastifyError, FastifyPluginAsync } from 'fastify';
-import type { Services } from '../app.ts';
-import { validateAndCharge, type ChargedResult } from '../charge.ts';
-import type { ErrorCode } from '../errors.ts';
+import type { ErrorCode } from '@svc/contracts';
+import { summarize, validateAndCharge, type ChargedResult } from '@svc/billing';
+import type { ApiServices } from '../app.ts';
 import { gatedErrors } from '../schemas.ts';
 import { idempotent } from '../idempotency.ts';
 
@@ -32,7 +32,7 @@ function bulkError(errors: ValidationErrors): ErrorCode {
   return 'invalid_request';
 }
 
-export const validateRoutes: FastifyPluginAsync<{ services: Services }> = async (app, { services }) => {
+export const validateRoutes: FastifyPluginAsync<{ services: ApiServices }> = async (app, { services }) => {
   const { store, verifier } = services;
 
   app.post<{ Body: { email: string } }>(
@@ -55,8 +55,8 @@ export const validateRoutes: FastifyPluginAsync<{ services: Services }> = async 
     async (req, reply) =>
       idempotent(store, req, reply, async (record) => {
         const shape = (results: ChargedResult[]) => results[0]!;
-        const completion = record && { key: record.key, render: (rs: ChargedResult[]) => record.serialize(shape(rs)) };
-        return shape(await validateAndCharge(store, verifier, req.principal!.accountId, [req.body.email.trim()], 'sync', completion));
+        const completion = record && { key: record.key, status: record.status, render: (rs: ChargedResult[]) => record.serialize(shape(rs)) };
+        return shape(await validateAndCharge(store, verifier, req.principal!.accountId, [req.body.email.trim()], completion && { completion }));
       }),
   );
 
@@ -80,18 +80,8 @@ export const validateRoutes: FastifyPluginAsync<{ services: Services }> = async 
     async (req, reply) =>
       idempotent(store, req, reply, async (record) => {
         const shape = (results: ChargedResult[]) => ({ results, summary: summarize(results) });
-        const completion = record && { key: record.key, render: (rs: ChargedResult[]) => record.serialize(shape(rs)) };
-        return shape(await validateAndCharge(store, verifier, req.principal!.accountId, req.body.emails.map((e) => e.trim()), 'sync', completion));
+        const completion = record && { key: record.key, status: record.status, render: (rs: ChargedResult[]) => record.serialize(shape(rs)) };
+        return shape(await validateAndCharge(store, verifier, req.principal!.accountId, req.body.emails.map((e) => e.trim()), completion && { completion }));
       }),
   );
 };
-
-export function summarize(results: ChargedResult[]) {
-  const s = { total: results.length, valid: 0, valid_role_based: 0, risky: 0, invalid: 0, unknown: 0, credits_charged: 0 };
-  for (const r of results) {
-    s[r.result]++;
-    s.credits_charged += r.credits_charged;
-  }
-  return s;
-}
-

@@ -6,6 +6,7 @@ import type { SmtpReply } from '../types.ts';
 export type RcptClass =
   | 'accepted' // 250/251: the server will take mail for this mailbox
   | 'rejected' // the mailbox does not exist (5.1.x, or a clear "user unknown")
+  | 'malformed' // 501/553 5.1.3: the server says the address itself is malformed
   | 'disabled' // 5.2.1: the mailbox exists but is disabled: a hard bounce
   | 'full' // 552 / x.2.2: the mailbox exists but is over quota
   | 'policy' // 5.7.x, block lists, reputation: the server refused to tell us
@@ -30,6 +31,9 @@ export function classifyRcpt(reply: SmtpReply): RcptClass {
   // RFC 3463 X.1.7 / X.1.8: our *sender* address or domain was refused (Postfix refuses the sender
   // only at RCPT time with smtpd_delay_reject): nothing about the recipient, whatever the text says.
   const senderRefused = subject === '1' && (detail === '7' || detail === '8');
+  // RFC 3463 X.1.3 "bad destination mailbox address syntax": Postfix answers `501 5.1.3 Bad
+  // recipient address syntax`, others 553. The address cannot be delivered as written.
+  if (subject === '1' && detail === '3' && (code === 501 || code === 553) && !POLICY_TEXT.test(text)) return 'malformed';
   if (subject === '1' && !senderRefused && (detail === '1' || detail === '10' || code === 550 || code === 551 || code === 553)) {
     // 5.1.1 bad mailbox, 5.1.10 null MX (RFC 7505), 5.1.3 bad syntax, 5.1.6 moved.
     return POLICY_TEXT.test(text) && detail !== '1' ? 'policy' : 'rejected';

@@ -2,9 +2,8 @@
 // on SVC_SMTP_PORT opens, the cache answers, the database answers. Checked in the background
 // every 30 s; /ready only reads the last result, so probes never multiply with traffic.
 
-import type { DnsPort } from '@svc/verifier/ports.ts';
-
-export type CheckState = 'ok' | 'failed';
+import type { CheckState, ReadinessState } from '@svc/contracts';
+import type { DnsPort } from '@svc/verifier';
 
 export interface ReadinessDeps {
   dns: DnsPort;
@@ -15,12 +14,6 @@ export interface ReadinessDeps {
   smtpPort: number;
   timeoutMs: number;
   intervalMs?: number;
-}
-
-export interface ReadinessState {
-  ready: boolean;
-  checks: Record<string, CheckState>;
-  errors: string[];
 }
 
 export class Readiness {

@@ -1,14 +1,21 @@
-// The composition root: turns a Config into running services, choosing each port's adapter.
+// The composition root: turns a Config into running services, choosing each port's adapter
+// (embedded: PGlite and in-process; cluster: Postgres and Redis).
 
 import { connectRedis, MemoryCache, MemoryRateLimiter, openStore, RedisCache, RedisRateLimiter, type RateLimiterPort, type Store } from '@svc/store';
-import type { CachePort } from '@svc/verifier/ports.ts';
-import { nodeDns } from '@svc/verifier/adapters/dns-node.ts';
-import { netSmtpConnector } from '@svc/verifier/adapters/smtp-net.ts';
-import { tcpReachable } from '@svc/verifier/adapters/tcp.ts';
-import { Verifier, verifierConfig } from '@svc/verifier/verifier.ts';
-import type { Services } from './app.ts';
+import { Verifier, verifierConfig, type CachePort } from '@svc/verifier';
+import { nodeDns, netSmtpConnector, tcpReachable } from '@svc/verifier/adapters';
 import type { Config } from './config.ts';
 import { Readiness } from './readiness.ts';
+
+export interface Services {
+  config: Config;
+  store: Store;
+  verifier: Verifier;
+  rateLimiter: RateLimiterPort;
+  readiness: Readiness;
+  /** Closes the cache / rate-limit connection (Redis); nothing for the in-process adapters. */
+  closeCache: () => Promise<void>;
+}
 
 /**
  * A cache outage must not fail validations: a failed read is a miss, a failed write is skipped.
@@ -84,7 +91,7 @@ export async function createServices(config: Config, opts: { store?: Store } = {
     tcpReachable,
     cachePing,
     // DESIGN 6: `database` is a readiness check when a database server is configured.
-    ...(config.databaseUrl ? { databasePing: async () => (await store.db.query('SELECT 1 AS ok')).length === 1 } : {}),
+    ...(config.databaseUrl ? { databasePing: () => store.ping() } : {}),
     readyDomain: config.readyDomain,
     smtpPort: config.smtpPort,
     timeoutMs: Math.min(config.smtpTimeoutMs, 5000),

@@ -1,8 +1,8 @@
 // Entry point of `npm start`: the embedded profile (or the cluster adapters that are configured).
+// The only place, with cluster/admin.ts, that reads process.env.
 
+import { ConfigError, loadConfig, startService } from '@svc/runtime';
 import { DataDirLockedError } from '@svc/store';
-import { ConfigError, loadConfig } from './config.ts';
-import { startService } from './server.ts';
 
 async function main(): Promise<void> {
   const config = loadConfig(process.env);

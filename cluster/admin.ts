@@ -1,9 +1,8 @@
 // Entry point of `npm run admin -- …`.
 
 import { existsSync } from 'node:fs';
+import { adminSocketPath, callAdminSocket, ConfigError, loadConfig, runAdmin, type AdminResult } from '@svc/runtime';
 import { DataDirLockedError, openStore } from '@svc/store';
-import { adminSocketPath, callAdminSocket, runAdmin, type AdminResult } from './admin.ts';
-import { ConfigError, loadConfig } from './config.ts';
 
 async function main(): Promise<number> {
   const config = loadConfig(process.env);
@@ -23,7 +22,7 @@ async function main(): Promise<number> {
   try {
     res = await runAdmin(store, argv);
   } finally {
-    await store.db.close();
+    await store.close();
   }
   process.stdout.write(`${res.out}\n`);
   return res.code;

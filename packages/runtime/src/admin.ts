@@ -6,7 +6,7 @@ import { chmodSync, existsSync, unlinkSync } from 'node:fs';
 import net from 'node:net';
 import { parseArgs } from 'node:util';
 import type { Store } from '@svc/store';
-import { isScope, SCOPES } from './scopes.ts';
+import { isScope, SCOPES } from '@svc/contracts';
 
 export interface AdminResult {
   code: number;
@@ -50,14 +50,14 @@ export async function runAdmin(store: Store, argv: string[], onKeyChange: () => 
   };
   const needAccount = async (): Promise<string | AdminResult> => {
     if (!v.account) return fail('--account is required');
-    if (!(await store.accountExists(v.account))) return { code: 1, out: `no account ${v.account}` };
+    if (!(await store.accounts.exists(v.account))) return { code: 1, out: `no account ${v.account}` };
     return v.account;
   };
 
   if (noun === 'account' && verb === 'create') {
     const credits = count(v.credits ?? v.amount, 0);
     if (credits === undefined) return fail('--credits must be a non-negative integer');
-    const id = await store.createAccount({ name: v.name ?? '', credits });
+    const id = await store.accounts.create({ name: v.name ?? '', credits });
     return { code: 0, out: `account ${id} created with ${credits} credits` };
   }
   if (noun === 'key' && verb === 'create') {
@@ -77,14 +77,14 @@ export async function runAdmin(store: Store, argv: string[], onKeyChange: () => 
       expiresAt = new Date(v.expires);
       if (Number.isNaN(expiresAt.getTime())) return fail('--expires must be an ISO 8601 date');
     }
-    const { id, key } = await store.createKey({ accountId: account, kind, scopes, name: v.name ?? '', expiresAt });
+    const { id, key } = await store.keys.create({ accountId: account, kind, scopes, name: v.name ?? '', expiresAt });
     return { code: 0, out: `key ${id} created (${scopes ? scopes.join(',') : 'unrestricted'})\n${key}\nThis key is shown once; only its SHA-256 hash is stored.` };
   }
   if (noun === 'key' && (verb === 'deactivate' || verb === 'activate' || verb === 'revoke' || verb === 'expire')) {
     if (!arg) return fail('which key? give its id or the key itself');
-    const id = await store.resolveKeyId(arg);
+    const id = await store.keys.resolveId(arg);
     if (!id) return { code: 1, out: 'no such key' };
-    const ok = verb === 'expire' ? await store.expireKey(id) : await store.setKeyState(id, verb === 'deactivate' ? 'inactive' : verb === 'activate' ? 'active' : 'revoked');
+    const ok = verb === 'expire' ? await store.keys.expire(id) : await store.keys.setState(id, verb === 'deactivate' ? 'inactive' : verb === 'activate' ? 'active' : 'revoked');
     onKeyChange();
     if (!ok) return { code: 1, out: `key ${id} is revoked; revocation cannot be undone` };
     return { code: 0, out: `key ${id} ${verb === 'expire' ? 'expired' : `${verb}d`}` };
@@ -95,9 +95,9 @@ export async function runAdmin(store: Store, argv: string[], onKeyChange: () => 
     if (verb === 'grant') {
       const n = count(v.credits ?? v.amount);
       if (!n) return fail('--credits must be a positive integer');
-      await store.grant(account, n, 'admin grant');
+      await store.ledger.grant(account, n, 'admin grant');
     }
-    const b = await store.balance(account);
+    const b = await store.ledger.balance(account);
     return { code: 0, out: `account ${account}: balance ${b!.balance}, reserved ${b!.reserved}, available ${b!.available}` };
   }
   return fail(noun ? `unknown command: ${[noun, verb].filter(Boolean).join(' ')}` : 'no command');

@@ -1,0 +1,154 @@
+// The shared gates of spec core 5 and 7 as one plugin (Fastify's Decorators and Hooks guides):
+// `request.principal` is declared with decorateRequest, and every route that names a `scope` gets
+// the gate as its own route-level onRequest hook. In order: IP rate limit, key (missing, unknown,
+// revoked, inactive, expired), key rate limit, scope, subscription. Routes without a scope
+// (health, OpenAPI) pay nothing.
+//
+// The gate is callback-style and only goes asynchronous when an adapter does (a key-cache miss,
+// Redis): the common request pays no promise here.
+
+import fp from 'fastify-plugin';
+import type { FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
+import { ServiceError, type Scope } from '@svc/contracts';
+import { hashKey, type KeyRecord, type RateDecision, type RateLimiterPort } from '@svc/store';
+
+export interface Principal {
+  key: KeyRecord;
+  accountId: string;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The authenticated key and its account; set by the gate of a route with a scope. */
+    principal: Principal | null;
+  }
+  interface FastifyInstance {
+    /** Forget cached key lookups (after an admin changes a key). */
+    clearKeyCache(): void;
+  }
+  interface FastifyContextConfig {
+    /** Scope the route needs (spec core 5); undefined = no key needed. */
+    scope?: Scope;
+    /** The route is blocked by an ended subscription (402). */
+    billable?: boolean;
+  }
+}
+
+export interface AuthOptions {
+  keys: { findByHash(hash: string): Promise<KeyRecord | undefined> };
+  rateLimiter: RateLimiterPort;
+  rateLimitPerIp: number;
+  rateLimitPerKey: number;
+  /** True while the server drains (SIGTERM): gated routes answer 503 service_unavailable. */
+  isDraining: () => boolean;
+}
+
+const MINUTE_MS = 60_000;
+const KEY_CACHE_MS = 2_000;
+
+/** A short-lived cache of key lookups: saves a database round trip per request under load. */
+class KeyCache {
+  #map = new Map<string, { rec: KeyRecord; at: number }>();
+  get(key: string): KeyRecord | undefined {
+    const e = this.#map.get(key);
+    if (!e) return undefined;
+    if (Date.now() - e.at > KEY_CACHE_MS) {
+      this.#map.delete(key);
+      return undefined;
+    }
+    return e.rec;
+  }
+  set(key: string, rec: KeyRecord): void {
+    if (this.#map.size > 10_000) this.#map.clear();
+    this.#map.set(key, { rec, at: Date.now() });
+  }
+  clear(): void {
+    this.#map.clear();
+  }
+}
+
+/** Continues with a value now, or after a promise: adapters may answer either way. */
+function then<T, R>(v: T | Promise<T>, f: (t: T) => R | Promise<R>): R | Promise<R> {
+  return v instanceof Promise ? v.then(f) : f(v);
+}
+
+export function setRateHeaders(reply: FastifyReply, d: RateDecision): void {
+  reply.header('RateLimit-Limit', d.limit);
+  reply.header('RateLimit-Remaining', d.remaining);
+  reply.header('RateLimit-Reset', d.resetSeconds);
+}
+
+const rateLimited = (): ServiceError => new ServiceError('rate_limited', undefined, { retry_after: 60 }, { 'Retry-After': 60 });
+
+export const auth = fp<AuthOptions>(
+  async (app, opts) => {
+    const { keys, rateLimiter, rateLimitPerIp, rateLimitPerKey, isDraining } = opts;
+    const keyCache = new KeyCache();
+    app.decorate('clearKeyCache', () => keyCache.clear());
+    app.decorateRequest('principal', null);
+
+    const check = (req: FastifyRequest, reply: FastifyReply, scope: Scope): void | Promise<void> => {
+      if (isDraining()) throw new ServiceError('service_unavailable');
+      return then(rateLimiter.hit(`ip:${req.ip}`, rateLimitPerIp, MINUTE_MS), (ip) => {
+        if (!ip.allowed) {
+          setRateHeaders(reply, ip);
+          throw rateLimited();
+        }
+        const raw = req.headers['x-api-key'];
+        const key = Array.isArray(raw) ? raw[0] : raw;
+        if (!key) throw new ServiceError('api_key_required');
+        if (key.length > 256) throw new ServiceError('invalid_api_key');
+        // The short-lived cache is keyed by the presented key itself (process memory only, like
+        // the request that carries it), which spares a SHA-256 per request; the store sees only the hash.
+        const lookup =
+          keyCache.get(key) ??
+          keys.findByHash(hashKey(key)).then((found) => {
+            if (!found) throw new ServiceError('invalid_api_key');
+            keyCache.set(key, found);
+            return found;
+          });
+        return then(lookup, (rec) => {
+          if (rec.state === 'revoked') throw new ServiceError('api_key_revoked');
+          if (rec.state === 'inactive') throw new ServiceError('api_key_inactive');
+          if (rec.expires_at && rec.expires_at.getTime() <= Date.now()) throw new ServiceError('api_key_expired');
+          // The request's own child logger (shared by req and reply) gains the key's short prefix;
+          // setBindings is far cheaper than a child per request, and skipped when nothing would be
+          // logged (as pino itself skips disabled levels).
+          const log = req.log as unknown as import('pino').Logger;
+          if (log.isLevelEnabled('error')) log.setBindings({ key: rec.display_prefix, account: rec.account_id });
+          return then(rateLimiter.hit(`key:${rec.id}`, rateLimitPerKey, MINUTE_MS), (k) => {
+            setRateHeaders(reply, k.remaining < ip.remaining ? k : ip);
+            if (!k.allowed) throw rateLimited();
+            if (rec.scopes !== null && !rec.scopes.includes(scope)) {
+              throw new ServiceError('insufficient_scope', `API key lacks the ${scope} scope`, { required_scope: scope });
+            }
+            if (req.routeOptions.config.billable && rec.subscription_status === 'canceled') throw new ServiceError('subscription_inactive');
+            req.principal = { key: rec, accountId: rec.account_id };
+          });
+        });
+      });
+    };
+
+    const gateFor =
+      (scope: Scope): onRequestHookHandler =>
+      (req, reply, done) => {
+        let pending: void | Promise<void>;
+        try {
+          pending = check(req, reply, scope);
+        } catch (err) {
+          return done(err as Error);
+        }
+        if (pending) pending.then(() => done(), done);
+        else done();
+      };
+
+    // Route-level hooks: every route declared with a scope gets its gate first.
+    app.addHook('onRoute', (route) => {
+      const scope = route.config?.scope;
+      if (!scope) return;
+      const own = route.onRequest ? (Array.isArray(route.onRequest) ? route.onRequest : [route.onRequest]) : [];
+      route.onRequest = [gateFor(scope), ...own];
+    });
+  },
+  { name: 'svc-auth', fastify: '5.x' },
+);

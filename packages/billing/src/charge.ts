@@ -1,0 +1,78 @@
+// Validation with money attached: price the work (Verifier.plan), hold that many credits, do the
+// work, charge exactly the High-Value Validations and release the rest. Every path settles the
+// reservation, including a crash of the work itself; a process crash leaves an open reservation
+// that the next start releases (LedgerRepo.releaseStale). Sync requests, jobs and agent tools
+// all come through here: a route only translates HTTP to this use case and back.
+
+import { ServiceError } from '@svc/contracts';
+import type { IdempotentCompletion, Store } from '@svc/store';
+import type { Verifier } from '@svc/verifier';
+import { upstream } from './failures.ts';
+import { creditsOf, priced, type ChargedResult } from './pricing.ts';
+
+/**
+ * An idempotent request's response: rendered from the results and recorded in the same
+ * transaction as the charge, with the status it is sent with (a replay answers the same status).
+ */
+export interface Completion {
+  key: string;
+  status: number;
+  render: (results: ChargedResult[]) => string;
+}
+
+export interface ChargeOptions {
+  /** What the credits are for (ledger note and reservation purpose); 'sync' by default. */
+  purpose?: string;
+  completion?: Completion;
+}
+
+function insufficient(required: number, available: number): ServiceError {
+  return new ServiceError('insufficient_credits', `This request needs up to ${required} credits; ${available} available`, { required, available });
+}
+
+export async function validateAndCharge(store: Store, verifier: Verifier, accountId: string, emails: readonly string[], opts: ChargeOptions = {}): Promise<ChargedResult[]> {
+  const { ledger, idempotency } = store;
+  const purpose = opts.purpose ?? 'sync';
+  const completion = opts.completion;
+  const plan = await verifier.plan(emails);
+  // With an Idempotency-Key the response is recorded in the same transaction as the money, so a
+  // crash can never leave a charge without its stored response (and a later retry re-charging).
+  const record = (results: ChargedResult[]): IdempotentCompletion | undefined =>
+    completion ? { accountId, key: completion.key, status: completion.status, body: completion.render(results) } : undefined;
+  if (plan.settled) {
+    // Every verdict is known already (syntax, cache): the cost is exact, so take it in one
+    // statement instead of a reservation and a settlement.
+    const results = priced(await verifier.run(plan), plan);
+    const completes = record(results);
+    // Exactly what the results say was charged (never more than the plan priced).
+    const cost = creditsOf(results);
+    if (cost > 0) {
+      const d = await upstream(ledger.debit(accountId, cost, purpose, completes));
+      if (!d.ok) throw insufficient(cost, d.available);
+    } else if (completes) {
+      await upstream(idempotency.complete(accountId, completes.key, completes.status, completes.body));
+    }
+    return results;
+  }
+  let reservationId: string | undefined;
+  if (plan.maxCost > 0) {
+    const r = await upstream(ledger.reserve(accountId, plan.maxCost, purpose));
+    if (!r.ok) throw insufficient(plan.maxCost, r.available);
+    reservationId = r.reservationId;
+  }
+  let charged = 0;
+  let completes: IdempotentCompletion | undefined;
+  try {
+    const out = priced(await verifier.run(plan), plan);
+    // Render first: if that throws, nothing is charged (the key is freed and a retry pays once).
+    completes = record(out);
+    charged = creditsOf(out);
+    return out;
+  } finally {
+    if (reservationId) {
+      // false: the reservation was no longer open (released by the stale sweep), so nothing was
+      // charged and no response recorded; the client must retry rather than get a free result.
+      if (!(await upstream(ledger.settle(reservationId, charged, completes)))) throw new ServiceError('validation_upstream_failed', 'The credit hold expired before the validation finished; retry');
+    } else if (completes) await upstream(idempotency.complete(accountId, completes.key, completes.status, completes.body));
+  }
+}

@@ -1,0 +1,113 @@
+// One catalogue of stable error codes (spec core 7; STYLE 5). Every code has an HTTP status, a
+// retry class and the line that documents it in docs/errors.md (a contract test pins all of them,
+// and their number). Codes are append-only: never rename or remove one, add a new one.
+
+export interface ErrorSpec {
+  status: number;
+  /** Short title for people (the `error` field); may change. */
+  error: string;
+  /** Default `message`. */
+  message: string;
+  /** Whether an official client retries it with the same idempotency key (spec core 7). */
+  retry: boolean;
+  /** When it happens: the line of docs/errors.md. */
+  doc: string;
+}
+
+const TITLES: Record<number, string> = {
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  402: 'Payment Required',
+  403: 'Forbidden',
+  404: 'Not Found',
+  409: 'Conflict',
+  413: 'Payload Too Large',
+  415: 'Unsupported Media Type',
+  429: 'Too Many Requests',
+  431: 'Request Header Fields Too Large',
+  500: 'Internal Server Error',
+  503: 'Service Unavailable',
+  505: 'HTTP Version Not Supported',
+};
+
+const e = (status: number, message: string, doc: string, retry = false): ErrorSpec => ({ status, error: TITLES[status] ?? 'Error', message, retry, doc });
+
+export const ERRORS = {
+  // authentication and access gates
+  api_key_required: e(401, 'X-API-Key header is required', 'no `X-API-Key` header (message `X-API-Key header is required`)'),
+  invalid_api_key: e(401, 'Invalid API key', 'the key is not known (message `Invalid API key`)'),
+  api_key_revoked: e(401, 'API key has been revoked', 'the key was revoked; revocation is final (message `API key has been revoked`)'),
+  api_key_inactive: e(401, 'API key is inactive', 'the key was deactivated; an operator can activate it again'),
+  api_key_expired: e(401, 'API key has expired', "the key's expiry time has passed (routine rotation)"),
+  insufficient_scope: e(403, 'API key lacks the scope this route needs', 'the key lacks the route\'s scope; `required_scope` names it'),
+  subscription_inactive: e(402, 'Subscription has ended; validation is blocked', "the account's subscription has ended; validation is blocked"),
+  insufficient_credits: e(402, 'Not enough credits for this request', 'not enough available credits; `required` (most the request can cost) and `available`'),
+  rate_limited: e(429, 'You have exceeded the rate limit', 'over 1,000 requests/min from one IP or 10,000/min for one key; `retry_after` 60 and `Retry-After: 60`', true),
+  // request shape
+  invalid_json: e(400, 'Request body is not valid JSON', 'the body is not valid JSON (or is empty with a JSON content type)'),
+  payload_too_large: e(413, 'Request body is larger than the limit', 'the body is larger than `SVC_BODY_LIMIT_BYTES` (1 MiB)'),
+  unsupported_media_type: e(415, 'Content-Type must be application/json', 'the body is not `application/json`'),
+  invalid_request: e(400, 'Request body does not match the schema', 'the body does not have the route\'s shape (e.g. a JSON array instead of an object), the URL is malformed, or the HTTP request itself is malformed (bad header characters, conflicting `Content-Length`/`Transfer-Encoding`, no `Host`)'),
+  email_required: e(400, 'email is required', '`email` missing, empty or only whitespace'),
+  invalid_email_type: e(400, 'email must be a string', '`email` (or an item of `emails`) is not a string'),
+  emails_required: e(400, 'emails array with at least one email is required', 'bulk: `emails` missing or empty'),
+  too_many_emails: e(400, 'maximum 100 emails per request; split into batches of 100', 'bulk: more than 100 emails; split into batches of 100'),
+  route_not_found: e(404, 'Route not found', 'no such route (or method)'),
+  // idempotency
+  invalid_idempotency_key: e(400, 'Idempotency-Key must be 1-255 printable ASCII characters', '`Idempotency-Key` is empty, longer than 255 or not printable ASCII'),
+  idempotency_key_conflict: e(409, 'Idempotency-Key was already used with a different request body', 'the key was used before with a different body or route'),
+  idempotency_request_in_progress: e(409, 'A request with this Idempotency-Key is still being processed', 'the first request with this key is still running', true),
+  // jobs (reserved for the job routes; codes named by spec core 7)
+  job_not_found: e(404, 'Job not found', 'reserved for the job routes: no such job for this account'),
+  invalid_job_state: e(409, 'The job is not in a state that allows this operation', "reserved for the job routes: the job's state forbids the operation"),
+  // server side
+  validation_upstream_failed: e(503, 'A dependency failed during validation; retry later', 'the database could not be reached (connection refused or lost, timeout, server shutting down) while credits were held, taken or settled; nothing was charged for the failed request', true),
+  control_plane_route_misconfigured: e(500, 'Route is misconfigured; operator repair needed', 'a route is misconfigured; an operator must repair it'),
+  service_unavailable: e(503, 'Service is shutting down or not ready; retry later', 'the service is draining (SIGTERM) and takes no new requests', true),
+  internal_error: e(500, 'Unexpected error', 'an unexpected error, including a broken invariant in the store (a bug: it is logged with the request id)', true),
+  not_ready: e(503, 'Service is not ready', '`/ready`: a readiness check failed; the body is the readiness body (`status` `not_ready`, `checks`, `errors`)', true),
+} as const satisfies Record<string, ErrorSpec>;
+
+export type ErrorCode = keyof typeof ERRORS;
+export const ERROR_CODES = Object.keys(ERRORS) as ErrorCode[];
+
+export const isErrorCode = (s: string): s is ErrorCode => Object.hasOwn(ERRORS, s);
+
+/**
+ * An expected, coded rejection, thrown by use cases (billing, jobs) and HTTP gates alike and
+ * rendered by the front's one error handler. Inside one process only: across threads and
+ * processes, send `{ ok: false, code, message }` (STYLE 6).
+ */
+export class ServiceError extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    message?: string,
+    readonly extra: Record<string, unknown> = {},
+    readonly headers: Record<string, string | number> = {},
+    /** The underlying error, for the log (never sent to the client). */
+    override readonly cause?: unknown,
+  ) {
+    super(message ?? ERRORS[code].message);
+  }
+
+  get status(): number {
+    return ERRORS[this.code].status;
+  }
+
+  /** The error body of spec core 7. */
+  body(): ErrorBody {
+    return { error: ERRORS[this.code].error, message: this.message, code: this.code, ...this.extra };
+  }
+}
+
+/** The error body of spec core 7. */
+export interface ErrorBody {
+  error: string;
+  message: string;
+  code: ErrorCode;
+  retry_after?: number;
+  required_scope?: string;
+  required?: number;
+  available?: number;
+  [extra: string]: unknown;
+}

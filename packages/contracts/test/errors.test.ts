@@ -1,0 +1,108 @@
+// The shared vocabulary is a contract (spec core 7, 9; STYLE 5):
+// - every error code has a status, a retry class and a line in docs/errors.md that agrees with it;
+// - codes are append-only: the pinned list below may only grow, at its end;
+// - every reason code and charge reason is explained in docs/decisions.md.
+
+import { readFileSync } from 'node:fs';
+import t from 'tap';
+import { CHARGE_REASONS, ERRORS, ERROR_CODES, REASON_CODES, isErrorCode, ServiceError } from '../src/index.ts';
+
+const doc = readFileSync(new URL('../../../docs/errors.md', import.meta.url), 'utf8');
+const decisions = readFileSync(new URL('../../../docs/decisions.md', import.meta.url), 'utf8');
+const rows = new Map<string, { status: number; retry: boolean; doc: string }>();
+for (const m of doc.matchAll(/^\| `([a-z_]+)` \| (\d{3}) \| (yes|no) \| (.*) \|$/gm)) rows.set(m[1]!, { status: Number(m[2]), retry: m[3] === 'yes', doc: m[4]! });
+
+/**
+ * Every code ever published, in the order it was added. A code is never renamed or removed: add
+ * new ones at the end (and to the catalogue, docs/errors.md and the count below).
+ */
+const PUBLISHED: Array<[code: string, status: number]> = [
+  ['api_key_required', 401],
+  ['invalid_api_key', 401],
+  ['api_key_revoked', 401],
+  ['api_key_inactive', 401],
+  ['api_key_expired', 401],
+  ['insufficient_scope', 403],
+  ['subscription_inactive', 402],
+  ['insufficient_credits', 402],
+  ['rate_limited', 429],
+  ['invalid_json', 400],
+  ['payload_too_large', 413],
+  ['unsupported_media_type', 415],
+  ['invalid_request', 400],
+  ['email_required', 400],
+  ['invalid_email_type', 400],
+  ['emails_required', 400],
+  ['too_many_emails', 400],
+  ['route_not_found', 404],
+  ['invalid_idempotency_key', 400],
+  ['idempotency_key_conflict', 409],
+  ['idempotency_request_in_progress', 409],
+  ['job_not_found', 404],
+  ['invalid_job_state', 409],
+  ['validation_upstream_failed', 503],
+  ['control_plane_route_misconfigured', 500],
+  ['service_unavailable', 503],
+  ['internal_error', 500],
+  ['not_ready', 503],
+];
+
+t.test('the catalogue keeps every published code with its status (append-only), and no more than the pin', async (t) => {
+  for (const [code, status] of PUBLISHED) {
+    t.ok(isErrorCode(code), `${code} still exists`);
+    t.equal(ERRORS[code as keyof typeof ERRORS]?.status, status, `${code} keeps its status`);
+  }
+  t.equal(ERROR_CODES.length, 28, 'the number of codes (a new code updates this pin and the list above)');
+  t.strictSame(ERROR_CODES, PUBLISHED.map(([c]) => c), 'new codes are added at the end, in the published order');
+});
+
+t.test('every code is documented with the same status, retry class and text', async (t) => {
+  for (const [code, spec] of Object.entries(ERRORS)) {
+    const row = rows.get(code);
+    t.ok(row, `${code} has a line in docs/errors.md`);
+    if (row) t.strictSame(row, { status: spec.status, retry: spec.retry, doc: spec.doc }, code);
+  }
+});
+
+t.test('the document lists no code the service lacks', async (t) => {
+  for (const code of rows.keys()) t.ok(code in ERRORS, code);
+  t.equal(rows.size, Object.keys(ERRORS).length);
+});
+
+t.test('codes named by spec core 7 exist with their statuses', async (t) => {
+  const named: Record<string, number> = {
+    insufficient_credits: 402,
+    validation_upstream_failed: 503,
+    idempotency_key_conflict: 409,
+    idempotency_request_in_progress: 409,
+    control_plane_route_misconfigured: 500,
+    job_not_found: 404,
+    invalid_job_state: 409,
+    api_key_expired: 401,
+    api_key_inactive: 401,
+    api_key_revoked: 401,
+    invalid_json: 400,
+    payload_too_large: 413,
+  };
+  for (const [code, status] of Object.entries(named)) t.equal(ERRORS[code as keyof typeof ERRORS]?.status, status, code);
+});
+
+t.test('retry classes follow spec core 7', async (t) => {
+  for (const [code, spec] of Object.entries(ERRORS)) {
+    const shouldRetry = spec.status === 429 || spec.status >= 500 ? code !== 'control_plane_route_misconfigured' && spec.status !== 505 : code === 'idempotency_request_in_progress';
+    t.equal(spec.retry, shouldRetry, code);
+  }
+});
+
+t.test('a ServiceError renders the catalogue body', async (t) => {
+  const e = new ServiceError('insufficient_credits', 'This request needs up to 3 credits; 1 available', { required: 3, available: 1 });
+  t.equal(e.status, 402);
+  t.strictSame(e.body(), { error: 'Payment Required', message: 'This request needs up to 3 credits; 1 available', code: 'insufficient_credits', required: 3, available: 1 });
+  t.strictSame(new ServiceError('rate_limited').body(), { error: 'Too Many Requests', message: 'You have exceeded the rate limit', code: 'rate_limited' });
+});
+
+t.test('docs/decisions.md explains every reason code and charge reason', async (t) => {
+  const quoted = new Set([...decisions.matchAll(/`([a-z0-9_]+)`/g)].map((m) => m[1]!));
+  for (const code of REASON_CODES) t.ok(quoted.has(code), `reason_code ${code} is in docs/decisions.md`);
+  for (const reason of CHARGE_REASONS) t.ok(quoted.has(reason), `charge_reason ${reason} is in docs/decisions.md`);
+});

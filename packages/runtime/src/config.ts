@@ -1,0 +1,261 @@
+// Configuration: one table (environment name, type, default, range, description) from which the
+// `Config` type, the start-up validation and the README's configuration table all come (DESIGN 7;
+// STYLE 8). Only entry points read `process.env`; they call loadConfig() once and inject the
+// result. The environment names are a contract: tests outside the repo use them.
+
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { verifierConfig } from '@svc/verifier';
+
+type Env = Record<string, string | undefined>;
+
+/** A bad value: the message names the variable and says what is wrong, on one line. */
+export class ConfigError extends Error {
+  constructor(
+    readonly variable: string,
+    problem: string,
+  ) {
+    super(`${variable} ${problem}`);
+  }
+}
+
+/** The configuration parsed so far (a field's default may depend on an earlier one). */
+type SoFar = Readonly<Record<string, unknown>>;
+
+interface Field<T> {
+  /** The environment variable. */
+  env: string;
+  /** For people: the type, the default and the allowed range, as the README shows them. */
+  type: string;
+  default: string;
+  range?: string;
+  doc: string;
+  /** raw: the trimmed value, undefined when unset or empty. `soFar`: the fields parsed before this one. */
+  parse(raw: string | undefined, soFar: SoFar): T;
+}
+
+const shown = (raw: string): string => JSON.stringify(raw.length > 80 ? `${raw.slice(0, 80)}…` : raw);
+
+function int(env: string, dflt: number, min: number, max: number, doc: string, unit = ''): Field<number> {
+  return {
+    env,
+    type: 'integer',
+    default: dflt.toLocaleString('en-US').replace(/,/g, ''),
+    range: `${min}-${max}${unit}`,
+    doc,
+    parse(raw) {
+      if (raw === undefined) return dflt;
+      if (!/^\d+$/.test(raw)) throw new ConfigError(env, `must be an integer, got ${shown(raw)}`);
+      const n = Number(raw);
+      if (n < min || n > max) throw new ConfigError(env, `must be between ${min} and ${max}, got ${raw}`);
+      return n;
+    },
+  };
+}
+
+function bool(env: string, dflt: boolean, doc: string): Field<boolean> {
+  return {
+    env,
+    type: 'boolean',
+    default: String(dflt),
+    range: '`true`/`false` (or `1`/`0`)',
+    doc,
+    parse(raw) {
+      if (raw === undefined) return dflt;
+      const v = raw.toLowerCase();
+      if (v === 'true' || v === '1') return true;
+      if (v === 'false' || v === '0') return false;
+      throw new ConfigError(env, `must be true or false, got ${shown(raw)}`);
+    },
+  };
+}
+
+function oneOf<const T extends string>(env: string, values: readonly T[], dflt: T, doc: string): Field<T> {
+  return {
+    env,
+    type: 'enum',
+    default: dflt,
+    range: values.map((v) => `\`${v}\``).join(', '),
+    doc,
+    parse(raw) {
+      if (raw === undefined) return dflt;
+      if (!(values as readonly string[]).includes(raw)) throw new ConfigError(env, `must be one of ${values.join(', ')}, got ${shown(raw)}`);
+      return raw as T;
+    },
+  };
+}
+
+/** An absolute URL with one of the given schemes; optional unless a default is given. */
+function url(env: string, schemes: string[], doc: string): Field<string | undefined> {
+  return {
+    env,
+    type: 'URL',
+    default: '—',
+    range: schemes.map((s) => `\`${s}://\``).join(', '),
+    doc,
+    parse(raw) {
+      if (raw === undefined) return undefined;
+      let u: URL;
+      try {
+        u = new URL(raw);
+      } catch {
+        throw new ConfigError(env, `must be a URL (${schemes.map((s) => `${s}://…`).join(' or ')}), got ${redactUrl(raw)}`);
+      }
+      if (!schemes.includes(u.protocol.replace(/:$/, ''))) throw new ConfigError(env, `must start with ${schemes.map((s) => `${s}://`).join(' or ')}, got ${redactUrl(raw)}`);
+      if (!u.hostname) throw new ConfigError(env, `has no host: ${redactUrl(raw)}`);
+      return raw;
+    },
+  };
+}
+
+/** A URL with its password hidden (a configuration error may be printed to a shared terminal). */
+function redactUrl(raw: string): string {
+  return shown(raw.replace(/\/\/([^:/@]*):[^@/]*@/, '//$1:***@'));
+}
+
+const HOST_NAME = /^(?=.{1,253}$)([A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9])?)*\.?$/;
+
+function port(p: string | undefined): boolean {
+  return p === undefined || (/^\d{1,5}$/.test(p) && Number(p) >= 1 && Number(p) <= 65535);
+}
+
+/** `ip`, `ip:port`, `[v6]:port` or a bare IPv6 address: what Node's resolver accepts (no names). */
+function dnsServer(s: string): boolean {
+  if (net.isIP(s)) return true;
+  const v6 = /^\[([0-9a-fA-F:.]+)\](?::(\d+))?$/.exec(s);
+  if (v6) return net.isIPv6(v6[1]!) && port(v6[2]);
+  const v4 = /^([0-9.]+):(\d+)$/.exec(s);
+  return !!v4 && net.isIPv4(v4[1]!) && port(v4[2]);
+}
+
+/** `host:port` (Kafka brokers). */
+function hostPort(s: string): boolean {
+  const m = /^(\[[0-9a-fA-F:.]+\]|[^:\s[\]]+):(\d+)$/.exec(s);
+  return !!m && (HOST_NAME.test(m[1]!) || net.isIP(m[1]!.replace(/^\[|\]$/g, '')) !== 0) && port(m[2]);
+}
+
+function list(env: string, item: (s: string) => boolean, want: string, doc: string, dflt: string): Field<string[]> {
+  return {
+    env,
+    type: 'list',
+    default: dflt,
+    range: `comma-separated ${want}`,
+    doc,
+    parse(raw) {
+      if (raw === undefined) return [];
+      const items = raw.split(',').map((s) => s.trim());
+      const bad = items.find((s) => !item(s));
+      if (bad !== undefined) throw new ConfigError(env, `must be a comma-separated list of ${want}, got ${shown(bad)} in ${shown(raw)}`);
+      return items;
+    },
+  };
+}
+
+function text<T extends string | undefined>(env: string, dflt: (c: SoFar) => T, shownDefault: string, doc: string, check?: (v: string) => string | undefined, range?: string): Field<string | T> {
+  return {
+    env,
+    type: 'string',
+    default: shownDefault,
+    ...(range ? { range } : {}),
+    doc,
+    parse(raw, soFar) {
+      if (raw === undefined) return dflt(soFar);
+      const problem = check?.(raw);
+      if (problem) throw new ConfigError(env, problem);
+      return raw;
+    },
+  };
+}
+
+/** The verifier's own defaults are the defaults of its variables. */
+const V = verifierConfig({ smtpPort: 25, heloName: '', mailFrom: '' });
+
+const defaultHelo = (): string => {
+  const h = os.hostname();
+  return HOST_NAME.test(h) ? h : 'localhost';
+};
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+/** Every variable the service reads, in the order the README lists them. */
+export const CONFIG_TABLE = {
+  port: int('PORT', 8080, 0, 65535, 'port the API listens on (0: any free port)'),
+  host: text('HOST', () => '0.0.0.0', '0.0.0.0', 'address the API listens on', (v) => (net.isIP(v) || HOST_NAME.test(v) ? undefined : `must be an IP address or a host name, got ${shown(v)}`), 'IP address or host name'),
+  publicUrl: {
+    ...url('SVC_PUBLIC_URL', ['http', 'https'], 'base of signed URLs (jobs) and the OpenAPI server'),
+    default: '`http://localhost:$PORT`',
+    parse(raw: string | undefined, soFar: SoFar): string {
+      const u = url('SVC_PUBLIC_URL', ['http', 'https'], '').parse(raw, soFar) ?? `http://localhost:${soFar.port}`;
+      return u.replace(/\/$/, '');
+    },
+  } satisfies Field<string>,
+  dataDir: text('SVC_DATA_DIR', () => './data', '`./data`', 'PGlite data directory (embedded profile); created mode 0700', undefined, 'path'),
+  databaseUrl: url('DATABASE_URL', ['postgres', 'postgresql'], 'use PostgreSQL instead of PGlite (same SQL)'),
+  redisUrl: url('REDIS_URL', ['redis', 'rediss'], 'verdict/MX/catch-all cache and rate-limit counters in Redis instead of in-process'),
+  kafkaBrokers: list('KAFKA_BROKERS', hostPort, 'host:port', 'job transport (cluster profile): read, not used yet (a warning says so)', '—'),
+  clickhouseUrl: url('CLICKHOUSE_URL', ['http', 'https'], 'analytics (cluster profile): read, not used yet (a warning says so)'),
+  dnsServers: list('SVC_DNS_SERVERS', dnsServer, 'ip[:port] (IPv6 as [addr]:port)', 'DNS resolvers to ask', 'system resolvers'),
+  dnsTimeoutMs: int('SVC_DNS_TIMEOUT_MS', 5000, 50, 60_000, 'DNS query timeout', ' ms'),
+  smtpPort: int('SVC_SMTP_PORT', 25, 1, 65535, 'port of every MX'),
+  heloName: text('SVC_HELO_NAME', defaultHelo, 'host name', 'name sent in EHLO/HELO', (v) => (HOST_NAME.test(v) ? undefined : `must be a host name, got ${shown(v)}`), 'host name'),
+  mailFrom: text(
+    'SVC_MAIL_FROM',
+    (c) => {
+      const helo = String(c.heloName);
+      return `verify@${helo.includes('.') ? helo : `${helo}.localdomain`}`;
+    },
+    '`verify@<helo name>`',
+    'envelope sender of the probes (`MAIL FROM`)',
+    (v) => (/^[^\s<>@"]+@[A-Za-z0-9.-]+$/.test(v) ? undefined : `must be a plain address like verify@example.com, got ${shown(v)}`),
+    'address',
+  ),
+  smtpTimeoutMs: int('SVC_SMTP_TIMEOUT_MS', V.smtpTimeoutMs, 50, 300_000, 'timeout of each SMTP phase', ' ms'),
+  smtpRetries: int('SVC_SMTP_RETRIES', V.smtpRetries, 0, 5, 'retries of a 4xx (greylisting) in a synchronous request'),
+  smtpRetryDelayMs: int('SVC_SMTP_RETRY_DELAY_MS', V.smtpRetryDelayMs, 0, 600_000, 'wait before such a retry', ' ms'),
+  maxConnectionsPerMx: int('SVC_SMTP_MAX_CONNECTIONS_PER_MX', V.maxConnectionsPerMx, 1, 100, 'concurrent SMTP sessions per MX host'),
+  readyDomain: text('SVC_READY_DOMAIN', () => 'gmail.com', 'gmail.com', 'domain whose MX `/ready` resolves and connects to', (v) => (HOST_NAME.test(v) && v.includes('.') ? undefined : `must be a domain name, got ${shown(v)}`), 'domain'),
+  bootstrapApiKey: text(
+    'SVC_BOOTSTRAP_API_KEY',
+    () => undefined,
+    '—',
+    'first start only: an unrestricted key for a new account (ignored once an account exists)',
+    (v) => (/^svc_(test|live)_[A-Za-z0-9]{16,128}$/.test(v) ? undefined : 'must be svc_test_ or svc_live_ followed by 16-128 letters and digits'),
+    '`svc_test_…` or `svc_live_…`',
+  ),
+  bootstrapCredits: int('SVC_BOOTSTRAP_CREDITS', 100, 0, 1_000_000_000, 'credits of that first account'),
+  secret: text('SVC_SECRET', () => undefined, '—', 'HMAC secret for signed URLs and webhooks (jobs)', (v) => (v.length >= 16 ? undefined : 'must be at least 16 characters')),
+  rateLimitPerKey: int('SVC_RATE_LIMIT_PER_KEY', 10_000, 1, 10_000_000, 'requests per minute per API key'),
+  rateLimitPerIp: int('SVC_RATE_LIMIT_PER_IP', 1_000, 1, 10_000_000, 'requests per minute per client IP'),
+  bodyLimitBytes: int('SVC_BODY_LIMIT_BYTES', 1_048_576, 1024, 100 * 1_048_576, 'request body limit', ' bytes'),
+  resultCacheTtlMs: int('SVC_RESULT_CACHE_TTL_MS', V.resultCacheTtlMs, 0, 30 * 86_400_000, 'how long a definite verdict is reused (unknown never)', ' ms'),
+  // Capped well below the 10-minute stale-reservation sweep and idempotency takeover.
+  validationTimeoutMs: int('SVC_VALIDATION_TIMEOUT_MS', V.deadlineMs ?? 30_000, 100, 120_000, 'the most one address may take end to end (then `unknown`)', ' ms'),
+  logLevel: oneOf('SVC_LOG_LEVEL', LOG_LEVELS, 'info', 'log level (JSON lines on stdout)'),
+  trustProxy: bool('SVC_TRUST_PROXY', false, 'take the client IP from `X-Forwarded-For` (behind a proxy)'),
+} as const;
+
+type Table = typeof CONFIG_TABLE;
+
+/** The validated configuration: one property per variable of CONFIG_TABLE. */
+export type Config = { -readonly [K in keyof Table]: ReturnType<Table[K]['parse']> };
+
+/** Reads and validates every variable; the first bad one throws a ConfigError naming it. */
+export function loadConfig(env: Env): Config {
+  const out: Record<string, unknown> = {};
+  for (const [key, field] of Object.entries(CONFIG_TABLE) as Array<[keyof Config, Field<unknown>]>) {
+    const raw = env[field.env]?.trim();
+    out[key] = field.parse(raw === '' ? undefined : raw, out);
+  }
+  const cfg = out as unknown as Config;
+  cfg.dataDir = path.resolve(cfg.dataDir);
+  return cfg;
+}
+
+/** The README's configuration table, rendered from CONFIG_TABLE (a test keeps them equal). */
+export function configTableMarkdown(): string {
+  const rows = Object.values(CONFIG_TABLE as Record<string, Field<unknown>>).map(
+    (f) => `| \`${f.env}\` | ${f.type} | ${f.default.startsWith('`') || f.default === '—' ? f.default : `\`${f.default}\``} | ${f.range ?? ''} | ${f.doc} |`,
+  );
+  return ['| Variable | Type | Default | Range | Meaning |', '|---|---|---|---|---|', ...rows].join('\n');
+}

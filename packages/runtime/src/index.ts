@@ -1,0 +1,7 @@
+// @svc/runtime: the configuration table and the composition root. Imported only by entry points
+// (cluster/*.ts, tests, benchmarks).
+export { CONFIG_TABLE, ConfigError, configTableMarkdown, loadConfig, type Config } from './config.ts';
+export { createServices, type Services } from './services.ts';
+export { Readiness, type ReadinessDeps } from './readiness.ts';
+export { bootstrap, startService, type BootstrapOutcome, type RunningService } from './server.ts';
+export { adminSocketPath, callAdminSocket, runAdmin, serveAdminSocket, type AdminResult } from './admin.ts';

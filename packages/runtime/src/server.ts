@@ -1,0 +1,81 @@
+// Starting and stopping the whole service in one process (the embedded profile, or a front on the
+// cluster adapters that are configured). Used by the entry points and by the tests.
+
+import type { Server } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '@svc/api';
+import { keyKindOf, hashKey, type Store } from '@svc/store';
+import { adminSocketPath, serveAdminSocket } from './admin.ts';
+import type { Config } from './config.ts';
+import { createServices, type Services } from './services.ts';
+
+export interface RunningService {
+  app: FastifyInstance;
+  services: Services;
+  url: string;
+  /** The key generated at first start when no bootstrap key was configured (printed once). */
+  generatedKey?: string;
+  close(): Promise<void>;
+}
+
+export type BootstrapOutcome =
+  | { kind: 'created'; accountId: string; generatedKey?: string }
+  | { kind: 'exists' }
+  /** SVC_BOOTSTRAP_API_KEY is set but the store already has accounts: it is a first-start setting. */
+  | { kind: 'ignored' };
+
+/**
+ * First start (no account yet): SVC_BOOTSTRAP_API_KEY becomes an unrestricted key of a new
+ * account holding SVC_BOOTSTRAP_CREDITS; without it a key is generated and returned to be printed
+ * once. Once any account exists, nothing is created.
+ */
+export async function bootstrap(store: Store, config: Pick<Config, 'bootstrapApiKey' | 'bootstrapCredits'>): Promise<BootstrapOutcome> {
+  const given = config.bootstrapApiKey;
+  if (given && (await store.keys.findByHash(hashKey(given)))) return { kind: 'exists' };
+  if ((await store.accounts.count()) > 0) return given ? { kind: 'ignored' } : { kind: 'exists' };
+  const accountId = await store.accounts.create({ name: 'bootstrap', credits: config.bootstrapCredits });
+  if (given) {
+    await store.keys.create({ accountId, kind: keyKindOf(given)!, scopes: null, name: 'bootstrap', key: given });
+    return { kind: 'created', accountId };
+  }
+  const { key } = await store.keys.create({ accountId, kind: 'live', scopes: null, name: 'generated at first start' });
+  return { kind: 'created', accountId, generatedKey: key };
+}
+
+export async function startService(config: Config, opts: { store?: Store } = {}): Promise<RunningService> {
+  const services = await createServices(config, opts);
+  const { store, verifier, readiness } = services;
+  // Sync validations never outlive their process: any still open were cut off by a crash.
+  await store.ledger.releaseStale('sync', config.databaseUrl ? 10 * 60_000 : 0);
+  const boot = await bootstrap(store, config);
+  const app = await buildApp(services, config);
+  if (boot.kind === 'ignored') app.log.warn('SVC_BOOTSTRAP_API_KEY is ignored: it applies on first start only and this store already has accounts (use the admin CLI to add keys)');
+  let admin: Server | undefined;
+  if (!config.databaseUrl && !opts.store) admin = serveAdminSocket(store, adminSocketPath(config.dataDir), () => app.clearKeyCache());
+  await app.listen({ port: config.port, host: config.host });
+  void readiness.start();
+  // A reservation left open by a failed settle or a dead process is released after 10 minutes.
+  const sweep = setInterval(() => void store.ledger.releaseStale('sync', 10 * 60_000).catch((err: unknown) => app.log.error({ err }, 'stale reservation sweep failed')), 60_000);
+  sweep.unref();
+  const addr = app.server.address();
+  const port = typeof addr === 'object' && addr ? addr.port : config.port;
+  const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
+  let closing: Promise<void> | undefined;
+  const service: RunningService = {
+    app,
+    services,
+    url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    close: () =>
+      (closing ??= (async () => {
+        readiness.stop();
+        clearInterval(sweep);
+        admin?.close();
+        await app.close(); // stops accepting, waits for in-flight requests
+        await verifier.close(); // every domain actor finishes and QUITs its SMTP session
+        await services.closeCache();
+        if (!opts.store) await store.close();
+      })()),
+  };
+  if (boot.kind === 'created' && boot.generatedKey) service.generatedKey = boot.generatedKey;
+  return service;
+}

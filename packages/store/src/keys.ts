@@ -1,0 +1,103 @@
+// API keys (spec core 5): stored as SHA-256 hashes only, with a kind, scopes, a state and an
+// optional expiry. The plain key exists once, in the return value of create().
+
+import { createHash, randomBytes } from 'node:crypto';
+import type { Db } from './db.ts';
+import { newId } from './ids.ts';
+
+export type KeyKind = 'test' | 'live';
+export type KeyState = 'active' | 'inactive' | 'revoked';
+
+export interface KeyRecord {
+  id: string;
+  account_id: string;
+  display_prefix: string;
+  kind: KeyKind;
+  /** null: an unrestricted key. */
+  scopes: string[] | null;
+  state: KeyState;
+  expires_at: Date | null;
+  subscription_status: string;
+}
+
+export const KEY_PREFIX: Record<KeyKind, string> = { test: 'svc_test_', live: 'svc_live_' };
+const KEY_FORMAT = /^svc_(test|live)_[A-Za-z0-9]{16,128}$/;
+
+export const hashKey = (key: string): string => createHash('sha256').update(key).digest('hex');
+
+/** A new key: prefix plus 40 base62 characters (about 238 bits). */
+export function generateKey(kind: KeyKind): string {
+  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+  const bytes = randomBytes(64);
+  let s = '';
+  for (const b of bytes) {
+    if (b < 248) s += alphabet[b % 62]; // 248 = 4 * 62: no modulo bias
+    if (s.length === 40) break;
+  }
+  return KEY_PREFIX[kind] + s;
+}
+
+/**
+ * What logs and lists show of a key: `svc_live_` plus 4 characters, or the first 4 characters of
+ * an operator-chosen bootstrap key (a short key must not end up whole in a log line).
+ */
+export function displayPrefix(key: string): string {
+  const kind = keyKindOf(key);
+  return kind ? key.slice(0, KEY_PREFIX[kind].length + 4) : `${key.slice(0, Math.min(4, Math.floor(key.length / 3)))}…`;
+}
+
+export function keyKindOf(key: string): KeyKind | undefined {
+  const m = KEY_FORMAT.exec(key);
+  return m ? (m[1] as KeyKind) : undefined;
+}
+
+export class KeysRepo {
+  constructor(private readonly db: Db) {}
+
+  /** Stores a key (generated unless given) and returns it: the only time the plain key exists. */
+  async create(opts: { accountId: string; kind: KeyKind; scopes: string[] | null; name?: string; key?: string; expiresAt?: Date | null }): Promise<{ id: string; key: string }> {
+    const key = opts.key ?? generateKey(opts.kind);
+    if (keyKindOf(key) !== opts.kind) throw new Error(`key must match ${KEY_PREFIX[opts.kind]}[A-Za-z0-9]{16,128}`);
+    const id = newId('key');
+    await this.db.query(
+      'INSERT INTO api_keys (id, account_id, key_hash, display_prefix, kind, scopes, name, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)',
+      [id, opts.accountId, hashKey(key), displayPrefix(key), opts.kind, opts.scopes ? opts.scopes.join(',') : null, opts.name ?? '', opts.expiresAt ?? null],
+    );
+    return { id, key };
+  }
+
+  async findByHash(hash: string): Promise<KeyRecord | undefined> {
+    const rows = await this.db.query<Omit<KeyRecord, 'scopes'> & { scopes: string | null }>(
+      `SELECT k.id, k.account_id, k.display_prefix, k.kind, k.scopes, k.state, k.expires_at, a.subscription_status
+         FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.key_hash = $1`,
+      [hash],
+    );
+    const r = rows[0];
+    if (!r) return undefined;
+    return { ...r, scopes: r.scopes === null ? null : r.scopes.split(',').filter(Boolean), expires_at: r.expires_at ? new Date(r.expires_at) : null };
+  }
+
+  /** Finds a key id from an id or a full key. */
+  async resolveId(idOrKey: string): Promise<string | undefined> {
+    const rows = await this.db.query<{ id: string }>('SELECT id FROM api_keys WHERE id = $1 OR key_hash = $2', [idOrKey, hashKey(idOrKey)]);
+    return rows[0]?.id;
+  }
+
+  /** Changes a key's state. Revocation is final: a revoked key never comes back. */
+  async setState(id: string, state: KeyState): Promise<boolean> {
+    const rows = await this.db.query(
+      `UPDATE api_keys SET state = $2, revoked_at = CASE WHEN $2 = 'revoked' THEN now() ELSE revoked_at END
+        WHERE id = $1 AND state <> 'revoked' RETURNING id`,
+      [id, state],
+    );
+    return rows.length > 0;
+  }
+
+  async expire(id: string, at: Date = new Date()): Promise<boolean> {
+    return (await this.db.query('UPDATE api_keys SET expires_at = $2 WHERE id = $1 RETURNING id', [id, at])).length > 0;
+  }
+
+  async count(): Promise<number> {
+    return (await this.db.query<{ n: number }>('SELECT count(*)::int AS n FROM api_keys'))[0]!.n;
+  }
+}

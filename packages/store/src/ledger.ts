@@ -1,0 +1,214 @@
+// Credits over the relational port. One code path for money: reserve() what the work could cost,
+// settle() with what it did cost (the rest released), or debit() an exact cost known up front.
+// `accounts.balance/reserved` are the running totals of the append-only `credit_ledger`.
+
+import type { CreditBalance } from '@svc/contracts';
+import type { Db, Queryable } from './db.ts';
+import { completeIn, type IdempotentCompletion } from './idempotency.ts';
+import { newId } from './ids.ts';
+
+/** The credit balance of an account (the wire shape of GET /v1/credits). */
+export type Balance = CreditBalance;
+
+export type DebitResult = { ok: true } | { ok: false; available: number };
+
+interface PendingDebit {
+  amount: number;
+  note: string;
+  resolve: (r: DebitResult) => void;
+  reject: (err: unknown) => void;
+}
+
+export type ReserveResult = { ok: true; reservationId: string } | { ok: false; available: number };
+
+export class LedgerRepo {
+  constructor(private readonly db: Db) {}
+
+  async grant(accountId: string, amount: number, note = 'grant'): Promise<void> {
+    if (!Number.isSafeInteger(amount) || amount <= 0) throw new RangeError('amount must be a positive integer');
+    await this.db.transaction((tx) => grantIn(tx, accountId, amount, note));
+  }
+
+  async balance(accountId: string): Promise<Balance | undefined> {
+    const r = (
+      await this.db.query<{ balance: number; reserved: number; subscription_status: string; current_period_end: Date | null; cancel_at_period_end: boolean }>(
+        'SELECT balance, reserved, subscription_status, current_period_end, cancel_at_period_end FROM accounts WHERE id = $1',
+        [accountId],
+      )
+    )[0];
+    if (!r) return undefined;
+    return {
+      account_id: accountId,
+      balance: r.balance,
+      reserved: r.reserved,
+      available: r.balance - r.reserved,
+      subscription_status: r.subscription_status,
+      current_period_end: r.current_period_end ? new Date(r.current_period_end).toISOString() : null,
+      cancel_at_period_end: r.cancel_at_period_end,
+    };
+  }
+
+  /**
+   * Holds `amount` credits if that many are available. One conditional UPDATE does the check and
+   * the hold, so concurrent callers can never take more than the balance (READ COMMITTED
+   * re-checks the WHERE after waiting for the row lock; PGlite runs one transaction at a time).
+   */
+  async reserve(accountId: string, amount: number, purpose: string): Promise<ReserveResult> {
+    if (!Number.isSafeInteger(amount) || amount <= 0) throw new RangeError('amount must be a positive integer');
+    return this.db.transaction(async (tx) => {
+      const hold = 'UPDATE accounts SET reserved = reserved + $2 WHERE id = $1 AND balance - reserved >= $2 RETURNING id';
+      if ((await tx.query(hold, [accountId, amount])).length === 0) {
+        // Refused: lock the row and look again. A settle may have released credits between the
+        // two statements; a refusal must never report `available >= amount`, so hold them then.
+        const available = await availableIn(tx, accountId, true);
+        if (available < amount) return { ok: false as const, available };
+        if ((await tx.query(hold, [accountId, amount])).length === 0) throw new Error('reserve: row changed under its lock');
+      }
+      const id = newId('res');
+      await tx.query('INSERT INTO credit_reservations (id, account_id, amount, purpose) VALUES ($1, $2, $3, $4)', [id, accountId, amount, purpose]);
+      await tx.query("INSERT INTO credit_ledger (account_id, kind, amount, reservation_id) VALUES ($1, 'reserve', $2, $3)", [accountId, amount, id]);
+      return { ok: true as const, reservationId: id };
+    });
+  }
+
+  /**
+   * Charges `charged` of a reservation and releases the rest, exactly once: a second settle of
+   * the same reservation changes nothing and returns false.
+   */
+  async settle(reservationId: string, charged: number, completes?: IdempotentCompletion): Promise<boolean> {
+    if (!Number.isSafeInteger(charged) || charged < 0) throw new RangeError('charged must be a non-negative integer');
+    return this.db.transaction(async (tx) => {
+      const rows = await tx.query<{ account_id: string; amount: number }>(
+        "UPDATE credit_reservations SET status = 'settled', charged = $2, settled_at = now() WHERE id = $1 AND status = 'open' AND amount >= $2 RETURNING account_id, amount",
+        [reservationId, charged],
+      );
+      const r = rows[0];
+      if (!r) {
+        const exists = await tx.query<{ amount: number; status: string }>('SELECT amount, status FROM credit_reservations WHERE id = $1', [reservationId]);
+        if (exists[0]?.status === 'open') throw new RangeError(`cannot charge ${charged} of a reservation of ${exists[0].amount}`);
+        return false;
+      }
+      await tx.query('UPDATE accounts SET reserved = reserved - $2, balance = balance - $3 WHERE id = $1', [r.account_id, r.amount, charged]);
+      if (charged > 0) await tx.query("INSERT INTO credit_ledger (account_id, kind, amount, reservation_id) VALUES ($1, 'charge', $2, $3)", [r.account_id, charged, reservationId]);
+      if (r.amount > charged) await tx.query("INSERT INTO credit_ledger (account_id, kind, amount, reservation_id) VALUES ($1, 'release', $2, $3)", [r.account_id, r.amount - charged, reservationId]);
+      if (completes) await completeIn(tx, completes);
+      return true;
+    });
+  }
+
+  /**
+   * Takes `amount` credits at once, without a reservation, if that many are available: for work
+   * whose cost is known before it starts. Debits of one account that arrive while an earlier
+   * batch is being written are written together (group commit): one statement takes their sum
+   * and writes one ledger row each, or, when the sum is not available, each is tried alone in
+   * arrival order. Either way every debit is all-or-nothing and the balance never goes negative.
+   */
+  debit(accountId: string, amount: number, note: string, completes?: IdempotentCompletion): Promise<DebitResult> {
+    if (!Number.isSafeInteger(amount) || amount <= 0) throw new RangeError('amount must be a positive integer');
+    if (completes) {
+      // With an idempotency record to complete, the debit and the record commit together (no
+      // group commit): a crash can never leave a charge whose response was not recorded.
+      return this.db.transaction(async (tx) => {
+        const r = await debitOne(tx, accountId, amount, note);
+        if (r.ok) await completeIn(tx, completes);
+        return r;
+      });
+    }
+    return new Promise((resolve, reject) => {
+      let q = this.#debits.get(accountId);
+      if (!q) this.#debits.set(accountId, (q = []));
+      q.push({ amount, note, resolve, reject });
+      if (!this.#debiting.has(accountId)) {
+        this.#debiting.add(accountId);
+        // After the I/O of this event-loop turn: the requests read in it join the batch.
+        setImmediate(() => void this.#drainDebits(accountId));
+      }
+    });
+  }
+
+  #debits = new Map<string, PendingDebit[]>();
+  #debiting = new Set<string>();
+
+  async #drainDebits(accountId: string): Promise<void> {
+    try {
+      for (;;) {
+        const batch = this.#debits.get(accountId);
+        if (!batch || batch.length === 0) break;
+        this.#debits.delete(accountId);
+        try {
+          if (batch.length > 1 && (await this.#debitAll(accountId, batch))) {
+            for (const d of batch) d.resolve({ ok: true });
+            continue;
+          }
+          for (const d of batch) d.resolve(await debitOne(this.db, accountId, d.amount, d.note));
+        } catch (err) {
+          for (const d of batch) d.reject(err);
+        }
+      }
+    } finally {
+      this.#debiting.delete(accountId);
+    }
+  }
+
+  /** The whole batch in one statement, or nothing (false) when its sum is not available. */
+  async #debitAll(accountId: string, batch: PendingDebit[]): Promise<boolean> {
+    const total = batch.reduce((n, d) => n + d.amount, 0);
+    const rows = await this.db.query(
+      `WITH taken AS (UPDATE accounts SET balance = balance - $2 WHERE id = $1 AND balance - reserved >= $2 RETURNING id)
+       INSERT INTO credit_ledger (account_id, kind, amount, note)
+       SELECT taken.id, 'debit', d.amount, d.note FROM taken, unnest($3::bigint[], $4::text[]) AS d(amount, note) RETURNING id`,
+      [accountId, total, batch.map((d) => d.amount), batch.map((d) => d.note)],
+    );
+    return rows.length === batch.length;
+  }
+
+
+  /**
+   * Releases open reservations of `purpose` older than `olderThanMs` (a crash left them open).
+   * Returns how many were released. Sync validations never outlive their process.
+   */
+  async releaseStale(purpose: string, olderThanMs: number): Promise<number> {
+    const rows = await this.db.query<{ id: string }>(
+      "SELECT id FROM credit_reservations WHERE status = 'open' AND purpose = $1 AND created_at < now() - ($2::bigint * interval '1 millisecond')",
+      [purpose, olderThanMs],
+    );
+    let n = 0;
+    for (const { id } of rows) if (await this.settle(id, 0)) n++;
+    return n;
+  }
+
+  /** Balance and reserved recomputed from the ledger alone (for audits and tests). */
+  async totals(accountId: string): Promise<{ balance: number; reserved: number }> {
+    const r = (
+      await this.db.query<{ balance: number; reserved: number }>(
+        `SELECT COALESCE(SUM(CASE kind WHEN 'grant' THEN amount WHEN 'charge' THEN -amount WHEN 'debit' THEN -amount ELSE 0 END), 0)::bigint AS balance,
+                COALESCE(SUM(CASE kind WHEN 'reserve' THEN amount WHEN 'charge' THEN -amount WHEN 'release' THEN -amount ELSE 0 END), 0)::bigint AS reserved
+           FROM credit_ledger WHERE account_id = $1`,
+        [accountId],
+      )
+    )[0]!;
+    return { balance: Number(r.balance), reserved: Number(r.reserved) };
+  }
+}
+
+/** One debit in one statement: the UPDATE's condition and the ledger row together. */
+async function debitOne(q: Queryable, accountId: string, amount: number, note: string): Promise<DebitResult> {
+  const rows = await q.query(
+    `WITH taken AS (UPDATE accounts SET balance = balance - $2 WHERE id = $1 AND balance - reserved >= $2 RETURNING id)
+     INSERT INTO credit_ledger (account_id, kind, amount, note) SELECT id, 'debit', $2, $3 FROM taken RETURNING id`,
+    [accountId, amount, note],
+  );
+  return rows.length > 0 ? { ok: true } : { ok: false, available: await availableIn(q, accountId) };
+}
+
+/** Credits an account can still hold or spend (0 for an unknown account); `lock` takes the row. */
+async function availableIn(q: Queryable, accountId: string, lock = false): Promise<number> {
+  const r = await q.query<{ available: number }>(`SELECT balance - reserved AS available FROM accounts WHERE id = $1${lock ? ' FOR UPDATE' : ''}`, [accountId]);
+  return r[0]?.available ?? 0;
+}
+
+export async function grantIn(tx: Queryable, accountId: string, amount: number, note: string): Promise<void> {
+  const r = await tx.query('UPDATE accounts SET balance = balance + $2 WHERE id = $1 RETURNING id', [accountId, amount]);
+  if (r.length === 0) throw new Error(`no account ${accountId}`);
+  await tx.query("INSERT INTO credit_ledger (account_id, kind, amount, note) VALUES ($1, 'grant', $2, $3)", [accountId, amount, note]);
+}
