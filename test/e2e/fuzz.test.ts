@@ -3,8 +3,7 @@
 
 import t from 'tap';
 import { ERRORS } from '@svc/contracts';
-import { parseAddress } from '../../packages/verifier/src/syntax.ts';
-import { ReplyReader, SmtpProtocolError } from '../../packages/verifier/src/smtp/reply.ts';
+import { parseAddress, ReplyReader, SmtpProtocolError } from '@svc/verifier';
 import { startStack } from '../helpers/stack.ts';
 
 // A small deterministic PRNG so a failure can be replayed (FUZZ_SEED).

@@ -4,33 +4,16 @@
 import { randomBytes } from 'node:crypto';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import swagger from '@fastify/swagger';
-import { ServiceError, type ReadinessState } from '@svc/contracts';
-import type { RateLimiterPort, Store } from '@svc/store';
-import type { Verifier } from '@svc/verifier';
+import { ServiceError } from '@svc/contracts';
 import { auth } from './plugins/auth.ts';
 import { registerErrorHandling } from './plugins/errors.ts';
 import { sharedSchemas } from './schemas.ts';
 import { creditRoutes } from './routes/credits.ts';
 import { healthRoutes } from './routes/health.ts';
 import { validateRoutes } from './routes/validate.ts';
+import type { ApiServices, ApiSettings } from './types.ts';
 
-/** What the front needs from the composition root. */
-export interface ApiServices {
-  store: Store;
-  verifier: Verifier;
-  rateLimiter: RateLimiterPort;
-  readiness: { readonly state: ReadinessState };
-}
-
-/** The settings the front uses (a slice of the runtime configuration). */
-export interface ApiSettings {
-  logLevel: string;
-  bodyLimitBytes: number;
-  trustProxy: boolean;
-  publicUrl: string;
-  rateLimitPerIp: number;
-  rateLimitPerKey: number;
-}
+export type { ApiServices, ApiSettings };
 
 // Request ids: `req_` + 32 hex digits, a random 64-bit prefix per process and a counter, so they
 // are unique without paying for a random UUID per request.

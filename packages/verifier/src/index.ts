@@ -7,4 +7,4 @@ export { Prober, type ProberConfig, type ProbeOutcome } from './prober.ts';
 export { parseAddress } from './syntax.ts';
 export { buildVerdict } from './verdict.ts';
 export { classifyRcpt } from './smtp/classify.ts';
-export { parseReply, ReplyReader, formatReply } from './smtp/reply.ts';
+export { parseReply, ReplyReader, SmtpProtocolError, formatReply } from './smtp/reply.ts';

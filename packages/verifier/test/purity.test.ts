@@ -5,33 +5,12 @@ import t from 'tap';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { packageOf, specifiers } from '../../../test/helpers/imports.ts';
 
 const SRC = fileURLToPath(new URL('../src/', import.meta.url));
 
 /** Packages (node built-ins without the `node:` prefix, npm packages by name) the core must not use. */
 const FORBIDDEN = new Set(['net', 'tls', 'dns', 'dgram', 'pg', '@electric-sql/pglite', 'ioredis', 'kafkajs', '@clickhouse/client']);
-
-/** Every module specifier in a source text: static imports/exports (type-only too), side-effect imports, import(), require(). */
-export function specifiers(source: string): string[] {
-  // Comments out first, so a commented-out import neither counts nor hides a real one.
-  const code = source.replace(/\/\*[\s\S]*?\*\//g, '').replace(/(^|[^:'"`])\/\/.*$/gm, '$1');
-  const out: string[] = [];
-  const patterns = [
-    /\b(?:import|export)\s+(?:type\s+)?[^'"`;]*?\bfrom\s*(['"])([^'"]+)\1/g, // import x from 'm'; export { y } from 'm'
-    /\bimport\s*(['"])([^'"]+)\1/g, // import 'm'
-    /\bimport\s*\(\s*(['"`])([^'"`]+)\1\s*\)/g, // import('m')
-    /\brequire\s*\(\s*(['"`])([^'"`]+)\1\s*\)/g, // require('m')
-  ];
-  for (const re of patterns) for (const m of code.matchAll(re)) out.push(m[2]!);
-  return out;
-}
-
-/** The package a specifier names: `node:dns/promises` → `dns`, `@scope/pkg/sub` → `@scope/pkg`. */
-export function packageOf(spec: string): string {
-  const s = spec.replace(/^node:/, '');
-  const parts = s.split('/');
-  return s.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0]!;
-}
 
 export function forbiddenImports(source: string): string[] {
   return specifiers(source).filter((s) => FORBIDDEN.has(packageOf(s)));

@@ -2,7 +2,7 @@
 
 import type { FastifyPluginAsync } from 'fastify';
 import { ServiceError } from '@svc/contracts';
-import type { ApiServices } from '../app.ts';
+import type { ApiServices } from '../types.ts';
 import { gatedErrors } from '../schemas.ts';
 
 export const creditRoutes: FastifyPluginAsync<{ services: ApiServices }> = async (app, { services }) => {

@@ -1,7 +1,7 @@
 // /health, /live and /ready (spec core 2.3). No key: load balancers and orchestrators call them.
 
 import type { FastifyPluginAsync } from 'fastify';
-import type { ApiServices } from '../app.ts';
+import type { ApiServices } from '../types.ts';
 
 const ts = { type: 'string', format: 'date-time' } as const;
 

@@ -3,7 +3,7 @@
 import type { FastifyError, FastifyPluginAsync } from 'fastify';
 import type { ErrorCode } from '@svc/contracts';
 import { summarize, validateAndCharge, type ChargedResult } from '@svc/billing';
-import type { ApiServices } from '../app.ts';
+import type { ApiServices } from '../types.ts';
 import { gatedErrors } from '../schemas.ts';
 import { idempotent } from '../idempotency.ts';
 
