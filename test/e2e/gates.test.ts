@@ -191,6 +191,23 @@ t.test('a failing database during validation is 503 validation_upstream_failed, 
   t.same([b!.balance, b!.reserved], [4, 0], 'only the first, successful request was charged');
 });
 
+t.test('a broken invariant in the store is a bug: 500 internal_error, not a retryable 503, and nothing is charged', async (t) => {
+  const { key, accountId } = await makeKey(stack, { credits: 5 });
+  const store = stack.store;
+  t.equal((await stack.call('POST', '/v1/validate', { key, body: { email: 'jane.doe@accept.test' } })).status, 200);
+  // The ledger refuses the write as its append-only trigger or a CHECK would (SQLSTATE P0001).
+  const { debit } = store.ledger;
+  store.ledger.debit = () => Promise.reject(Object.assign(new Error('credit_ledger is append-only'), { code: 'P0001' }));
+  t.teardown(() => {
+    store.ledger.debit = debit;
+  });
+  const r = await stack.call('POST', '/v1/validate', { key, body: { email: 'jane.doe@accept.test' } });
+  t.strictSame([r.status, r.body], [500, { error: 'Internal Server Error', message: 'Unexpected error', code: 'internal_error' }]);
+  t.match(r.headers.get('x-request-id'), /^req_[0-9a-f]{32}$/);
+  store.ledger.debit = debit;
+  t.equal((await store.ledger.balance(accountId))!.balance, 4, 'only the first request was charged');
+});
+
 t.test('an idempotent response is recorded in the same transaction as its charge', async (t) => {
   const { key, accountId } = await makeKey(stack, { credits: 5 });
   const store = stack.store;
