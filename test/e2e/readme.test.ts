@@ -1,0 +1,101 @@
+// The README's examples are part of the product: every `curl` in README.md runs, in the order a
+// newcomer meets them, against a fresh service on the simulated internet with the README's own
+// bootstrap key and default credits, and its answer must be the one the README shows (figures
+// included). In the README, `"…"` stands for any string, `"acc_…"` for any string with that
+// prefix, and `["…text…"]` for any array.
+
+import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import t from 'tap';
+import { startStack } from '../helpers/stack.ts';
+
+const run = promisify(execFile);
+const ROOT = path.resolve(import.meta.dirname, '../..');
+const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+
+interface Example {
+  command: string;
+  expected: string;
+  line: number;
+}
+
+/** The curl examples of the README with the answer shown after each (a `# …` comment or the next ```json block). */
+function examples(text: string): Example[] {
+  const blocks = [...text.matchAll(/^```(\w*)\n([\s\S]*?)^```$/gm)].map((m) => ({ lang: m[1]!, body: m[2]!, line: text.slice(0, m.index).split('\n').length + 1 }));
+  const out: Example[] = [];
+  blocks.forEach((b, i) => {
+    if (b.lang !== 'sh') return;
+    const lines = b.body.replace(/\\\n\s*/g, ' ').split('\n');
+    for (let j = 0; j < lines.length; j++) {
+      const cmd = lines[j]!.trim();
+      if (!cmd.startsWith('curl ')) continue;
+      const comments: string[] = [];
+      while (lines[j + 1]?.startsWith('# ')) comments.push(lines[++j]!.slice(2));
+      const next = blocks[i + 1];
+      const expected = comments.length > 0 ? comments.join('\n') : next?.lang === 'json' && j === lines.length - 2 ? next.body : undefined;
+      if (expected === undefined) throw new Error(`README line ${b.line}: no answer shown for ${cmd}`);
+      out.push({ command: cmd, expected, line: b.line });
+    }
+  });
+  return out;
+}
+
+/** Whether `actual` is what the README shows, with its placeholders. */
+function matches(expected: unknown, actual: unknown, at = '$'): string | undefined {
+  if (typeof expected === 'string' && expected.includes('…')) {
+    if (expected === '…') return typeof actual === 'string' ? undefined : `${at}: want a string`;
+    return typeof actual === 'string' && actual.startsWith(expected.slice(0, expected.indexOf('…'))) ? undefined : `${at}: ${JSON.stringify(actual)} does not start like ${expected}`;
+  }
+  if (Array.isArray(expected)) {
+    if (expected.length === 1 && typeof expected[0] === 'string' && expected[0].startsWith('…')) return Array.isArray(actual) ? undefined : `${at}: want an array`;
+    if (!Array.isArray(actual) || actual.length !== expected.length) return `${at}: ${JSON.stringify(actual)} is not ${JSON.stringify(expected)}`;
+    for (let i = 0; i < expected.length; i++) {
+      const bad = matches(expected[i], actual[i], `${at}[${i}]`);
+      if (bad) return bad;
+    }
+    return undefined;
+  }
+  if (expected && typeof expected === 'object') {
+    if (!actual || typeof actual !== 'object' || Array.isArray(actual)) return `${at}: want an object`;
+    const want = Object.keys(expected).sort();
+    const got = Object.keys(actual).sort();
+    if (JSON.stringify(want) !== JSON.stringify(got)) return `${at}: fields ${got.join(',')} are not ${want.join(',')}`;
+    for (const k of want) {
+      const bad = matches((expected as Record<string, unknown>)[k], (actual as Record<string, unknown>)[k], `${at}.${k}`);
+      if (bad) return bad;
+    }
+    return undefined;
+  }
+  return Object.is(expected, actual) ? undefined : `${at}: ${JSON.stringify(actual)} is not ${JSON.stringify(expected)}`;
+}
+
+const key = /^export KEY=(\S+)$/m.exec(readme)?.[1];
+const list = examples(readme);
+
+t.test('the README names its key and has examples of every endpoint family', async (t) => {
+  t.equal(key, 'svc_test_0123456789abcdef');
+  const routes = new Set(list.map((e) => /localhost:8080(\/[a-z0-9/]*)/.exec(e.command)?.[1]));
+  for (const r of ['/v1/validate', '/v1/validate/bulk', '/v1/credits', '/health', '/live', '/ready']) t.ok(routes.has(r), `an example of ${r}`);
+});
+
+t.test('every curl example answers what the README shows', async (t) => {
+  // The service as the README starts it: its bootstrap key and the default 100 credits.
+  const stack = await startStack({ env: { SVC_BOOTSTRAP_API_KEY: key!, SVC_BOOTSTRAP_CREDITS: '100' } });
+  t.teardown(() => stack.close());
+  const origin = stack.url.replace(/^http:\/\//, '');
+  for (const ex of list) {
+    const { stdout } = await run('bash', ['-c', ex.command.replaceAll('localhost:8080', origin)], { env: { ...process.env, KEY: key! } });
+    let expected: unknown;
+    try {
+      expected = JSON.parse(ex.expected);
+    } catch {
+      t.equal(stdout.trim(), ex.expected.trim(), `README line ${ex.line}: ${ex.command}`);
+      continue;
+    }
+    const problem = matches(expected, JSON.parse(stdout));
+    t.equal(problem, undefined, `README line ${ex.line}: ${ex.command}`);
+  }
+  t.ok(list.length >= 9, `ran the README's examples (${list.length})`);
+});
