@@ -2,7 +2,7 @@
 
 import { existsSync } from 'node:fs';
 import { adminSocketPath, callAdminSocket, ConfigError, loadConfig, runAdmin, type AdminResult } from '@svc/runtime';
-import { DataDirLockedError, openStore } from '@svc/store';
+import { DataDirLockedError, DataDirPermissionError, openStore } from '@svc/store';
 
 async function main(): Promise<number> {
   const config = loadConfig(process.env);
@@ -31,7 +31,7 @@ async function main(): Promise<number> {
 main().then(
   (code) => process.exit(code),
   (err) => {
-    process.stderr.write(`${err instanceof ConfigError || err instanceof DataDirLockedError ? err.message : (err as Error).stack}\n`);
+    process.stderr.write(`${err instanceof ConfigError || err instanceof DataDirLockedError || err instanceof DataDirPermissionError ? err.message : (err as Error).stack}\n`);
     process.exit(1);
   },
 );

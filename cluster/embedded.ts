@@ -2,7 +2,7 @@
 // The only place, with cluster/admin.ts, that reads process.env.
 
 import { ConfigError, loadConfig, startService } from '@svc/runtime';
-import { DataDirLockedError } from '@svc/store';
+import { DataDirLockedError, DataDirPermissionError } from '@svc/store';
 
 async function main(): Promise<void> {
   const config = loadConfig(process.env);
@@ -42,7 +42,7 @@ async function main(): Promise<void> {
 }
 
 main().catch((err) => {
-  if (err instanceof ConfigError || err instanceof DataDirLockedError) {
+  if (err instanceof ConfigError || err instanceof DataDirLockedError || err instanceof DataDirPermissionError) {
     process.stderr.write(`configuration error: ${err.message}\n`);
     process.exit(2);
   }

@@ -1,16 +1,88 @@
 // Embedded adapter: PGlite (Postgres compiled to WASM) in a data directory. PGlite is a single
 // connection, so every top-level query and transaction runs under one mutex: a plain query can
 // never land inside another caller's open transaction. One process per data directory: a lock
-// file guards it (a second process opening the same directory corrupts it).
+// file guards it (a second process opening the same directory corrupts it). The directory holds
+// the database (key hashes, balances, stored responses): it is owner-only, 0700 with files 0600,
+// whatever the process umask, and an existing one that others can reach is refused.
 
-import { mkdirSync, openSync, closeSync, readFileSync, writeFileSync, unlinkSync } from 'node:fs';
+import { chmodSync, closeSync, mkdirSync, openSync, readdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { PGlite, types } from '@electric-sql/pglite';
+import { NodeFS } from '@electric-sql/pglite/nodefs';
 import type { Db, Queryable, Row } from './db.ts';
 
 export class DataDirLockedError extends Error {
   constructor(readonly dir: string, readonly pid: number) {
     super(`data directory ${dir} is in use by process ${pid}; stop it first (or use its admin socket)`);
+  }
+}
+
+/** An existing data directory that group or others can read, write or enter. */
+export class DataDirPermissionError extends Error {
+  constructor(readonly dir: string, readonly mode: number) {
+    super(`data directory ${dir} has mode ${(mode & 0o7777).toString(8).padStart(4, '0')}, open to group or others; it holds the database, so it must be owner-only: chmod 700 ${dir}`);
+  }
+}
+
+const OWNER_ONLY = ~0o077;
+
+/**
+ * Creates `dir` mode 0700 (parents too, when missing), or checks that an existing one is
+ * owner-only. An explicit chmod, not the umask, decides the mode of what we create.
+ */
+function ownerOnlyDataDir(dir: string): void {
+  mkdirSync(path.dirname(dir), { recursive: true, mode: 0o700 });
+  try {
+    mkdirSync(dir, { mode: 0o700 });
+    chmodSync(dir, 0o700);
+    return;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+  const st = statSync(dir);
+  if (!st.isDirectory()) throw new Error(`data directory ${dir} exists and is not a directory`);
+  if ((st.mode & 0o077) !== 0) throw new DataDirPermissionError(dir, st.mode);
+}
+
+/**
+ * Takes group and other bits off every file and directory under `dir` (a tree written by an
+ * earlier build, whose PGlite files were 0666; once the operator has made the data directory
+ * 0700 it is safe to tighten what is inside).
+ */
+function tightenTree(dir: string): void {
+  chmodSync(dir, statSync(dir).mode & 0o7777 & OWNER_ONLY);
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, e.name);
+    if (e.isDirectory()) tightenTree(p);
+    else if (e.isFile()) chmodSync(p, statSync(p).mode & 0o7777 & OWNER_ONLY);
+  }
+}
+
+/**
+ * PGlite's Node filesystem with owner-only modes. Postgres-in-WASM creates its files through
+ * Emscripten's NODEFS, which chmods each new file to the mode Postgres asked for (0666 in this
+ * build) and makes directories with the host umask: neither honours a 0077 umask. Masking the
+ * mode in NODEFS's two mode-setting operations (mknod, and the setattr behind chmod/fchmod)
+ * covers initdb's files and every relation and WAL file created later. If an upgrade of PGlite
+ * moves them, opening fails here rather than writing world-readable files.
+ */
+class OwnerOnlyNodeFS extends NodeFS {
+  override async init(pg: PGlite, opts: Parameters<NodeFS['init']>[1]): ReturnType<NodeFS['init']> {
+    const out = await super.init(pg, opts);
+    const restrict = (mod: { NODEFS: unknown }): void => {
+      const nodefs = mod.NODEFS as {
+        node_ops?: { mknod?: (parent: unknown, name: string, mode: number, dev: number) => unknown };
+        doSetAttr?: (arg: unknown, node: unknown, attr: { mode?: number }, ...rest: unknown[]) => unknown;
+      };
+      const mknod = nodefs.node_ops?.mknod;
+      const doSetAttr = nodefs.doSetAttr;
+      if (typeof mknod !== 'function' || typeof doSetAttr !== 'function') throw new Error('PGlite NODEFS has no mknod/doSetAttr: cannot keep the data directory owner-only');
+      nodefs.node_ops!.mknod = (parent, name, mode, dev) => mknod(parent, name, mode & OWNER_ONLY, dev);
+      nodefs.doSetAttr = (arg, node, attr, ...rest) => doSetAttr(arg, node, attr.mode === undefined ? attr : { ...attr, mode: attr.mode & OWNER_ONLY }, ...rest);
+    };
+    // Before NodeFS's own preRun mounts the directory.
+    out.emscriptenOpts.preRun = [restrict, ...(out.emscriptenOpts.preRun ?? [])];
+    return out;
   }
 }
 
@@ -25,11 +97,11 @@ function alive(pid: number): boolean {
 
 /** Takes the data directory's lock file, or throws DataDirLockedError naming the holder. */
 export function lockDataDir(dir: string): () => void {
-  mkdirSync(dir, { recursive: true });
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
   const file = path.join(dir, 'svc.lock');
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
-      const fd = openSync(file, 'wx');
+      const fd = openSync(file, 'wx', 0o600);
       writeFileSync(fd, String(process.pid));
       closeSync(fd);
       return () => {
@@ -49,12 +121,35 @@ export function lockDataDir(dir: string): () => void {
   throw new Error(`could not lock ${dir}`);
 }
 
+/**
+ * Opens PGlite in `dataDir` (created 0700; an existing one must be owner-only, else
+ * DataDirPermissionError), or in memory when it is undefined.
+ */
 export async function openPglite(dataDir: string | undefined): Promise<Db> {
+  if (dataDir) ownerOnlyDataDir(dataDir);
   const unlock = dataDir ? lockDataDir(dataDir) : () => {};
   // numeric (1700) comes back as a string by default: parse it to a number like the pg adapter does.
   const parsers = { [types.NUMERIC]: (v: string) => Number(v) };
-  const pg = dataDir ? new PGlite(path.join(dataDir, 'pgdata'), { parsers }) : new PGlite({ parsers });
-  await pg.waitReady;
+  let pg: PGlite;
+  try {
+    if (dataDir) {
+      const pgdata = path.join(dataDir, 'pgdata');
+      try {
+        mkdirSync(pgdata, { mode: 0o700 });
+        chmodSync(pgdata, 0o700);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+        if ((statSync(pgdata).mode & 0o077) !== 0) tightenTree(pgdata);
+      }
+      pg = new PGlite({ fs: new OwnerOnlyNodeFS(pgdata), parsers });
+    } else {
+      pg = new PGlite({ parsers });
+    }
+    await pg.waitReady;
+  } catch (err) {
+    unlock();
+    throw err;
+  }
   let chain: Promise<unknown> = Promise.resolve();
   const exclusive = <T>(fn: () => Promise<T>): Promise<T> => {
     const run = chain.then(fn, fn);
