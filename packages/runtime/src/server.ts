@@ -45,8 +45,12 @@ export async function bootstrap(store: Store, config: Pick<Config, 'bootstrapApi
 export async function startService(config: Config, opts: { store?: Store } = {}): Promise<RunningService> {
   const services = await createServices(config, opts);
   const { store, verifier, readiness } = services;
-  // Sync validations never outlive their process: any still open were cut off by a crash.
-  await store.ledger.releaseStale('sync', config.databaseUrl ? 10 * 60_000 : 0);
+  // Sync validations never outlive their process: any still open were cut off by a crash, and so
+  // were idempotency claims still in progress (their charge never committed). Embedded, this
+  // process is the only one: all of them; with DATABASE_URL others may be mid-request: 10 min.
+  const orphanedMs = config.databaseUrl ? 10 * 60_000 : 0;
+  await store.ledger.releaseStale('sync', orphanedMs);
+  await store.idempotency.releaseInProgress(orphanedMs);
   const boot = await bootstrap(store, config);
   const app = await buildApp(services, config);
   if (boot.kind === 'ignored') app.log.warn('SVC_BOOTSTRAP_API_KEY is ignored: it applies on first start only and this store already has accounts (use the admin CLI to add keys)');
@@ -54,8 +58,12 @@ export async function startService(config: Config, opts: { store?: Store } = {})
   if (!config.databaseUrl && !opts.store) admin = serveAdminSocket(store, adminSocketPath(config.dataDir), () => app.clearKeyCache());
   await app.listen({ port: config.port, host: config.host });
   void readiness.start();
-  // A reservation left open by a failed settle or a dead process is released after 10 minutes.
-  const sweep = setInterval(() => void store.ledger.releaseStale('sync', 10 * 60_000).catch((err: unknown) => app.log.error({ err }, 'stale reservation sweep failed')), 60_000);
+  // A reservation left open by a failed settle or a dead process is released after 10 minutes;
+  // idempotency records past their 24 h are deleted (begin() only replaces them key by key).
+  const sweep = setInterval(() => {
+    void store.ledger.releaseStale('sync', 10 * 60_000).catch((err: unknown) => app.log.error({ err }, 'stale reservation sweep failed'));
+    void store.idempotency.sweepExpired().catch((err: unknown) => app.log.error({ err }, 'expired idempotency record sweep failed'));
+  }, 60_000);
   sweep.unref();
   const addr = app.server.address();
   const port = typeof addr === 'object' && addr ? addr.port : config.port;

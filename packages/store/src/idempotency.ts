@@ -50,6 +50,25 @@ export class IdempotencyRepo {
   async abandon(accountId: string, key: string): Promise<void> {
     await this.db.query("DELETE FROM idempotency_keys WHERE account_id = $1 AND key = $2 AND status = 'in_progress'", [accountId, key]);
   }
+
+  /**
+   * Deletes claims still in progress that were made more than `olderThanMs` ago (their process
+   * died: the charge of such a request never committed, since completion commits with it), so a
+   * retry runs at once instead of answering 409 until the claim is stale. Returns how many.
+   */
+  async releaseInProgress(olderThanMs: number): Promise<number> {
+    return this.#deleteCount("status = 'in_progress' AND created_at < now() - ($1::bigint * interval '1 millisecond')", [olderThanMs]);
+  }
+
+  /** Deletes records (completed or not) whose time to live has passed. Returns how many. */
+  async sweepExpired(): Promise<number> {
+    return this.#deleteCount('expires_at < now()', []);
+  }
+
+  async #deleteCount(where: string, params: unknown[]): Promise<number> {
+    const rows = await this.db.query<{ n: number }>(`WITH gone AS (DELETE FROM idempotency_keys WHERE ${where} RETURNING 1) SELECT count(*)::int AS n FROM gone`, params);
+    return rows[0]!.n;
+  }
 }
 
 /** The response of an idempotent request, recorded in the same transaction as its charge. */
