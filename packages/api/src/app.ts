@@ -76,6 +76,7 @@ export async function buildApp(services: ApiServices, settings: ApiSettings): Pr
     rateLimitPerIp: settings.rateLimitPerIp,
     rateLimitPerKey: settings.rateLimitPerKey,
     isDraining: () => draining,
+    touch: (id) => void services.store.keys.touch(id).catch((err: unknown) => app.log.warn({ err }, 'could not record when a key was last used')),
   });
   registerErrorHandling(app);
 

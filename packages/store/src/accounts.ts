@@ -4,6 +4,18 @@ import type { Db } from './db.ts';
 import { newId } from './ids.ts';
 import { grantIn } from './ledger.ts';
 
+/** An account as operators see it (`admin account list`). */
+export interface AccountListing {
+  id: string;
+  name: string;
+  balance: number;
+  reserved: number;
+  available: number;
+  created_at: Date;
+  /** How many API keys the account has, in any state. */
+  keys: number;
+}
+
 export class AccountsRepo {
   constructor(private readonly db: Db) {}
 
@@ -22,5 +34,14 @@ export class AccountsRepo {
 
   async count(): Promise<number> {
     return (await this.db.query<{ n: number }>('SELECT count(*)::int AS n FROM accounts'))[0]!.n;
+  }
+
+  /** Every account, oldest first, with its credits and how many keys it has. */
+  async list(): Promise<AccountListing[]> {
+    const rows = await this.db.query<{ id: string; name: string; balance: number; reserved: number; created_at: Date; keys: number }>(
+      `SELECT a.id, a.name, a.balance, a.reserved, a.created_at, (SELECT count(*) FROM api_keys k WHERE k.account_id = a.id)::int AS keys
+         FROM accounts a ORDER BY a.created_at, a.id`,
+    );
+    return rows.map((r) => ({ ...r, available: r.balance - r.reserved, created_at: new Date(r.created_at) }));
   }
 }

@@ -5,9 +5,9 @@ export { openPglite, lockDataDir, DataDirLockedError, DataDirPermissionError } f
 export { openPostgres } from './postgres.ts';
 export { migrate } from './migrate.ts';
 export { Store, openStore } from './store.ts';
-export { AccountsRepo } from './accounts.ts';
-export { KeysRepo, hashKey, generateKey, keyKindOf, displayPrefix, KEY_PREFIX, type KeyRecord, type KeyKind, type KeyState } from './keys.ts';
-export { LedgerRepo, type Balance, type ReserveResult, type DebitResult } from './ledger.ts';
+export { AccountsRepo, type AccountListing } from './accounts.ts';
+export { KeysRepo, hashKey, generateKey, keyKindOf, displayPrefix, KEY_PREFIX, type KeyRecord, type KeyListing, type KeyKind, type KeyState } from './keys.ts';
+export { LedgerRepo, type LedgerEntry, type Balance, type ReserveResult, type DebitResult } from './ledger.ts';
 export { IdempotencyRepo, type IdempotencyBegin, type IdempotentCompletion } from './idempotency.ts';
 export { MemoryCache } from './memory-cache.ts';
 export { MemoryRateLimiter, type RateLimiterPort, type RateDecision } from './rate-limit.ts';

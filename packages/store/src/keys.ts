@@ -20,6 +20,26 @@ export interface KeyRecord {
   subscription_status: string;
 }
 
+/** A key as operators see it (`admin key list`): never the key nor its hash. */
+export interface KeyListing {
+  id: string;
+  account_id: string;
+  display_prefix: string;
+  kind: KeyKind;
+  /** null: an unrestricted key. */
+  scopes: string[] | null;
+  state: KeyState;
+  name: string;
+  created_at: Date;
+  expires_at: Date | null;
+  revoked_at: Date | null;
+  /** Approximate, to about a minute (see touch); null: not used since it was recorded. */
+  last_used_at: Date | null;
+}
+
+/** How often one process records that a key was used, at most. */
+const TOUCH_EVERY_MS = 60_000;
+
 export const KEY_PREFIX: Record<KeyKind, string> = { test: 'svc_test_', live: 'svc_live_' };
 const KEY_FORMAT = /^svc_(test|live)_[A-Za-z0-9]{16,128}$/;
 
@@ -53,6 +73,9 @@ export function keyKindOf(key: string): KeyKind | undefined {
 
 export class KeysRepo {
   constructor(private readonly db: Db) {}
+
+  /** When this process last recorded each key's use: at most one write per key per minute. */
+  #touched = new Map<string, number>();
 
   /** Stores a key (generated unless given) and returns it: the only time the plain key exists. */
   async create(opts: { accountId: string; kind: KeyKind; scopes: string[] | null; name?: string; key?: string; expiresAt?: Date | null }): Promise<{ id: string; key: string }> {
@@ -99,5 +122,45 @@ export class KeysRepo {
 
   async count(): Promise<number> {
     return (await this.db.query<{ n: number }>('SELECT count(*)::int AS n FROM api_keys'))[0]!.n;
+  }
+
+  /** The keys of an account, oldest first. */
+  async list(accountId: string): Promise<KeyListing[]> {
+    return this.#listings('account_id = $1 ORDER BY created_at, id', [accountId]);
+  }
+
+  /** One key by id. */
+  async get(id: string): Promise<KeyListing | undefined> {
+    return (await this.#listings('id = $1', [id]))[0];
+  }
+
+  async #listings(where: string, params: unknown[]): Promise<KeyListing[]> {
+    const rows = await this.db.query<Omit<KeyListing, 'scopes'> & { scopes: string | null }>(
+      `SELECT id, account_id, display_prefix, kind, scopes, state, name, created_at, expires_at, revoked_at, last_used_at FROM api_keys WHERE ${where}`,
+      params,
+    );
+    const date = (d: Date | null): Date | null => (d ? new Date(d) : null);
+    return rows.map((r) => ({
+      ...r,
+      scopes: r.scopes === null ? null : r.scopes.split(',').filter(Boolean),
+      created_at: new Date(r.created_at),
+      expires_at: date(r.expires_at),
+      revoked_at: date(r.revoked_at),
+      last_used_at: date(r.last_used_at),
+    }));
+  }
+
+  /**
+   * Records that a key was used: at most once a minute per key from this process (skipped without
+   * a query otherwise), and the row only changes when its last_used_at is a minute old, so many
+   * processes do not write it many times either. Callers need not wait for it.
+   */
+  async touch(id: string): Promise<void> {
+    const now = Date.now();
+    const last = this.#touched.get(id);
+    if (last !== undefined && now - last < TOUCH_EVERY_MS) return;
+    if (this.#touched.size >= 10_000) this.#touched.clear();
+    this.#touched.set(id, now);
+    await this.db.query("UPDATE api_keys SET last_used_at = now() WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')", [id]);
   }
 }

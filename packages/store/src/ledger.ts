@@ -19,6 +19,16 @@ interface PendingDebit {
   reject: (err: unknown) => void;
 }
 
+/** One row of the append-only ledger (`admin credits ledger`). */
+export type LedgerEntry = {
+  id: number;
+  created_at: Date;
+  kind: 'grant' | 'reserve' | 'charge' | 'release' | 'debit';
+  amount: number;
+  note: string;
+  reservation_id: string | null;
+};
+
 export type ReserveResult = { ok: true; reservationId: string } | { ok: false; available: number };
 
 export class LedgerRepo {
@@ -175,6 +185,16 @@ export class LedgerRepo {
     let n = 0;
     for (const { id } of rows) if (await this.settle(id, 0)) n++;
     return n;
+  }
+
+  /** The newest `limit` ledger rows of an account, newest first. */
+  async entries(accountId: string, limit: number): Promise<LedgerEntry[]> {
+    if (!Number.isSafeInteger(limit) || limit <= 0) throw new RangeError('limit must be a positive integer');
+    const rows = await this.db.query<LedgerEntry>(
+      'SELECT id, created_at, kind, amount, note, reservation_id FROM credit_ledger WHERE account_id = $1 ORDER BY id DESC LIMIT $2',
+      [accountId, limit],
+    );
+    return rows.map((r) => ({ ...r, created_at: new Date(r.created_at) }));
   }
 
   /** Balance and reserved recomputed from the ledger alone (for audits and tests). */
