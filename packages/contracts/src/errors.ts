@@ -20,6 +20,7 @@ const TITLES: Record<number, string> = {
   402: 'Payment Required',
   403: 'Forbidden',
   404: 'Not Found',
+  408: 'Request Timeout',
   409: 'Conflict',
   413: 'Payload Too Large',
   415: 'Unsupported Media Type',
@@ -66,6 +67,10 @@ export const ERRORS = {
   service_unavailable: e(503, 'Service is shutting down or not ready; retry later', 'the service is draining (SIGTERM) and takes no new requests', true),
   internal_error: e(500, 'Unexpected error', 'an unexpected error, including a broken invariant in the store (a bug: it is logged with the request id)', true),
   not_ready: e(503, 'Service is not ready', '`/ready`: a readiness check failed; the body is the readiness body (`status` `not_ready`, `checks`, `errors`)', true),
+  // the HTTP layer (answered before any route: Node's parser, the server's own checks)
+  headers_too_large: e(431, 'Request headers are larger than the limit', 'the request line and headers together are larger than 16 KiB'),
+  http_version_not_supported: e(505, 'Only HTTP/1.0 and HTTP/1.1 are supported', 'the request line names an HTTP version other than 1.0 or 1.1 (e.g. `HTTP/3.0`, `HTTP/1.7`, `HTTP/2.0` in HTTP/1 syntax)'),
+  request_timeout: e(408, 'The request did not arrive in time', 'the request line, headers and body did not all arrive within 30 s of the request starting', true),
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERRORS;

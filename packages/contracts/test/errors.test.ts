@@ -45,6 +45,9 @@ const PUBLISHED: Array<[code: string, status: number]> = [
   ['service_unavailable', 503],
   ['internal_error', 500],
   ['not_ready', 503],
+  ['headers_too_large', 431],
+  ['http_version_not_supported', 505],
+  ['request_timeout', 408],
 ];
 
 t.test('the catalogue keeps every published code with its status (append-only), and no more than the pin', async (t) => {
@@ -52,7 +55,7 @@ t.test('the catalogue keeps every published code with its status (append-only), 
     t.ok(isErrorCode(code), `${code} still exists`);
     t.equal(ERRORS[code as keyof typeof ERRORS]?.status, status, `${code} keeps its status`);
   }
-  t.equal(ERROR_CODES.length, 28, 'the number of codes (a new code updates this pin and the list above)');
+  t.equal(ERROR_CODES.length, 31, 'the number of codes (a new code updates this pin and the list above)');
   t.strictSame(ERROR_CODES, PUBLISHED.map(([c]) => c), 'new codes are added at the end, in the published order');
 });
 
@@ -89,7 +92,7 @@ t.test('codes named by spec core 7 exist with their statuses', async (t) => {
 
 t.test('retry classes follow spec core 7', async (t) => {
   for (const [code, spec] of Object.entries(ERRORS)) {
-    const shouldRetry = spec.status === 429 || spec.status >= 500 ? code !== 'control_plane_route_misconfigured' && spec.status !== 505 : code === 'idempotency_request_in_progress';
+    const shouldRetry = spec.status === 429 || spec.status >= 500 ? code !== 'control_plane_route_misconfigured' && spec.status !== 505 : code === 'idempotency_request_in_progress' || code === 'request_timeout';
     t.equal(spec.retry, shouldRetry, code);
   }
 });
