@@ -523,6 +523,168 @@ export function storeConformance(t: Tap, adapter: Adapter): void {
     });
   });
 
+  // Its own database: the clean-up methods delete across all accounts, so their counts are exact
+  // only where no other test left claims behind. They run first; the debit tests follow.
+  t.test('ledger debit, idempotency clean-up', async (t) => {
+    const target = await adapter.fresh(t);
+    const db = target.db;
+    t.strictSame(await migrate(db), MIGRATIONS, 'migrated');
+    // Counts the statements the repositories send, to see a group commit write a batch at once.
+    let statements = 0;
+    const counted: Db = {
+      kind: db.kind,
+      query: ((sql: string, params?: unknown[]) => (statements++, db.query(sql, params))) as Db['query'],
+      transaction: (fn) => db.transaction((tx) => fn({ query: ((sql: string, params?: unknown[]) => (statements++, tx.query(sql, params))) as Db['query'] })),
+      exec: (sql) => db.exec(sql),
+      close: () => db.close(),
+    };
+    const store = new Store(counted);
+    const acc = await store.accounts.create();
+    const acc2 = await store.accounts.create();
+    const R = 'POST /v1/validate';
+    const H = 3_600_000;
+    const begin = (account: string, key: string, ttl = H, hash = 'h') => store.idempotency.begin(account, key, R, hash, ttl, H);
+    const records = async (): Promise<string[]> => (await db.query<{ key: string; status: string }>('SELECT key, status FROM idempotency_keys')).map((r) => `${r.key}:${r.status}`).sort();
+
+    t.test('releaseInProgress deletes claims in progress older than the limit', async (t) => {
+      for (const k of ['old-1', 'old-2', 'old-done', 'young']) t.strictSame(await begin(acc, k), { state: 'new' }, `claim ${k}`);
+      t.strictSame(await begin(acc2, 'old-other'), { state: 'new' }, 'claim old-other (another account)');
+      await store.idempotency.complete(acc, 'old-done', 200, 'ok');
+      // Made two hours ago by a process that died: move their clock back rather than wait.
+      await db.query("UPDATE idempotency_keys SET created_at = now() - interval '2 hours' WHERE key LIKE 'old-%'");
+      t.equal(await store.idempotency.releaseInProgress(3 * H), 0, 'none is three hours old');
+      t.equal(await store.idempotency.releaseInProgress(H), 3, 'the three claims older than an hour, of every account');
+      t.strictSame(await records(), ['old-done:done', 'young:in_progress'], 'a completed record and a young claim stay');
+      t.equal(await store.idempotency.releaseInProgress(H), 0, 'again: nothing');
+      t.strictSame(await begin(acc, 'old-1', H, 'other body'), { state: 'new' }, 'a released key is free at once');
+      t.strictSame(await begin(acc, 'old-done'), { state: 'replay', status: 200, body: 'ok' }, 'a completed one still replays');
+      await sleep(5); // now() has millisecond resolution on PGlite
+      t.equal(await store.idempotency.releaseInProgress(0), 2, 'older than 0 ms: every claim in progress (young, old-1)');
+      t.strictSame(await records(), ['old-done:done']);
+    });
+
+    t.test('sweepExpired deletes records past their time to live', async (t) => {
+      t.strictSame(await begin(acc, 'exp-done', 1), { state: 'new' }, 'claim with a 1 ms ttl');
+      await store.idempotency.complete(acc, 'exp-done', 200, 'x');
+      t.strictSame(await begin(acc, 'exp-claim', 1), { state: 'new' }, 'claim with a 1 ms ttl, never completed');
+      t.strictSame(await begin(acc2, 'exp-other', 1), { state: 'new' }, 'another account, 1 ms ttl');
+      t.strictSame(await begin(acc, 'live-claim'), { state: 'new' }, 'claim with a 1 h ttl');
+      await sleep(5); // past the 1 ms ttl on the database's millisecond clock
+      t.equal(await store.idempotency.sweepExpired(), 3, 'the three expired records, done or not, of every account');
+      t.strictSame(await records(), ['live-claim:in_progress', 'old-done:done'], 'unexpired records remain');
+      t.equal(await store.idempotency.sweepExpired(), 0, 'sweeping again finds nothing');
+      t.strictSame(await begin(acc, 'exp-done', H, 'new body'), { state: 'new' }, 'an expired key is free for any request');
+    });
+
+    const rows = async (acc: string): Promise<string[]> =>
+      (await db.query<{ kind: string; amount: number; note: string }>('SELECT kind, amount, note FROM credit_ledger WHERE account_id = $1 ORDER BY id', [acc])).map(
+        (r) => `${r.kind}:${r.amount}:${r.note}`,
+      );
+    const money = async (t: Tap, acc: string, balance: number, reserved: number, msg: string): Promise<void> => {
+      const b = await store.ledger.balance(acc);
+      t.strictSame(b && [b.balance, b.reserved, b.available], [balance, reserved, balance - reserved], `${msg}: columns`);
+      t.strictSame(await store.ledger.totals(acc), { balance, reserved }, `${msg}: ledger == columns`);
+    };
+    const OK = { ok: true };
+
+    t.test('a debit that fits, one that does not', async (t) => {
+      const acc = await store.accounts.create({ credits: 10 });
+      t.strictSame(await store.ledger.debit(acc, 3, 'cached verdicts'), OK, 'debit 3 of 10');
+      await money(t, acc, 7, 0, 'after the debit');
+      t.strictSame(await rows(acc), ['grant:10:initial credits', 'debit:3:cached verdicts'], 'one debit row with its note');
+      t.strictSame(await store.ledger.debit(acc, 8, 'too much'), { ok: false, available: 7 }, 'refused, with what is available');
+      await money(t, acc, 7, 0, 'a refused debit changes nothing');
+      t.strictSame(await rows(acc), ['grant:10:initial credits', 'debit:3:cached verdicts'], 'and writes no ledger row');
+
+      const hold = await store.ledger.reserve(acc, 5, 'sync');
+      if (!hold.ok) throw new Error('reserve failed');
+      t.strictSame(await store.ledger.debit(acc, 3, 'over the hold'), { ok: false, available: 2 }, 'held credits cannot be debited');
+      t.strictSame(await store.ledger.debit(acc, 2, 'beside the hold'), OK, 'the rest can');
+      await money(t, acc, 5, 5, 'debit beside a reservation');
+      t.equal(await store.ledger.settle(hold.reservationId, 5), true);
+      await money(t, acc, 0, 0, 'spent to zero');
+      t.strictSame(await store.ledger.debit(acc, 1, 'empty'), { ok: false, available: 0 }, 'zero balance refuses');
+      t.strictSame(await store.ledger.debit('acc_nope', 1, 'nobody'), { ok: false, available: 0 }, 'an unknown account has nothing');
+      for (const bad of [0, -1, 1.5, Number.NaN]) {
+        await t.rejects(Promise.resolve().then(() => store.ledger.debit(acc, bad, 'bad')), RangeError, `amount ${bad} throws`);
+      }
+      t.strictSame(await rows(acc), ['grant:10:initial credits', 'debit:3:cached verdicts', 'reserve:5:', 'debit:2:beside the hold', 'charge:5:'], 'ledger of the whole story');
+    });
+
+    t.test('debits of one account in one event-loop turn are written together (group commit)', async (t) => {
+      const acc = await store.accounts.create({ credits: 15 });
+      const before = statements;
+      const fit = await Promise.all(Array.from({ length: 10 }, (_, i) => store.ledger.debit(acc, 1, `fit ${i}`)));
+      t.strictSame(fit, Array(10).fill(OK), 'ten debits of 1 on 15: all taken');
+      t.equal(statements - before, 1, 'in one statement');
+      await money(t, acc, 5, 0, 'after the batch');
+      t.strictSame((await rows(acc)).slice(1), Array.from({ length: 10 }, (_, i) => `debit:1:fit ${i}`), 'one ledger row each, in arrival order');
+
+      // 20 of 1 on 15: the sum does not fit, so each is tried alone in arrival order.
+      const acc2 = await store.accounts.create({ credits: 15 });
+      const out = await Promise.all(Array.from({ length: 20 }, (_, i) => store.ledger.debit(acc2, 1, `d${i}`)));
+      t.strictSame(out, [...Array(15).fill(OK), ...Array(5).fill({ ok: false, available: 0 })], 'the first 15 taken, the last 5 refused with 0 available');
+      await money(t, acc2, 0, 0, 'balance 0');
+      t.strictSame(await rows(acc2), ['grant:15:initial credits', ...Array.from({ length: 15 }, (_, i) => `debit:1:d${i}`)], '15 debit rows, of the first 15');
+      const kinds = await db.query('SELECT kind, count(*)::int AS n, sum(amount)::int AS total FROM credit_ledger WHERE account_id = $1 GROUP BY kind ORDER BY kind', [acc2]);
+      t.strictSame(kinds, [{ kind: 'debit', n: 15, total: 15 }, { kind: 'grant', n: 1, total: 15 }], 'ledger totals');
+    });
+
+    t.test('group-commit fallback: the sum does not fit, some do, in arrival order', async (t) => {
+      const acc = await store.accounts.create({ credits: 10 });
+      const out = await Promise.all([4, 5, 3, 1, 2].map((n) => store.ledger.debit(acc, n, `take ${n}`)));
+      t.strictSame(out, [OK, OK, { ok: false, available: 1 }, OK, { ok: false, available: 0 }], '4 and 5 fit, 3 does not (1 left), 1 fits, 2 does not (0 left)');
+      await money(t, acc, 0, 0, 'after the fallback');
+      t.strictSame((await rows(acc)).slice(1), ['debit:4:take 4', 'debit:5:take 5', 'debit:1:take 1'], 'rows of the debits taken, in arrival order');
+
+      // Two accounts in one turn are batched apart: one's shortfall never refuses the other.
+      const a = await store.accounts.create({ credits: 3 });
+      const b = await store.accounts.create({ credits: 5 });
+      const mixed = await Promise.all([store.ledger.debit(a, 2, 'a1'), store.ledger.debit(b, 2, 'b1'), store.ledger.debit(a, 2, 'a2'), store.ledger.debit(b, 2, 'b2')]);
+      t.strictSame(mixed, [OK, OK, { ok: false, available: 1 }, OK], 'a: 2 of 3 then refused; b: both');
+      await money(t, a, 1, 0, 'account a');
+      await money(t, b, 1, 0, 'account b');
+    });
+
+    t.test('a debit with an idempotent completion commits with it', async (t) => {
+      const acc = await store.accounts.create({ credits: 5 });
+      const claim = (key: string) => store.idempotency.begin(acc, key, R, 'h', H, H);
+      const completes = (key: string, body: string) => ({ accountId: acc, key, status: 200, body });
+      const record = (key: string) => db.query('SELECT status, response_status, response_body FROM idempotency_keys WHERE account_id = $1 AND key = $2', [acc, key]);
+
+      t.strictSame(await claim('paid'), { state: 'new' });
+      t.strictSame(await store.ledger.debit(acc, 2, 'idem paid', completes('paid', '{"n":1}')), OK, 'debit 2 and complete');
+      t.strictSame(await record('paid'), [{ status: 'done', response_status: 200, response_body: '{"n":1}' }], "the record is 'done' with the status and body");
+      t.strictSame(await claim('paid'), { state: 'replay', status: 200, body: '{"n":1}' }, 'and replays');
+      await money(t, acc, 3, 0, 'charged 2');
+
+      t.strictSame(await claim('broke'), { state: 'new' });
+      t.strictSame(await store.ledger.debit(acc, 4, 'idem broke', completes('broke', '{"n":2}')), { ok: false, available: 3 }, 'refused');
+      t.strictSame(await record('broke'), [{ status: 'in_progress', response_status: null, response_body: null }], 'a refused debit leaves the record in progress');
+      await money(t, acc, 3, 0, 'nothing charged');
+
+      // The same transaction: a completion that fails takes its debit back with it.
+      await db.exec(`CREATE FUNCTION conf_refuse_done() RETURNS trigger LANGUAGE plpgsql AS $f$ BEGIN RAISE EXCEPTION 'completion refused'; END $f$;
+        CREATE TRIGGER conf_refuse_done BEFORE UPDATE ON idempotency_keys FOR EACH ROW EXECUTE FUNCTION conf_refuse_done();`);
+      t.strictSame(await claim('atomic'), { state: 'new' });
+      await t.rejects(store.ledger.debit(acc, 1, 'idem atomic', completes('atomic', '{"n":3}')), /completion refused/, 'the completion fails');
+      await db.exec('DROP TRIGGER conf_refuse_done ON idempotency_keys; DROP FUNCTION conf_refuse_done();');
+      t.strictSame(await record('atomic'), [{ status: 'in_progress', response_status: null, response_body: null }], 'still in progress');
+      await money(t, acc, 3, 0, 'and its debit was rolled back');
+      t.strictSame((await rows(acc)).slice(1), ['debit:2:idem paid'], 'one debit row in all');
+
+      // Idempotent debits bypass the group commit; racing, they still never overdraw.
+      const keys = Array.from({ length: 5 }, (_, i) => `race-${i}`);
+      for (const k of keys) t.strictSame(await claim(k), { state: 'new' });
+      const out = await Promise.all(keys.map((k) => store.ledger.debit(acc, 1, k, completes(k, k))));
+      t.equal(out.filter((r) => r.ok).length, 3, '5 racing debits of 1 on 3: 3 taken');
+      t.strictSame(out.filter((r) => !r.ok), [{ ok: false, available: 0 }, { ok: false, available: 0 }], '2 refused with 0 available');
+      const done = (await db.query<{ key: string }>("SELECT key FROM idempotency_keys WHERE account_id = $1 AND key LIKE 'race-%' AND status = 'done' ORDER BY key", [acc])).map((r) => r.key);
+      t.strictSame(done, keys.filter((_, i) => out[i]!.ok), 'exactly the taken ones are done');
+      await money(t, acc, 0, 0, 'spent to zero');
+    });
+  });
+
   t.test('a restart leaves open reservations, releaseStale recovers them', async (t) => {
     const target = await adapter.fresh(t, { persistent: true });
     t.strictSame(await migrate(target.db), MIGRATIONS, 'migrated');
