@@ -28,6 +28,27 @@ function conformance(t: TestT, name: string, make: () => { cache: CachePort; lim
     t.equal(await cache.get('over'), 2, 'set replaces');
   });
 
+  t.test(`${name}: cache hands out copies`, async (t) => {
+    const { cache } = make();
+    const stored = { result: 'valid', flags: ['implicit_mx'], smtp: { code: 250 } };
+    const expected = { result: 'valid', flags: ['implicit_mx'], smtp: { code: 250 } };
+    await cache.set('copy', stored, 10_000);
+    stored.result = 'invalid';
+    stored.flags.push('changed');
+    stored.smtp.code = 550;
+    t.strictSame(await cache.get('copy'), expected, 'mutating the object it stored changes nothing');
+    const got = (await cache.get<typeof stored>('copy'))!;
+    got.result = 'risky';
+    got.flags.push('changed');
+    got.smtp.code = 451;
+    t.strictSame(await cache.get('copy'), expected, 'mutating an object it returned changes nothing');
+    const [a, b] = [await cache.get('copy'), await cache.get('copy')];
+    t.not(a, b, 'every get returns its own object');
+    // What Redis does to a value (JSON), the in-process cache does too.
+    await cache.set('json', { at: new Date(0), gone: undefined, n: 1 }, 10_000);
+    t.strictSame(await cache.get('json'), { at: '1970-01-01T00:00:00.000Z', n: 1 }, 'a value comes back as JSON text would give it');
+  });
+
   t.test(`${name}: rate limiter`, async (t) => {
     const { limiter } = make();
     const key = `k${randomBytes(4).toString('hex')}`;
