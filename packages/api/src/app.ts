@@ -1,10 +1,13 @@
 // The thin Fastify front: request ids, the auth gates, one error handler, OpenAPI, and one plugin
 // per resource. It receives its services and settings; it never reads the environment.
 
-import { randomBytes } from 'node:crypto';
-import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import swagger from '@fastify/swagger';
+import type { DestinationStream } from 'pino';
 import { ServiceError } from '@svc/contracts';
+import { httpServerFactory } from './http-server.ts';
+import { documentRoute } from './openapi.ts';
+import { nextRequestId } from './request-id.ts';
 import { auth } from './plugins/auth.ts';
 import { registerErrorHandling } from './plugins/errors.ts';
 import { sharedSchemas } from './schemas.ts';
@@ -15,18 +18,34 @@ import type { ApiServices, ApiSettings } from './types.ts';
 
 export type { ApiServices, ApiSettings };
 
-// Request ids: `req_` + 32 hex digits, a random 64-bit prefix per process and a counter, so they
-// are unique without paying for a random UUID per request.
-const ID_PREFIX = `req_${randomBytes(8).toString('hex')}`;
-let idCounter = 0;
-const nextRequestId = () => ID_PREFIX + (idCounter++).toString(16).padStart(16, '0');
+/**
+ * What a log line says about a request (Fastify's default serializer, without the query string:
+ * a key passed as `?api_key=…` must never reach a log). Runs only when the line is written.
+ */
+function requestForLog(req: FastifyRequest) {
+  const url = req.url;
+  const q = url.indexOf('?');
+  return { method: req.method, url: q === -1 ? url : `${url.slice(0, q)}?[redacted]`, host: req.host, remoteAddress: req.ip, remotePort: req.socket?.remotePort };
+}
 
-export async function buildApp(services: ApiServices, settings: ApiSettings): Promise<FastifyInstance> {
-  const app = Fastify({
+export interface BuildOptions {
+  /** Where log lines go (default: stdout). Tests read them from here. */
+  logStream?: DestinationStream;
+}
+
+export async function buildApp(services: ApiServices, settings: ApiSettings, options: BuildOptions = {}): Promise<FastifyInstance> {
+  const app: FastifyInstance = Fastify({
     logger: {
       level: settings.logLevel,
       redact: { paths: ['req.headers["x-api-key"]', 'req.headers.authorization', 'headers["x-api-key"]'], censor: '[redacted]' },
+      serializers: { req: requestForLog },
+      ...(options.logStream && { stream: options.logStream }),
     },
+    // The HTTP/1 server: what never reaches a route (parser errors, a missing Host, another
+    // HTTP version) is answered there with the catalogue body and a request id. Its listener
+    // replaces Fastify's clientErrorHandler, which would otherwise answer too.
+    serverFactory: httpServerFactory(() => app.log),
+    clientErrorHandler: () => {},
     bodyLimit: settings.bodyLimitBytes,
     genReqId: nextRequestId,
     requestIdHeader: false,
@@ -53,6 +72,8 @@ export async function buildApp(services: ApiServices, settings: ApiSettings): Pr
       servers: [{ url: settings.publicUrl }],
       components: { securitySchemes: { apiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key' } } },
     },
+    // Each route's documented responses: its error codes per status, and its headers.
+    transform: documentRoute,
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
   });
 

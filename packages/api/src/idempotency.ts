@@ -10,8 +10,11 @@
 
 import { createHash } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { ServiceError } from '@svc/contracts';
+import { ServiceError, type ErrorCode } from '@svc/contracts';
 import type { Store } from '@svc/store';
+
+/** What an idempotent route can answer because of the header. */
+export const IDEMPOTENCY_CODES = ['invalid_idempotency_key', 'idempotency_key_conflict', 'idempotency_request_in_progress'] as const satisfies readonly ErrorCode[];
 
 const TTL_MS = 24 * 3600_000;
 /** A claim older than this is taken over: the process that made it died. */

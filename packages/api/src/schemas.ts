@@ -1,7 +1,8 @@
 // JSON schemas of the public resources. They validate requests, serialise responses fast and
 // generate the OpenAPI 3.1 document (GET /openapi.json). Enumerations come from @svc/contracts.
 
-import { CHARGE_REASONS, CONFIDENCES, ERROR_CODES, LAYERS, QUALITIES, REASON_CODES, VALIDATION_RESULTS } from '@svc/contracts';
+import { CHARGE_REASONS, CONFIDENCES, ERROR_CODES, ERRORS, LAYERS, QUALITIES, REASON_CODES, VALIDATION_RESULTS, type ErrorCode, type Scope } from '@svc/contracts';
+import { BILLABLE_GATE_CODES, GATE_CODES } from './plugins/auth.ts';
 
 export const errorSchema = {
   $id: 'Error',
@@ -91,5 +92,27 @@ export const creditsSchema = {
 
 export const sharedSchemas = [errorSchema, validationResultSchema, bulkResponseSchema, creditsSchema];
 
-/** Error responses every gated route can give, for the OpenAPI document. */
-export const gatedErrors = Object.fromEntries(['400', '401', '402', '403', '409', '413', '415', '429', '500', '503'].map((s) => [s, { $ref: 'Error#' }]));
+/** What decides a route's error codes: its gates (scope, billable) and its own `errors`. */
+export interface RouteErrors {
+  scope?: Scope;
+  billable?: boolean;
+  errors?: readonly ErrorCode[];
+}
+
+/** Every code a route can answer with, in catalogue order: its gates', then its own. */
+export function routeCodes(config: RouteErrors | undefined): ErrorCode[] {
+  if (!config) return [];
+  const codes = new Set<ErrorCode>(config.errors);
+  if (config.scope) for (const c of [...GATE_CODES, ...(config.billable ? BILLABLE_GATE_CODES : [])]) codes.add(c);
+  return ERROR_CODES.filter((c) => codes.has(c));
+}
+
+/**
+ * The error responses of a route: one per status its codes have, each serialised with the shared
+ * `Error` schema (which keeps `retry_after`, `required_scope`, `required` and `available`). The
+ * OpenAPI document narrows each to the route's codes (openapi.ts).
+ */
+export function errorResponses(config: RouteErrors): Record<string, { $ref: 'Error#' }> {
+  const statuses = [...new Set(routeCodes(config).map((c) => ERRORS[c].status))].sort((a, b) => a - b);
+  return Object.fromEntries(statuses.map((s) => [String(s), { $ref: 'Error#' as const }]));
+}

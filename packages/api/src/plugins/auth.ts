@@ -9,7 +9,7 @@
 
 import fp from 'fastify-plugin';
 import type { FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
-import { ServiceError, type Scope } from '@svc/contracts';
+import { ServiceError, type ErrorCode, type Scope } from '@svc/contracts';
 import { hashKey, type KeyRecord, type RateDecision, type RateLimiterPort } from '@svc/store';
 
 export interface Principal {
@@ -44,6 +44,24 @@ export interface AuthOptions {
   /** Records that a key was used; called on a key-cache miss, not awaited (the callee throttles and logs). */
   touch?(keyId: string): void;
 }
+
+/**
+ * Every code the gate answers with, in its order (for the OpenAPI document): draining, the rate
+ * limits, the key, the scope, and a key lookup that fails (a bug or a lost database: 500).
+ * `subscription_inactive` is added on billable routes.
+ */
+export const GATE_CODES = [
+  'service_unavailable',
+  'rate_limited',
+  'api_key_required',
+  'invalid_api_key',
+  'api_key_revoked',
+  'api_key_inactive',
+  'api_key_expired',
+  'insufficient_scope',
+  'internal_error',
+] as const satisfies readonly ErrorCode[];
+export const BILLABLE_GATE_CODES = ['subscription_inactive'] as const satisfies readonly ErrorCode[];
 
 const MINUTE_MS = 60_000;
 const KEY_CACHE_MS = 2_000;
@@ -89,13 +107,13 @@ export const auth = fp<AuthOptions>(
     app.decorate('clearKeyCache', () => keyCache.clear());
     app.decorateRequest('principal', null);
 
-    const check = (req: FastifyRequest, reply: FastifyReply, scope: Scope): void | Promise<void> => {
-      if (isDraining()) throw new ServiceError('service_unavailable');
-      return then(rateLimiter.hit(`ip:${req.ip}`, rateLimitPerIp, MINUTE_MS), (ip) => {
-        if (!ip.allowed) {
-          setRateHeaders(reply, ip);
-          throw rateLimited();
-        }
+    // Every response of a gated route carries the RateLimit headers (the OpenAPI document says
+    // so): the address's counts first, the key's instead once they are the tighter.
+    const check = (req: FastifyRequest, reply: FastifyReply, scope: Scope): void | Promise<void> =>
+      then(rateLimiter.hit(`ip:${req.ip}`, rateLimitPerIp, MINUTE_MS), (ip) => {
+        setRateHeaders(reply, ip);
+        if (isDraining()) throw new ServiceError('service_unavailable');
+        if (!ip.allowed) throw rateLimited();
         const raw = req.headers['x-api-key'];
         const key = Array.isArray(raw) ? raw[0] : raw;
         if (!key) throw new ServiceError('api_key_required');
@@ -120,7 +138,7 @@ export const auth = fp<AuthOptions>(
           const log = req.log as unknown as import('pino').Logger;
           if (log.isLevelEnabled('error')) log.setBindings({ key: rec.display_prefix, account: rec.account_id });
           return then(rateLimiter.hit(`key:${rec.id}`, rateLimitPerKey, MINUTE_MS), (k) => {
-            setRateHeaders(reply, k.remaining < ip.remaining ? k : ip);
+            if (k.remaining < ip.remaining) setRateHeaders(reply, k);
             if (!k.allowed) throw rateLimited();
             if (rec.scopes !== null && !rec.scopes.includes(scope)) {
               throw new ServiceError('insufficient_scope', `API key lacks the ${scope} scope`, { required_scope: scope });
@@ -130,7 +148,6 @@ export const auth = fp<AuthOptions>(
           });
         });
       });
-    };
 
     const gateFor =
       (scope: Scope): onRequestHookHandler =>

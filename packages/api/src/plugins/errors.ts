@@ -8,8 +8,16 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** Maps a body-schema failure to a specific error code. */
     mapValidation?: (errors: NonNullable<FastifyError['validation']>) => ErrorCode;
+    /**
+     * The codes the route's own work can answer with (its body, handler and use cases), besides
+     * its gates (plugins/auth.ts). They make its response schemas and its OpenAPI responses.
+     */
+    errors?: readonly ErrorCode[];
   }
 }
+
+/** What a route with a JSON body can answer because of the body (see fromFastifyError). */
+export const JSON_BODY_CODES = ['unsupported_media_type', 'payload_too_large', 'invalid_json', 'invalid_request'] as const satisfies readonly ErrorCode[];
 
 /** Fastify's own errors, in the catalogue's terms. */
 export function fromFastifyError(err: FastifyError): ServiceError {

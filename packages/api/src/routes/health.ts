@@ -16,20 +16,27 @@ export const healthRoutes: FastifyPluginAsync<{ services: ApiServices }> = async
     { schema: { summary: 'Liveness: the process answers; no dependency is checked', tags: ['health'], response: { 200: { type: 'object', required: ['status', 'timestamp'], properties: { status: { type: 'string', enum: ['alive'] }, timestamp: ts } } } } },
     async () => ({ status: 'alive', timestamp: new Date().toISOString() }),
   );
+  const checks = { type: 'object', additionalProperties: { type: 'string', enum: ['ok', 'failed'] } } as const;
   const readyBody = {
     type: 'object',
     required: ['status', 'checks', 'timestamp'],
+    properties: { status: { type: 'string', enum: ['ready'] }, checks, timestamp: ts },
+  } as const;
+  // The readiness body of spec core 2.3, with the catalogue's code.
+  const notReadyBody = {
+    type: 'object',
+    required: ['status', 'code', 'checks', 'errors', 'timestamp'],
     properties: {
-      status: { type: 'string', enum: ['ready', 'not_ready'] },
-      code: { type: 'string' },
-      checks: { type: 'object', additionalProperties: { type: 'string', enum: ['ok', 'failed'] } },
+      status: { type: 'string', enum: ['not_ready'] },
+      code: { type: 'string', enum: ['not_ready'] },
+      checks,
       errors: { type: 'array', items: { type: 'string' } },
       timestamp: ts,
     },
   } as const;
   app.get(
     '/ready',
-    { schema: { summary: 'Readiness: cache, database, DNS and outbound SMTP (checked every 30 s in the background)', tags: ['health'], response: { 200: readyBody, 503: readyBody } } },
+    { schema: { summary: 'Readiness: cache, database, DNS and outbound SMTP (checked every 30 s in the background)', tags: ['health'], response: { 200: readyBody, 503: notReadyBody } } },
     async (_req, reply) => {
       const s = services.readiness.state;
       const timestamp = new Date().toISOString();

@@ -4,8 +4,9 @@ import type { FastifyError, FastifyPluginAsync } from 'fastify';
 import type { ErrorCode } from '@svc/contracts';
 import { summarize, validateAndCharge, type ChargedResult } from '@svc/billing';
 import type { ApiServices } from '../types.ts';
-import { gatedErrors } from '../schemas.ts';
-import { idempotent } from '../idempotency.ts';
+import { errorResponses, type RouteErrors } from '../schemas.ts';
+import { IDEMPOTENCY_CODES, idempotent } from '../idempotency.ts';
+import { JSON_BODY_CODES } from '../plugins/errors.ts';
 
 type ValidationErrors = NonNullable<FastifyError['validation']>;
 
@@ -32,24 +33,43 @@ function bulkError(errors: ValidationErrors): ErrorCode {
   return 'invalid_request';
 }
 
+/** What @svc/billing's validateAndCharge throws: a refused charge, a lost database, a bug. */
+const CHARGE_CODES = ['insufficient_credits', 'validation_upstream_failed', 'internal_error'] as const satisfies readonly ErrorCode[];
+
+const singleConfig = {
+  scope: 'email:validate:single',
+  billable: true,
+  mapValidation: singleError,
+  errors: [...JSON_BODY_CODES, 'email_required', 'invalid_email_type', ...IDEMPOTENCY_CODES, ...CHARGE_CODES],
+} as const satisfies RouteErrors & { mapValidation: typeof singleError };
+
+const bulkConfig = {
+  scope: 'email:validate:bulk',
+  billable: true,
+  mapValidation: bulkError,
+  errors: [...JSON_BODY_CODES, 'emails_required', 'too_many_emails', 'invalid_email_type', ...IDEMPOTENCY_CODES, ...CHARGE_CODES],
+} as const satisfies RouteErrors & { mapValidation: typeof bulkError };
+
+const idempotencyHeader = { type: 'object', properties: { 'idempotency-key': { type: 'string', description: 'Optional; 1-255 printable characters, kept 24 h' } } } as const;
+
 export const validateRoutes: FastifyPluginAsync<{ services: ApiServices }> = async (app, { services }) => {
   const { store, verifier } = services;
 
   app.post<{ Body: { email: string } }>(
     '/v1/validate',
     {
-      config: { scope: 'email:validate:single', billable: true, mapValidation: singleError },
+      config: singleConfig,
       schema: {
         summary: 'Validate one email address',
         tags: ['validation'],
         security: [{ apiKey: [] }],
-        headers: { type: 'object', properties: { 'idempotency-key': { type: 'string', description: 'Optional; 1-255 printable characters, kept 24 h' } } },
+        headers: idempotencyHeader,
         body: {
           type: 'object',
           required: ['email'],
           properties: { email: { type: 'string', pattern: '\\S', description: 'The address to validate' } },
         },
-        response: { 200: { $ref: 'ValidationResult#' }, ...gatedErrors },
+        response: { 200: { $ref: 'ValidationResult#' }, ...errorResponses(singleConfig) },
       },
     },
     async (req, reply) =>
@@ -63,18 +83,19 @@ export const validateRoutes: FastifyPluginAsync<{ services: ApiServices }> = asy
   app.post<{ Body: { emails: string[] } }>(
     '/v1/validate/bulk',
     {
-      config: { scope: 'email:validate:bulk', billable: true, mapValidation: bulkError },
+      config: bulkConfig,
       schema: {
         summary: `Validate up to ${MAX_BULK} email addresses`,
         description: 'Results come back in input order, one per submitted string. Addresses of one domain share one SMTP session.',
         tags: ['validation'],
         security: [{ apiKey: [] }],
+        headers: idempotencyHeader,
         body: {
           type: 'object',
           required: ['emails'],
           properties: { emails: { type: 'array', minItems: 1, maxItems: MAX_BULK, items: { type: 'string' } } },
         },
-        response: { 200: { $ref: 'BulkValidationResponse#' }, ...gatedErrors },
+        response: { 200: { $ref: 'BulkValidationResponse#' }, ...errorResponses(bulkConfig) },
       },
     },
     async (req, reply) =>
