@@ -105,6 +105,11 @@ export async function buildApp(services: ApiServices, settings: ApiSettings, opt
   await app.register(validateRoutes, { services });
   await app.register(creditRoutes, { services });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  // The document is built (and cached) at start: a route whose declared responses and codes
+  // disagree (openapi.ts) fails start-up rather than the first GET /openapi.json.
+  app.addHook('onReady', async () => {
+    app.swagger();
+  });
 
   return app;
 }

@@ -72,7 +72,9 @@ function clientErrorListener(log: HttpLog): (err: Error, socket: Socket) => void
       if (inFlight.headersSent) return void socket.destroy();
     }
     const id = nextRequestId();
-    log().info({ reqId: id, code: e.code, cause, remoteAddress: socket.remoteAddress }, 'malformed or incomplete request');
+    // The address and port tie this line to the request's own `incoming request` line when the
+    // error was in its body (that request was already under way, with an id of its own).
+    log().info({ reqId: id, code: e.code, cause, remoteAddress: socket.remoteAddress, remotePort: socket.remotePort }, 'malformed or incomplete request');
     socket.write(rawResponse(e, id));
     socket.destroySoon(); // after the response is flushed
   };
@@ -91,7 +93,7 @@ function clientErrorListener(log: HttpLog): (err: Error, socket: Socket) => void
 function refuse(req: IncomingMessage, res: ServerResponse, e: ServiceError, log: HttpLog): void {
   const id = nextRequestId();
   const body = JSON.stringify(e.body());
-  log().info({ reqId: id, code: e.code, remoteAddress: req.socket.remoteAddress }, 'request refused before routing');
+  log().info({ reqId: id, code: e.code, remoteAddress: req.socket.remoteAddress, remotePort: req.socket.remotePort }, 'request refused before routing');
   res.writeHead(e.status, { 'Content-Type': 'application/json; charset=utf-8', 'X-Request-ID': id, 'Content-Length': Buffer.byteLength(body), Connection: 'close' });
   res.end(body);
 }
