@@ -155,10 +155,14 @@ t.test('real responses match the document and keep every error field', async (t)
 t.test('a route whose responses and codes disagree fails start-up', async (t) => {
   const gatedWithoutErrors = await buildFakeApp();
   gatedWithoutErrors.get('/v1/undeclared', { config: { scope: 'credits:read' }, schema: { response: { 200: { type: 'object' } } } }, async () => ({}));
-  await t.rejects(gatedWithoutErrors.ready(), { message: 'GET /v1/undeclared: code api_key_required has status 401, which the route does not declare' });
+  await t.rejects(async () => {
+    await gatedWithoutErrors.ready();
+  }, { message: 'GET /v1/undeclared: code api_key_required has status 401, which the route does not declare' });
   await gatedWithoutErrors.close().catch(() => {});
   const errorWithoutCode = await buildFakeApp();
   errorWithoutCode.get('/v1/stray', { schema: { response: { 200: { type: 'object' }, 409: { $ref: 'Error#' } } } }, async () => ({}));
-  await t.rejects(errorWithoutCode.ready(), { message: 'GET /v1/stray: status 409 has no error code' });
+  await t.rejects(async () => {
+    await errorWithoutCode.ready();
+  }, { message: 'GET /v1/stray: status 409 has no error code' });
   await errorWithoutCode.close().catch(() => {});
 });
