@@ -191,6 +191,30 @@ t.test('a failing database during validation is 503 validation_upstream_failed, 
   t.same([b!.balance, b!.reserved], [4, 0], 'only the first, successful request was charged');
 });
 
+t.test('a lost database in the key lookup or the balance read is a retryable 503, not a 500', async (t) => {
+  const { key, accountId } = await makeKey(stack, { credits: 5, scopes: ['credits:read', 'email:validate:single'] });
+  const store = stack.store;
+  const { findByHash } = store.keys;
+  const { balance } = store.ledger;
+  const lost = () => Promise.reject(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' }));
+  t.teardown(() => {
+    store.keys.findByHash = findByHash;
+    store.ledger.balance = balance;
+  });
+  store.keys.findByHash = lost; // a key the gate has not cached yet
+  const credits = await stack.call('GET', '/v1/credits', { key });
+  t.strictSame([credits.status, credits.body.code], [503, 'service_unavailable']);
+  const validate = await stack.call('POST', '/v1/validate', { key, body: { email: 'jane.doe@accept.test' } });
+  t.strictSame([validate.status, validate.body.code], [503, 'validation_upstream_failed']);
+  store.keys.findByHash = findByHash;
+  store.ledger.balance = lost;
+  const read = await stack.call('GET', '/v1/credits', { key });
+  t.strictSame([read.status, read.body.code, read.body.message], [503, 'service_unavailable', 'A dependency is unavailable; retry later']);
+  store.ledger.balance = balance;
+  t.equal((await stack.call('GET', '/v1/credits', { key })).body.balance, 5);
+  t.equal((await store.ledger.balance(accountId))!.balance, 5);
+});
+
 t.test('a broken invariant in the store is a bug: 500 internal_error, not a retryable 503, and nothing is charged', async (t) => {
   const { key, accountId } = await makeKey(stack, { credits: 5 });
   const store = stack.store;

@@ -64,7 +64,7 @@ export const ERRORS = {
   // server side
   validation_upstream_failed: e(503, 'A dependency failed during validation; retry later', 'the database could not be reached (connection refused or lost, timeout, server shutting down) while credits were held, taken or settled; nothing was charged for the failed request', true),
   control_plane_route_misconfigured: e(500, 'Route is misconfigured; operator repair needed', 'a route is misconfigured; an operator must repair it'),
-  service_unavailable: e(503, 'Service is shutting down or not ready; retry later', 'the service is draining (SIGTERM) and takes no new requests', true),
+  service_unavailable: e(503, 'Service is shutting down or not ready; retry later', 'the service is draining (SIGTERM) and takes no new requests, or the database could not be reached outside a validation (e.g. reading the balance)', true),
   internal_error: e(500, 'Unexpected error', 'an unexpected error, including a broken invariant in the store (a bug: it is logged with the request id)', true),
   not_ready: e(503, 'Service is not ready', '`/ready`: a readiness check failed; the body is the readiness body (`status` `not_ready`, `checks`, `errors`)', true),
   // the HTTP layer (answered before any route: Node's parser, the server's own checks)

@@ -47,7 +47,8 @@ export interface AuthOptions {
 
 /**
  * Every code the gate answers with, in its order (for the OpenAPI document): draining, the rate
- * limits, the key, the scope, and a key lookup that fails (a bug or a lost database: 500).
+ * limits, the key, the scope, and a key lookup that fails (a bug: 500; a lost database: 503,
+ * `validation_upstream_failed` on billable routes).
  * `subscription_inactive` is added on billable routes.
  */
 export const GATE_CODES = [

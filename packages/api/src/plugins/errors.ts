@@ -2,6 +2,7 @@
 // status, whatever threw it: a use case's ServiceError, a body-schema failure, Fastify itself.
 
 import type { FastifyError, FastifyInstance } from 'fastify';
+import { isConnectionFailure } from '@svc/billing';
 import { ServiceError, type ErrorCode } from '@svc/contracts';
 
 declare module 'fastify' {
@@ -56,6 +57,11 @@ export function registerErrorHandling(app: FastifyInstance): void {
       const map = req.routeOptions.config?.mapValidation;
       const code = map ? map(err.validation) : 'invalid_request';
       e = code === 'invalid_request' ? new ServiceError('invalid_request', `Request body does not match the schema: ${err.message}`) : new ServiceError(code);
+    } else if (isConnectionFailure(err)) {
+      // The database is out of reach (a key lookup, a balance read): temporary, retried by
+      // clients (STYLE 15). During a validation it is the spec's validation_upstream_failed.
+      e = new ServiceError(req.routeOptions.config?.billable ? 'validation_upstream_failed' : 'service_unavailable', 'A dependency is unavailable; retry later');
+      req.log.error({ err, code: e.code }, 'dependency failed');
     } else {
       e = fromFastifyError(err);
       // A bug (including a broken invariant in the store): logged with the request id, answered 500.
