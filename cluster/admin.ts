@@ -1,37 +1,23 @@
-// Entry point of `npm run admin -- …`.
+// Entry point of `npm run admin -- …`: output on stdout when the command succeeds, on stderr with
+// exit code 1 (refused, not found) or 2 (usage, configuration) when it does not.
 
-import { existsSync } from 'node:fs';
-import { adminSocketPath, callAdminSocket, ConfigError, loadConfig, runAdmin, type AdminResult } from '@svc/runtime';
-import { DataDirLockedError, DataDirPermissionError, openStore } from '@svc/store';
+import { ConfigError, loadConfig, runAdminCli } from '@svc/runtime';
+import { DataDirLockedError, DataDirPermissionError } from '@svc/store';
 
 async function main(): Promise<number> {
-  const config = loadConfig(process.env);
-  const argv = process.argv.slice(2);
-  let res: AdminResult;
-  const sock = adminSocketPath(config.dataDir);
-  if (!config.databaseUrl && existsSync(sock)) {
-    try {
-      res = await callAdminSocket(sock, argv);
-      process.stdout.write(`${res.out}\n`);
-      return res.code;
-    } catch {
-      // a socket file left by a dead process: open the store ourselves
-    }
-  }
-  const store = await openStore(config.databaseUrl ? { databaseUrl: config.databaseUrl } : { dataDir: config.dataDir });
-  try {
-    res = await runAdmin(store, argv);
-  } finally {
-    await store.close();
-  }
-  process.stdout.write(`${res.out}\n`);
+  const res = await runAdminCli(loadConfig(process.env), process.argv.slice(2));
+  (res.code === 0 ? process.stdout : process.stderr).write(`${res.out}\n`);
   return res.code;
 }
 
 main().then(
   (code) => process.exit(code),
   (err) => {
-    process.stderr.write(`${err instanceof ConfigError || err instanceof DataDirLockedError || err instanceof DataDirPermissionError ? err.message : (err as Error).stack}\n`);
+    if (err instanceof ConfigError) {
+      process.stderr.write(`configuration error: ${err.message}\n`);
+      process.exit(2);
+    }
+    process.stderr.write(`${err instanceof DataDirLockedError || err instanceof DataDirPermissionError ? err.message : (err as Error).stack}\n`);
     process.exit(1);
   },
 );

@@ -4,18 +4,23 @@
 import { ConfigError, loadConfig, startService } from '@svc/runtime';
 import { DataDirLockedError, DataDirPermissionError } from '@svc/store';
 
+/**
+ * The key generated at first start, for the operator's terminal: one write to stderr, framed by
+ * marker lines, so a JSON log parser reading stdout never sees it. Only its SHA-256 is stored.
+ */
+function printGeneratedKey(key: string): void {
+  const rule = '='.repeat(78);
+  process.stderr.write(`${rule}\nAPI key generated at first start (shown once, only its SHA-256 is stored):\n${key}\n${rule}\n`);
+}
+
 async function main(): Promise<void> {
   const config = loadConfig(process.env);
-  const svc = await startService(config);
+  const svc = await startService(config, { onGeneratedKey: printGeneratedKey });
   const log = svc.app.log;
   for (const [name, set] of [['KAFKA_BROKERS', config.kafkaBrokers], ['CLICKHOUSE_URL', config.clickhouseUrl]] as const) {
     if (set) log.warn(`${name} is set but this build does not use it yet (the job transport and analytics come with the next issues)`);
   }
   log.info({ url: svc.url, store: config.databaseUrl ? 'postgres' : 'pglite', cache: config.redisUrl ? 'redis' : 'in-process', dataDir: config.databaseUrl ? undefined : config.dataDir }, 'email validation service listening');
-  if (svc.generatedKey) {
-    // Shown once, to the operator's terminal; only its hash is stored.
-    process.stdout.write(`\n  No SVC_BOOTSTRAP_API_KEY was set, so an unrestricted API key was generated (shown once):\n\n    ${svc.generatedKey}\n\n`);
-  }
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;

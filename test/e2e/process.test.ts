@@ -3,7 +3,8 @@
 // logs, and SIGTERM draining in-flight work with polite QUITs.
 
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
@@ -17,18 +18,26 @@ t.teardown(() => sim.close());
 interface Proc {
   child: ChildProcess;
   url: string;
+  /** stdout and stderr as they arrived, together and apart. */
   out: () => string;
+  stdout: () => string;
+  stderr: () => string;
+  /** Resolves when the process has exited and both streams are read to their end. */
+  closed: Promise<number | null>;
 }
 
 async function startProc(env: Record<string, string>): Promise<Proc> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'cluster/embedded.ts'], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
-  child.stdout!.on('data', (d) => (out += d));
-  child.stderr!.on('data', (d) => (out += d));
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (d) => ((out += d), (stdout += d)));
+  child.stderr!.on('data', (d) => ((out += d), (stderr += d)));
+  const closed = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
   const deadline = Date.now() + 30_000;
   while (Date.now() < deadline) {
     const m = /"url":"(http:\/\/[^"]+)"/.exec(out);
-    if (m) return { child, url: m[1]!, out: () => out };
+    if (m) return { child, url: m[1]!, out: () => out, stdout: () => stdout, stderr: () => stderr, closed };
     if (child.exitCode !== null) throw new Error(`service exited: ${out}`);
     await new Promise((r) => setTimeout(r, 50));
   }
@@ -68,6 +77,23 @@ t.test('bootstrap key, admin CLI through the socket, logs, SIGTERM drain', async
   const liveKey = /(svc_live_[A-Za-z0-9]{40})/.exec(key.out)?.[1];
   const keyId = /key (key_[0-9a-f]+)/.exec(key.out)?.[1];
   t.ok(liveKey && keyId, 'key printed once with its id');
+  // Listings through the socket: both accounts, then the bootstrap key, used (its last use recorded).
+  const accounts = admin(env, 'account', 'list');
+  t.equal(accounts.code, 0, accounts.out);
+  const [header, ...rows] = accounts.out.trimEnd().split('\n');
+  t.equal(header, 'ID                            BALANCE  RESERVED  AVAILABLE  KEYS  CREATED                   NAME');
+  const ISO = '\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{3}Z';
+  t.equal(rows.length, 2, accounts.out);
+  t.match(rows.find((r) => r.endsWith('bootstrap')), new RegExp(`^acc_[0-9a-f]{24} {8}2 {9}0 {10}2 {5}1  ${ISO}  bootstrap$`), 'the bootstrap account: 3 credits less one charge, one key');
+  t.match(rows.find((r) => r.startsWith(accountId!)), new RegExp(`^${accountId} {8}5 {9}0 {10}5 {5}1  ${ISO}  -$`), 'the new account');
+  const bootstrapAccount = rows.find((r) => r.endsWith('bootstrap'))!.slice(0, 28);
+  const keys = admin(env, 'key', 'list', '--account', bootstrapAccount);
+  t.equal(keys.code, 0, keys.out);
+  t.match(
+    keys.out,
+    new RegExp(`^ID                            PREFIX         KIND  STATE   CREATED                   LAST_USED                 EXPIRES  SCOPES        NAME\nkey_[0-9a-f]{24}  svc_test_e2eB  test  active  ${ISO}  ${ISO}  -        unrestricted  bootstrap\n$`),
+    'the bootstrap key: its prefix only, unrestricted, active, and when it was last used',
+  );
   t.equal((await call('/v1/validate', liveKey!, { email: 'john.smith@accept.test' })).status, 200);
   t.equal((await call('/v1/validate/bulk', liveKey!, { emails: ['a@accept.test'] })).status, 403, 'scopes enforced');
   t.equal(admin(env, 'credits', 'grant', '--account', accountId!, '--credits', '10').code, 0);
@@ -112,29 +138,68 @@ t.test('bootstrap key, admin CLI through the socket, logs, SIGTERM drain', async
   t.match(direct.out, /balance 14, reserved 0, available 14/);
 });
 
-t.test('without a bootstrap key, one key is generated and printed once', async (t) => {
+t.test('without a bootstrap key, one key is generated and printed once, on stderr in a marked block, never among the JSON logs', async (t) => {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-proc-'));
   t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
   const env = stackEnv(sim, dataDir, { SVC_LOG_LEVEL: 'info', SVC_BOOTSTRAP_API_KEY: '' });
   const p = await startProc(env);
-  await new Promise((r) => setTimeout(r, 200));
-  const key = /(svc_live_[A-Za-z0-9]{40})/.exec(p.out())?.[1];
-  t.ok(key, 'a generated key was printed');
-  const r = await fetch(`${p.url}/v1/validate`, { method: 'POST', headers: { 'x-api-key': key!, 'content-type': 'application/json' }, body: JSON.stringify({ email: 'jane.doe@accept.test' }) });
+  const r = await fetch(`${p.url}/live`);
   t.equal(r.status, 200);
   p.child.kill('SIGTERM');
-  t.equal(await exited(p.child), 0);
+  t.equal(await p.closed, 0, 'clean exit, every byte of both streams read');
+  const block = /^(={78})\nAPI key generated at first start \(shown once, only its SHA-256 is stored\):\n(svc_live_[A-Za-z0-9]{40})\n(={78})\n$/.exec(p.stderr());
+  t.ok(block, `stderr is exactly the block, written once: ${JSON.stringify(p.stderr())}`);
+  const key = block?.[2] ?? 'no key printed';
+  const stdout = p.stdout();
+  t.notOk(stdout.includes(key), 'stdout (the JSON logs) never contains the key');
+  const lines = stdout.trimEnd().split('\n');
+  t.ok(lines.length >= 3 && lines.every((l) => typeof JSON.parse(l) === 'object'), 'every stdout line is a JSON log line');
+
   const again = await startProc(env);
-  await new Promise((r) => setTimeout(r, 200));
-  t.notOk(/svc_live_[A-Za-z0-9]{40}/.test(again.out()), 'not printed again on the next start');
+  const v = await fetch(`${again.url}/v1/validate`, { method: 'POST', headers: { 'x-api-key': key, 'content-type': 'application/json' }, body: JSON.stringify({ email: 'jane.doe@accept.test' }) });
+  t.equal(v.status, 200, 'the printed key works');
   again.child.kill('SIGTERM');
-  t.equal(await exited(again.child), 0);
+  t.equal(await again.closed, 0);
+  t.equal(again.stderr(), '', 'nothing on stderr on the next start: no key generated or printed again');
+  t.notOk(/svc_live_[A-Za-z0-9]{40}/.test(again.out()), 'no key anywhere');
+
+  // A port in use (on this existing data directory, which opens fast): one line naming PORT, exit 2.
+  const blocker = net.createServer();
+  await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => blocker.close(() => resolve())));
+  const port = (blocker.address() as net.AddressInfo).port;
+  const busy = spawn(process.execPath, ['--import', 'tsx', 'cluster/embedded.ts'], { cwd: ROOT, env: { ...process.env, ...env, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let busyOut = '';
+  let busyErr = '';
+  busy.stdout!.on('data', (d) => (busyOut += d));
+  busy.stderr!.on('data', (d) => (busyErr += d));
+  t.equal(await new Promise<number | null>((resolve) => busy.once('close', resolve)), 2, 'a port in use: exit 2');
+  t.equal(busyErr, `configuration error: PORT ${port} is already in use on 127.0.0.1\n`, 'one line naming PORT, no stack');
+  t.equal(busyOut, '', 'no log line: it never listened');
+  t.notOk(existsSync(path.join(dataDir, 'admin.sock')), 'its admin socket is closed (the file removed)');
+  t.notOk(existsSync(path.join(dataDir, 'svc.lock')), 'the data directory is unlocked');
 });
 
-t.test('a bad configuration value fails start-up naming the variable', async (t) => {
-  const r = spawnSync(process.execPath, ['--import', 'tsx', 'cluster/embedded.ts'], { cwd: ROOT, env: { ...process.env, SVC_SMTP_PORT: 'twenty-five' }, encoding: 'utf8' });
+const ONE_LINE_NO_STACK = /^[^\n]+\n$/;
+
+t.test('a bad configuration value fails start-up: one line on stderr naming the variable, no stack, exit 2', async (t) => {
+  const dataDir = path.join(os.tmpdir(), `svc-never-${process.pid}`);
+  const r = spawnSync(process.execPath, ['--import', 'tsx', 'cluster/embedded.ts'], { cwd: ROOT, env: { ...process.env, SVC_DATA_DIR: dataDir, SVC_DNS_SERVERS: '1.2.3.4:99999' }, encoding: 'utf8' });
   t.equal(r.status, 2);
-  t.match(r.stderr, /SVC_SMTP_PORT must be an integer/);
+  t.equal(r.stderr, 'configuration error: SVC_DNS_SERVERS must be a comma-separated list of ip or ip:port (IPv6: [addr]:port), got "1.2.3.4:99999" in "1.2.3.4:99999"\n');
+  t.match(r.stderr, ONE_LINE_NO_STACK);
+  t.notOk(/\n\s+at /.test(r.stderr), 'no stack frames');
+  t.equal(r.stdout, '', 'nothing logged');
+  t.notOk(existsSync(dataDir), 'nothing created');
+});
+
+t.test('the admin CLI does not create a store: without a service or a data directory it says where it looked, exit 1', async (t) => {
+  const parent = mkdtempSync(path.join(os.tmpdir(), 'svc-admin-'));
+  t.teardown(() => rmSync(parent, { recursive: true, force: true }));
+  const dataDir = path.join(parent, 'not-there');
+  const r = admin({ SVC_DATA_DIR: dataDir }, 'account', 'list');
+  t.strictSame(r, { code: 1, out: `no store at ${dataDir} (SVC_DATA_DIR); start the service once with \`npm start\`, or point SVC_DATA_DIR at its data directory\n` });
+  t.notOk(existsSync(dataDir), 'the directory was not created');
 });
 
 t.test('the README flow: `npm run sim`, then `npm start` with the variables it prints', async (t) => {

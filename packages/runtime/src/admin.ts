@@ -4,103 +4,356 @@
 
 import { chmodSync, existsSync, unlinkSync } from 'node:fs';
 import net from 'node:net';
+import path from 'node:path';
 import { parseArgs } from 'node:util';
-import type { Store } from '@svc/store';
+import { openStore, type KeyListing, type Store } from '@svc/store';
 import { isScope, SCOPES } from '@svc/contracts';
+import type { Config } from './config.ts';
 
 export interface AdminResult {
+  /** 0 done, 1 refused or not found, 2 a usage error. */
   code: number;
   out: string;
 }
 
-const USAGE = `usage:
-  admin account create [--credits N] [--name NAME]
-  admin key create --account ACCOUNT_ID [--scopes a,b | --unrestricted] [--kind test|live] [--name NAME] [--expires ISO_DATE]
-  admin key deactivate|activate|revoke|expire KEY_ID_OR_KEY
-  admin credits grant --account ACCOUNT_ID --credits N
-  admin credits show --account ACCOUNT_ID
-scopes: ${SCOPES.join(', ')}`;
+type Values = {
+  credits?: string;
+  amount?: string;
+  name?: string;
+  account?: string;
+  scopes?: string;
+  unrestricted?: boolean;
+  kind?: string;
+  expires?: string;
+  limit?: string;
+  help?: boolean;
+};
 
-const fail = (msg: string): AdminResult => ({ code: 2, out: `${msg}\n${USAGE}` });
+interface Command {
+  noun: string;
+  verb: string;
+  /** After `admin <noun> <verb>`. */
+  synopsis: string;
+  about: string;
+  /** The options it takes, with their help lines (`--amount` is an old alias of `--credits`). */
+  options: Array<[flag: string, help: string]>;
+  /** The name of its one positional argument, if it takes one. */
+  arg?: string;
+  run(store: Store, v: Values, arg: string | undefined, onKeyChange: () => void): Promise<AdminResult>;
+}
 
-export async function runAdmin(store: Store, argv: string[], onKeyChange: () => void = () => {}): Promise<AdminResult> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      options: {
-        credits: { type: 'string' },
-        amount: { type: 'string' },
-        name: { type: 'string' },
-        account: { type: 'string' },
-        scopes: { type: 'string' },
-        unrestricted: { type: 'boolean' },
-        kind: { type: 'string' },
-        expires: { type: 'string' },
-      },
-    });
-  } catch (err) {
-    return fail((err as Error).message);
-  }
-  const { values: v, positionals: [noun, verb, arg] } = parsed;
-  const count = (s: string | undefined, dflt?: number): number | undefined => {
-    if (s === undefined) return dflt;
-    return /^\d+$/.test(s) && Number.isSafeInteger(Number(s)) ? Number(s) : undefined;
-  };
-  const needAccount = async (): Promise<string | AdminResult> => {
-    if (!v.account) return fail('--account is required');
-    if (!(await store.accounts.exists(v.account))) return { code: 1, out: `no account ${v.account}` };
-    return v.account;
-  };
+const OPTIONS = {
+  credits: { type: 'string' },
+  amount: { type: 'string' },
+  name: { type: 'string' },
+  account: { type: 'string' },
+  scopes: { type: 'string' },
+  unrestricted: { type: 'boolean' },
+  kind: { type: 'string' },
+  expires: { type: 'string' },
+  limit: { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
 
-  if (noun === 'account' && verb === 'create') {
-    const credits = count(v.credits ?? v.amount, 0);
-    if (credits === undefined) return fail('--credits must be a non-negative integer');
-    const id = await store.accounts.create({ name: v.name ?? '', credits });
-    return { code: 0, out: `account ${id} created with ${credits} credits` };
-  }
-  if (noun === 'key' && verb === 'create') {
-    const account = await needAccount();
-    if (typeof account !== 'string') return account;
-    const kind = v.kind ?? 'live';
-    if (kind !== 'test' && kind !== 'live') return fail('--kind must be test or live');
-    let scopes: string[] | null = null;
-    if (v.scopes !== undefined && v.unrestricted) return fail('give --scopes or --unrestricted, not both');
-    if (v.scopes !== undefined) {
-      scopes = v.scopes.split(',').map((s) => s.trim()).filter(Boolean);
-      const bad = scopes.filter((s) => !isScope(s));
-      if (bad.length > 0 || scopes.length === 0) return fail(`unknown scope(s): ${bad.join(', ') || '(none given)'}`);
-    }
-    let expiresAt: Date | null = null;
-    if (v.expires) {
-      expiresAt = new Date(v.expires);
-      if (Number.isNaN(expiresAt.getTime())) return fail('--expires must be an ISO 8601 date');
-    }
-    const { id, key } = await store.keys.create({ accountId: account, kind, scopes, name: v.name ?? '', expiresAt });
-    return { code: 0, out: `key ${id} created (${scopes ? scopes.join(',') : 'unrestricted'})\n${key}\nThis key is shown once; only its SHA-256 hash is stored.` };
-  }
-  if (noun === 'key' && (verb === 'deactivate' || verb === 'activate' || verb === 'revoke' || verb === 'expire')) {
-    if (!arg) return fail('which key? give its id or the key itself');
+const LEDGER_LIMIT = { dflt: 20, max: 1000 };
+
+/** ISO 8601: a date, or a date and time with an optional offset (without one, local time). */
+const ISO_8601 = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/;
+
+const count = (s: string | undefined, dflt?: number): number | undefined => {
+  if (s === undefined) return dflt;
+  return /^\d+$/.test(s) && Number.isSafeInteger(Number(s)) ? Number(s) : undefined;
+};
+
+/** Free text in a column: control characters shown as `?`, empty as `-` (columns never collapse). */
+const cell = (s: string | null | undefined): string => (s ? s.replace(/[\x00-\x1f\x7f]/g, '?') : '-');
+const iso = (d: Date | null): string => (d ? d.toISOString() : '-');
+
+/**
+ * Aligned plain-text columns with a header row, two spaces apart; `right` columns (numbers) are
+ * right-aligned. The last column is free text and never padded, so lines carry no trailing spaces.
+ */
+export function columns(header: string[], rows: string[][], right: ReadonlySet<number> = new Set()): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (r: string[]) =>
+    r.map((c, i) => (i === r.length - 1 ? c : right.has(i) ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join('  ');
+  return [header, ...rows].map(line).join('\n');
+}
+
+/** What `key list` calls a key's state: revoked is final, then a passed expiry, then the stored state. */
+export function keyState(k: Pick<KeyListing, 'state' | 'expires_at'>, now: number): 'active' | 'inactive' | 'revoked' | 'expired' {
+  if (k.state === 'revoked') return 'revoked';
+  if (k.expires_at && k.expires_at.getTime() <= now) return 'expired';
+  return k.state;
+}
+
+const needAccount = async (store: Store, cmd: Command, v: Values): Promise<string | AdminResult> => {
+  if (!v.account) return usageError('--account is required', cmd);
+  if (!(await store.accounts.exists(v.account))) return { code: 1, out: `no account ${v.account}` };
+  return v.account;
+};
+
+const keyStateCommand = (verb: 'activate' | 'deactivate' | 'revoke' | 'expire', about: string): Command => ({
+  noun: 'key',
+  verb,
+  synopsis: 'KEY_ID_OR_KEY',
+  about,
+  options: [],
+  arg: 'KEY_ID_OR_KEY',
+  async run(store, _v, arg, onKeyChange) {
+    if (!arg) return usageError('which key? give its id or the key itself', this);
     const id = await store.keys.resolveId(arg);
-    if (!id) return { code: 1, out: 'no such key' };
+    const key = id ? await store.keys.get(id) : undefined;
+    if (!id || !key) return { code: 1, out: 'no such key' };
+    if (key.state === 'revoked' && verb !== 'revoke') return { code: 1, out: `key ${id} is revoked; revocation cannot be undone` };
+    const expired = key.expires_at !== null && key.expires_at.getTime() <= Date.now();
+    if (expired && verb === 'activate') return { code: 1, out: `key ${id} expired at ${iso(key.expires_at)}; an expired key cannot be activated: create a new key` };
+    if (expired && verb === 'expire') return { code: 0, out: `key ${id} already expired at ${iso(key.expires_at)}` };
     const ok = verb === 'expire' ? await store.keys.expire(id) : await store.keys.setState(id, verb === 'deactivate' ? 'inactive' : verb === 'activate' ? 'active' : 'revoked');
     onKeyChange();
     if (!ok) return { code: 1, out: `key ${id} is revoked; revocation cannot be undone` };
     return { code: 0, out: `key ${id} ${verb === 'expire' ? 'expired' : `${verb}d`}` };
-  }
-  if (noun === 'credits' && (verb === 'grant' || verb === 'show')) {
-    const account = await needAccount();
-    if (typeof account !== 'string') return account;
-    if (verb === 'grant') {
+  },
+});
+
+const COMMANDS: Command[] = [
+  {
+    noun: 'account',
+    verb: 'create',
+    synopsis: '[--credits N] [--name NAME]',
+    about: 'Creates an account holding N credits and prints its id.',
+    options: [
+      ['--credits N', 'initial credits, a whole number (default 0)'],
+      ['--name NAME', 'a label for operators'],
+    ],
+    async run(store, v) {
+      const credits = count(v.credits ?? v.amount, 0);
+      if (credits === undefined) return usageError('--credits must be a non-negative integer', this);
+      const id = await store.accounts.create({ name: v.name ?? '', credits });
+      return { code: 0, out: `account ${id} created with ${credits} credits` };
+    },
+  },
+  {
+    noun: 'account',
+    verb: 'list',
+    synopsis: '',
+    about: 'Lists every account, oldest first: id, credits (balance, reserved, available), number of keys, creation time, name.',
+    options: [],
+    async run(store) {
+      const rows = (await store.accounts.list()).map((a) => [a.id, String(a.balance), String(a.reserved), String(a.available), String(a.keys), iso(a.created_at), cell(a.name)]);
+      return { code: 0, out: columns(['ID', 'BALANCE', 'RESERVED', 'AVAILABLE', 'KEYS', 'CREATED', 'NAME'], rows, new Set([1, 2, 3, 4])) };
+    },
+  },
+  {
+    noun: 'key',
+    verb: 'create',
+    synopsis: '--account ACCOUNT_ID [--scopes a,b | --unrestricted] [--kind test|live] [--name NAME] [--expires ISO_DATE]',
+    about: 'Creates an API key of an account and prints it once (only its SHA-256 is stored).',
+    options: [
+      ['--account ACCOUNT_ID', 'the account the key belongs to (required)'],
+      ['--scopes a,b', `what the key may do, comma-separated: ${SCOPES.join(', ')}`],
+      ['--unrestricted', 'every scope (the default without --scopes)'],
+      ['--kind test|live', 'the key prefix, svc_test_ or svc_live_ (default live)'],
+      ['--name NAME', 'a label for operators'],
+      ['--expires ISO_DATE', 'when the key stops working, in the future: 2027-01-31 (midnight UTC) or 2027-01-31T12:00:00Z'],
+    ],
+    async run(store, v) {
+      const account = await needAccount(store, this, v);
+      if (typeof account !== 'string') return account;
+      const kind = v.kind ?? 'live';
+      if (kind !== 'test' && kind !== 'live') return usageError('--kind must be test or live', this);
+      let scopes: string[] | null = null;
+      if (v.scopes !== undefined && v.unrestricted) return usageError('give --scopes or --unrestricted, not both', this);
+      if (v.scopes !== undefined) {
+        scopes = v.scopes.split(',').map((s) => s.trim()).filter(Boolean);
+        const bad = scopes.filter((s) => !isScope(s));
+        if (bad.length > 0 || scopes.length === 0) return usageError(`unknown scope(s): ${bad.join(', ') || '(none given)'}`, this);
+      }
+      let expiresAt: Date | null = null;
+      if (v.expires !== undefined) {
+        expiresAt = new Date(v.expires);
+        if (!ISO_8601.test(v.expires) || Number.isNaN(expiresAt.getTime())) return usageError(`--expires must be an ISO 8601 date or time, got ${JSON.stringify(v.expires)}`, this);
+        // A key that is expired from birth is a mistake (a typo in the year), never what was meant.
+        if (expiresAt.getTime() <= Date.now()) return usageError(`--expires must be in the future, got ${expiresAt.toISOString()}`, this);
+      }
+      const { id, key } = await store.keys.create({ accountId: account, kind, scopes, name: v.name ?? '', expiresAt });
+      const what = [scopes ? scopes.join(',') : 'unrestricted', ...(expiresAt ? [`expires ${expiresAt.toISOString()}`] : [])].join(', ');
+      return { code: 0, out: `key ${id} created (${what})\n${key}\nThis key is shown once; only its SHA-256 hash is stored.` };
+    },
+  },
+  {
+    noun: 'key',
+    verb: 'list',
+    synopsis: '--account ACCOUNT_ID',
+    about:
+      'Lists the keys of an account, oldest first: id, display prefix, kind, state (active, inactive, revoked, or expired once its expiry has passed), creation, last use (to about a minute), expiry, scopes, name. Never the key nor its hash.',
+    options: [['--account ACCOUNT_ID', 'the account (required)']],
+    async run(store, v) {
+      const account = await needAccount(store, this, v);
+      if (typeof account !== 'string') return account;
+      const now = Date.now();
+      const rows = (await store.keys.list(account)).map((k) => [
+        k.id,
+        k.display_prefix,
+        k.kind,
+        keyState(k, now),
+        iso(k.created_at),
+        iso(k.last_used_at),
+        iso(k.expires_at),
+        k.scopes === null ? 'unrestricted' : k.scopes.length === 0 ? 'none' : k.scopes.join(','),
+        cell(k.name),
+      ]);
+      return { code: 0, out: columns(['ID', 'PREFIX', 'KIND', 'STATE', 'CREATED', 'LAST_USED', 'EXPIRES', 'SCOPES', 'NAME'], rows) };
+    },
+  },
+  keyStateCommand('activate', 'Makes an inactive key work again. A revoked or expired key cannot be activated: create a new key.'),
+  keyStateCommand('deactivate', 'Stops a key from working until it is activated again.'),
+  keyStateCommand('revoke', 'Stops a key for good; revocation cannot be undone.'),
+  keyStateCommand('expire', 'Expires a key now: from then on it is refused with api_key_expired.'),
+  {
+    noun: 'credits',
+    verb: 'grant',
+    synopsis: '--account ACCOUNT_ID --credits N',
+    about: "Adds N credits to an account's balance (a ledger row `admin grant`) and shows the balance.",
+    options: [
+      ['--account ACCOUNT_ID', 'the account (required)'],
+      ['--credits N', 'how many, a positive whole number (required)'],
+    ],
+    async run(store, v) {
+      const account = await needAccount(store, this, v);
+      if (typeof account !== 'string') return account;
       const n = count(v.credits ?? v.amount);
-      if (!n) return fail('--credits must be a positive integer');
+      if (!n) return usageError('--credits must be a positive integer', this);
       await store.ledger.grant(account, n, 'admin grant');
-    }
-    const b = await store.ledger.balance(account);
-    return { code: 0, out: `account ${account}: balance ${b!.balance}, reserved ${b!.reserved}, available ${b!.available}` };
+      return showBalance(store, account);
+    },
+  },
+  {
+    noun: 'credits',
+    verb: 'show',
+    synopsis: '--account ACCOUNT_ID',
+    about: "Shows an account's balance, reserved and available credits.",
+    options: [['--account ACCOUNT_ID', 'the account (required)']],
+    async run(store, v) {
+      const account = await needAccount(store, this, v);
+      if (typeof account !== 'string') return account;
+      return showBalance(store, account);
+    },
+  },
+  {
+    noun: 'credits',
+    verb: 'ledger',
+    synopsis: '--account ACCOUNT_ID [--limit N]',
+    about: "Shows an account's newest credit ledger rows, newest first: id, time, kind (grant, reserve, charge, release, debit), amount, reservation, note.",
+    options: [
+      ['--account ACCOUNT_ID', 'the account (required)'],
+      ['--limit N', `how many rows, 1-${LEDGER_LIMIT.max} (default ${LEDGER_LIMIT.dflt})`],
+    ],
+    async run(store, v) {
+      const limit = count(v.limit, LEDGER_LIMIT.dflt);
+      if (limit === undefined || limit < 1 || limit > LEDGER_LIMIT.max) return usageError(`--limit must be an integer from 1 to ${LEDGER_LIMIT.max}, got ${JSON.stringify(v.limit)}`, this);
+      const account = await needAccount(store, this, v);
+      if (typeof account !== 'string') return account;
+      const rows = (await store.ledger.entries(account, limit)).map((e) => [String(e.id), iso(e.created_at), e.kind, String(e.amount), cell(e.reservation_id), cell(e.note)]);
+      return { code: 0, out: columns(['ID', 'TIME', 'KIND', 'AMOUNT', 'RESERVATION', 'NOTE'], rows, new Set([0, 3])) };
+    },
+  },
+];
+
+async function showBalance(store: Store, account: string): Promise<AdminResult> {
+  const b = await store.ledger.balance(account);
+  return { code: 0, out: `account ${account}: balance ${b!.balance}, reserved ${b!.reserved}, available ${b!.available}` };
+}
+
+const NOUNS = [...new Set(COMMANDS.map((c) => c.noun))];
+const usageLine = (c: Command): string => `admin ${c.noun} ${c.verb}${c.synopsis ? ` ${c.synopsis}` : ''}`;
+
+/** `admin --help`: every command. */
+const USAGE = [
+  'usage: admin COMMAND [OPTIONS]    (admin COMMAND --help explains one)',
+  ...COMMANDS.map((c) => `  ${usageLine(c)}`),
+  `scopes: ${SCOPES.join(', ')}`,
+].join('\n');
+
+/** `admin key --help`: the commands of one noun. */
+const nounUsage = (noun: string): string =>
+  [`usage: admin ${noun} COMMAND [OPTIONS]    (admin ${noun} COMMAND --help explains one)`, ...COMMANDS.filter((c) => c.noun === noun).flatMap((c) => [`  ${usageLine(c)}`, `      ${c.about}`])].join('\n');
+
+/** `admin key create --help`: one command. */
+function commandHelp(c: Command): string {
+  const lines = [`usage: ${usageLine(c)}`, '', c.about];
+  if (c.options.length > 0) {
+    const w = Math.max(...c.options.map(([flag]) => flag.length));
+    lines.push('', 'options:', ...c.options.map(([flag, help]) => `  ${flag.padEnd(w)}  ${help}`));
   }
-  return fail(noun ? `unknown command: ${[noun, verb].filter(Boolean).join(' ')}` : 'no command');
+  return lines.join('\n');
+}
+
+function usageError(msg: string, c?: Command): AdminResult {
+  return { code: 2, out: `${msg}\n${c ? `usage: ${usageLine(c)}` : USAGE}` };
+}
+
+type Plan = { done: AdminResult } | { command: Command; values: Values; arg: string | undefined };
+
+/** Everything that needs no store: parsing, help, unknown commands and options. */
+function plan(argv: string[]): Plan {
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv, allowPositionals: true, options: OPTIONS });
+  } catch (err) {
+    return { done: usageError((err as Error).message) };
+  }
+  const v = parsed.values as Values;
+  const [noun, verb, ...rest] = parsed.positionals;
+  if (noun === 'help') return { done: { code: 0, out: USAGE } };
+  if (!noun) return v.help ? { done: { code: 0, out: USAGE } } : { done: usageError('no command') };
+  if (!NOUNS.includes(noun)) return { done: usageError(`unknown command: ${noun}`) };
+  if (!verb) return { done: v.help ? { code: 0, out: nounUsage(noun) } : { code: 2, out: `which ${noun} command?\n${nounUsage(noun)}` } };
+  const command = COMMANDS.find((c) => c.noun === noun && c.verb === verb);
+  if (!command) return { done: { code: 2, out: `unknown command: ${noun} ${verb}\n${nounUsage(noun)}` } };
+  if (v.help) return { done: { code: 0, out: commandHelp(command) } };
+  const allowed = new Set(command.options.map(([flag]) => flag.split(' ')[0]!.slice(2)));
+  if (allowed.has('credits')) allowed.add('amount');
+  const unknown = Object.keys(v).filter((k) => !allowed.has(k));
+  if (unknown.length > 0) return { done: usageError(`admin ${noun} ${verb} takes no ${unknown.map((k) => `--${k}`).join(', ')}`, command) };
+  if (rest.length > (command.arg ? 1 : 0)) return { done: usageError(`unexpected argument: ${rest.slice(command.arg ? 1 : 0).join(' ')}`, command) };
+  return { command, values: v, arg: rest[0] };
+}
+
+/** Runs one admin command against a store (directly, or for the admin socket). */
+export async function runAdmin(store: Store, argv: string[], onKeyChange: () => void = () => {}): Promise<AdminResult> {
+  const p = plan(argv);
+  if ('done' in p) return p.done;
+  return p.command.run(store, p.values, p.arg, onKeyChange);
+}
+
+/**
+ * What `npm run admin` does: help and usage errors at once; then, embedded, the running service's
+ * admin socket, or else the store in SVC_DATA_DIR, which must exist already (a mistyped directory
+ * must not become a new, empty store); with DATABASE_URL, that database.
+ */
+export async function runAdminCli(config: Pick<Config, 'dataDir' | 'databaseUrl'>, argv: string[]): Promise<AdminResult> {
+  const p = plan(argv);
+  if ('done' in p) return p.done;
+  if (!config.databaseUrl) {
+    const sock = adminSocketPath(config.dataDir);
+    if (existsSync(sock)) {
+      try {
+        return await callAdminSocket(sock, argv);
+      } catch {
+        // a socket file left by a dead process: open the store ourselves
+      }
+    }
+    if (!existsSync(path.join(config.dataDir, 'pgdata'))) {
+      return { code: 1, out: `no store at ${path.resolve(config.dataDir)} (SVC_DATA_DIR); start the service once with \`npm start\`, or point SVC_DATA_DIR at its data directory` };
+    }
+  }
+  const store = await openStore(config.databaseUrl ? { databaseUrl: config.databaseUrl } : { dataDir: config.dataDir });
+  try {
+    return await p.command.run(store, p.values, p.arg, () => {});
+  } finally {
+    await store.close();
+  }
 }
 
 export const adminSocketPath = (dataDir: string) => `${dataDir}/admin.sock`;

@@ -26,8 +26,9 @@ type SoFar = Readonly<Record<string, unknown>>;
 interface Field<T> {
   /** The environment variable. */
   env: string;
-  /** For people: the type, the default and the allowed range, as the README shows them. */
+  /** For people: the type, the default and the allowed range, as the README shows them (Markdown). */
   type: string;
+  /** A literal default in backticks (what loadConfig returns when the variable is unset), or words for a computed one. */
   default: string;
   range?: string;
   doc: string;
@@ -36,18 +37,20 @@ interface Field<T> {
 }
 
 const shown = (raw: string): string => JSON.stringify(raw.length > 80 ? `${raw.slice(0, 80)}…` : raw);
+const lit = (v: string | number | boolean): string => `\`${v}\``;
 
 function int(env: string, dflt: number, min: number, max: number, doc: string, unit = ''): Field<number> {
   return {
     env,
     type: 'integer',
-    default: dflt.toLocaleString('en-US').replace(/,/g, ''),
+    default: lit(dflt),
     range: `${min}-${max}${unit}`,
     doc,
     parse(raw) {
       if (raw === undefined) return dflt;
-      if (!/^\d+$/.test(raw)) throw new ConfigError(env, `must be an integer, got ${shown(raw)}`);
-      const n = Number(raw);
+      // A sign is read so that `-1` is reported as out of range rather than as not a number.
+      if (!/^-?\d+$/.test(raw)) throw new ConfigError(env, `must be an integer, got ${shown(raw)}`);
+      const n = Number(raw) || 0; // `-0` is 0
       if (n < min || n > max) throw new ConfigError(env, `must be between ${min} and ${max}, got ${raw}`);
       return n;
     },
@@ -58,7 +61,7 @@ function bool(env: string, dflt: boolean, doc: string): Field<boolean> {
   return {
     env,
     type: 'boolean',
-    default: String(dflt),
+    default: lit(dflt),
     range: '`true`/`false` (or `1`/`0`)',
     doc,
     parse(raw) {
@@ -75,7 +78,7 @@ function oneOf<const T extends string>(env: string, values: readonly T[], dflt: 
   return {
     env,
     type: 'enum',
-    default: dflt,
+    default: lit(dflt),
     range: values.map((v) => `\`${v}\``).join(', '),
     doc,
     parse(raw) {
@@ -146,7 +149,7 @@ function list(env: string, item: (s: string) => boolean, want: string, doc: stri
       if (raw === undefined) return [];
       const items = raw.split(',').map((s) => s.trim());
       const bad = items.find((s) => !item(s));
-      if (bad !== undefined) throw new ConfigError(env, `must be a comma-separated list of ${want}, got ${shown(bad)} in ${shown(raw)}`);
+      if (bad !== undefined) throw new ConfigError(env, `must be a comma-separated list of ${want.replace(/`/g, '')}, got ${shown(bad)} in ${shown(raw)}`);
       return items;
     },
   };
@@ -180,58 +183,58 @@ export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', '
 
 /** Every variable the service reads, in the order the README lists them. */
 export const CONFIG_TABLE = {
-  port: int('PORT', 8080, 0, 65535, 'port the API listens on (0: any free port)'),
-  host: text('HOST', () => '0.0.0.0', '0.0.0.0', 'address the API listens on', (v) => (net.isIP(v) || HOST_NAME.test(v) ? undefined : `must be an IP address or a host name, got ${shown(v)}`), 'IP address or host name'),
+  port: int('PORT', 8080, 0, 65535, 'port the API listens on (`0`: any free port); one already in use stops start-up'),
+  host: text('HOST', () => '0.0.0.0', lit('0.0.0.0'), 'address the API listens on', (v) => (net.isIP(v) || HOST_NAME.test(v) ? undefined : `must be an IP address or a host name, got ${shown(v)}`), 'IP address or host name'),
   publicUrl: {
-    ...url('SVC_PUBLIC_URL', ['http', 'https'], 'base of signed URLs (jobs) and the OpenAPI server'),
-    default: '`http://localhost:$PORT`',
+    ...url('SVC_PUBLIC_URL', ['http', 'https'], 'base of signed URLs (jobs) and the server named in `/openapi.json`'),
+    default: lit('http://localhost:$PORT'),
     parse(raw: string | undefined, soFar: SoFar): string {
       const u = url('SVC_PUBLIC_URL', ['http', 'https'], '').parse(raw, soFar) ?? `http://localhost:${soFar.port}`;
       return u.replace(/\/$/, '');
     },
   } satisfies Field<string>,
-  dataDir: text('SVC_DATA_DIR', () => './data', '`./data`', 'PGlite data directory (embedded profile); created mode 0700', undefined, 'path'),
+  dataDir: text('SVC_DATA_DIR', () => './data', lit('./data'), 'PGlite data directory (embedded profile; relative to the working directory), created owner-only; holds the admin socket', undefined, 'path'),
   databaseUrl: url('DATABASE_URL', ['postgres', 'postgresql'], 'use PostgreSQL instead of PGlite (same SQL)'),
-  redisUrl: url('REDIS_URL', ['redis', 'rediss'], 'verdict/MX/catch-all cache and rate-limit counters in Redis instead of in-process'),
-  kafkaBrokers: list('KAFKA_BROKERS', hostPort, 'host:port', 'job transport (cluster profile): read, not used yet (a warning says so)', '—'),
+  redisUrl: url('REDIS_URL', ['redis', 'rediss'], 'verdict, MX and catch-all caches and rate-limit counters in Redis instead of in-process'),
+  kafkaBrokers: list('KAFKA_BROKERS', hostPort, '`host:port`', 'job transport (cluster profile): read, not used yet (a warning says so)', '—'),
   clickhouseUrl: url('CLICKHOUSE_URL', ['http', 'https'], 'analytics (cluster profile): read, not used yet (a warning says so)'),
-  dnsServers: list('SVC_DNS_SERVERS', dnsServer, 'ip[:port] (IPv6 as [addr]:port)', 'DNS resolvers to ask', 'system resolvers'),
+  dnsServers: list('SVC_DNS_SERVERS', dnsServer, '`ip` or `ip:port` (IPv6: `[addr]:port`)', 'DNS resolvers to ask, by address (Node\'s resolver takes no names)', 'the system\'s resolvers'),
   dnsTimeoutMs: int('SVC_DNS_TIMEOUT_MS', 5000, 50, 60_000, 'DNS query timeout', ' ms'),
   smtpPort: int('SVC_SMTP_PORT', 25, 1, 65535, 'port of every MX'),
-  heloName: text('SVC_HELO_NAME', defaultHelo, 'host name', 'name sent in EHLO/HELO', (v) => (HOST_NAME.test(v) ? undefined : `must be a host name, got ${shown(v)}`), 'host name'),
+  heloName: text('SVC_HELO_NAME', defaultHelo, 'this host\'s name', 'name sent in EHLO/HELO', (v) => (HOST_NAME.test(v) ? undefined : `must be a host name, got ${shown(v)}`), 'host name'),
   mailFrom: text(
     'SVC_MAIL_FROM',
     (c) => {
       const helo = String(c.heloName);
       return `verify@${helo.includes('.') ? helo : `${helo}.localdomain`}`;
     },
-    '`verify@<helo name>`',
+    '`verify@` + the HELO name (+ `.localdomain` without a dot)',
     'envelope sender of the probes (`MAIL FROM`)',
     (v) => (/^[^\s<>@"]+@[A-Za-z0-9.-]+$/.test(v) ? undefined : `must be a plain address like verify@example.com, got ${shown(v)}`),
     'address',
   ),
-  smtpTimeoutMs: int('SVC_SMTP_TIMEOUT_MS', V.smtpTimeoutMs, 50, 300_000, 'timeout of each SMTP phase', ' ms'),
+  smtpTimeoutMs: int('SVC_SMTP_TIMEOUT_MS', V.smtpTimeoutMs, 50, 300_000, 'timeout of each SMTP phase (connect, greeting, EHLO, STARTTLS, MAIL, RCPT)', ' ms'),
   smtpRetries: int('SVC_SMTP_RETRIES', V.smtpRetries, 0, 5, 'retries of a 4xx (greylisting) in a synchronous request'),
   smtpRetryDelayMs: int('SVC_SMTP_RETRY_DELAY_MS', V.smtpRetryDelayMs, 0, 600_000, 'wait before such a retry', ' ms'),
   maxConnectionsPerMx: int('SVC_SMTP_MAX_CONNECTIONS_PER_MX', V.maxConnectionsPerMx, 1, 100, 'concurrent SMTP sessions per MX host'),
-  readyDomain: text('SVC_READY_DOMAIN', () => 'gmail.com', 'gmail.com', 'domain whose MX `/ready` resolves and connects to', (v) => (HOST_NAME.test(v) && v.includes('.') ? undefined : `must be a domain name, got ${shown(v)}`), 'domain'),
+  readyDomain: text('SVC_READY_DOMAIN', () => 'gmail.com', lit('gmail.com'), 'domain whose MX `/ready` resolves and connects to', (v) => (HOST_NAME.test(v) && v.includes('.') ? undefined : `must be a domain name, got ${shown(v)}`), 'domain'),
   bootstrapApiKey: text(
     'SVC_BOOTSTRAP_API_KEY',
     () => undefined,
-    '—',
-    'first start only: an unrestricted key for a new account (ignored once an account exists)',
+    '— (a key is generated and printed once)',
+    'first start only: an unrestricted key of a new account; ignored, with a warning, once the store has an account',
     (v) => (/^svc_(test|live)_[A-Za-z0-9]{16,128}$/.test(v) ? undefined : 'must be svc_test_ or svc_live_ followed by 16-128 letters and digits'),
-    '`svc_test_…` or `svc_live_…`',
+    '`svc_test_` or `svc_live_` + 16-128 letters and digits',
   ),
   bootstrapCredits: int('SVC_BOOTSTRAP_CREDITS', 100, 0, 1_000_000_000, 'credits of that first account'),
-  secret: text('SVC_SECRET', () => undefined, '—', 'HMAC secret for signed URLs and webhooks (jobs)', (v) => (v.length >= 16 ? undefined : 'must be at least 16 characters')),
+  secret: text('SVC_SECRET', () => undefined, '—', 'HMAC secret for signed URLs and webhooks (jobs)', (v) => (v.length >= 16 ? undefined : 'must be at least 16 characters'), '16 characters or more'),
   rateLimitPerKey: int('SVC_RATE_LIMIT_PER_KEY', 10_000, 1, 10_000_000, 'requests per minute per API key'),
   rateLimitPerIp: int('SVC_RATE_LIMIT_PER_IP', 1_000, 1, 10_000_000, 'requests per minute per client IP'),
-  bodyLimitBytes: int('SVC_BODY_LIMIT_BYTES', 1_048_576, 1024, 100 * 1_048_576, 'request body limit', ' bytes'),
-  resultCacheTtlMs: int('SVC_RESULT_CACHE_TTL_MS', V.resultCacheTtlMs, 0, 30 * 86_400_000, 'how long a definite verdict is reused (unknown never)', ' ms'),
+  bodyLimitBytes: int('SVC_BODY_LIMIT_BYTES', 1_048_576, 1024, 100 * 1_048_576, 'request body limit (1 MiB)', ' bytes'),
+  resultCacheTtlMs: int('SVC_RESULT_CACHE_TTL_MS', V.resultCacheTtlMs, 0, 30 * 86_400_000, `how long a definite verdict is reused (${V.resultCacheTtlMs / 3_600_000} h; \`unknown\` never)`, ' ms'),
   // Capped well below the 10-minute stale-reservation sweep and idempotency takeover.
   validationTimeoutMs: int('SVC_VALIDATION_TIMEOUT_MS', V.deadlineMs ?? 30_000, 100, 120_000, 'the most one address may take end to end (then `unknown`)', ' ms'),
-  logLevel: oneOf('SVC_LOG_LEVEL', LOG_LEVELS, 'info', 'log level (JSON lines on stdout)'),
+  logLevel: oneOf('SVC_LOG_LEVEL', LOG_LEVELS, 'info', 'log level; logs are JSON lines on stdout'),
   trustProxy: bool('SVC_TRUST_PROXY', false, 'take the client IP from `X-Forwarded-For` (behind a proxy)'),
 } as const;
 
@@ -252,10 +255,29 @@ export function loadConfig(env: Env): Config {
   return cfg;
 }
 
+/**
+ * Why the API could not listen, as the setting to change (a port in use is a configuration
+ * problem, not a crash); undefined for any other failure.
+ */
+export function listenConfigError(err: unknown, config: Pick<Config, 'port' | 'host'>): ConfigError | undefined {
+  switch ((err as NodeJS.ErrnoException | undefined)?.code) {
+    case 'EADDRINUSE':
+      return new ConfigError('PORT', `${config.port} is already in use on ${config.host}`);
+    case 'EACCES':
+      return new ConfigError('PORT', `${config.port} needs privileges this process lacks (EACCES); use a port above 1023`);
+    case 'EADDRNOTAVAIL':
+      return new ConfigError('HOST', `${config.host} is not an address of this machine (EADDRNOTAVAIL)`);
+    case 'ENOTFOUND':
+      return new ConfigError('HOST', `${config.host} does not resolve to an address (ENOTFOUND)`);
+    default:
+      return undefined;
+  }
+}
+
 /** The README's configuration table, rendered from CONFIG_TABLE (a test keeps them equal). */
 export function configTableMarkdown(): string {
   const rows = Object.values(CONFIG_TABLE as Record<string, Field<unknown>>).map(
-    (f) => `| \`${f.env}\` | ${f.type} | ${f.default.startsWith('`') || f.default === '—' ? f.default : `\`${f.default}\``} | ${f.range ?? ''} | ${f.doc} |`,
+    (f) => `| \`${f.env}\` | ${f.type} | ${f.default} | ${f.range ?? ''} | ${f.doc} |`,
   );
   return ['| Variable | Type | Default | Range | Meaning |', '|---|---|---|---|---|', ...rows].join('\n');
 }

@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from '@svc/api';
 import { keyKindOf, hashKey, type Store } from '@svc/store';
 import { adminSocketPath, serveAdminSocket } from './admin.ts';
-import type { Config } from './config.ts';
+import { listenConfigError, type Config } from './config.ts';
 import { createServices, type Services } from './services.ts';
 
 export interface RunningService {
@@ -42,7 +42,19 @@ export async function bootstrap(store: Store, config: Pick<Config, 'bootstrapApi
   return { kind: 'created', accountId, generatedKey: key };
 }
 
-export async function startService(config: Config, opts: { store?: Store } = {}): Promise<RunningService> {
+export interface StartOptions {
+  /** A store opened by the caller (tests); it stays open when the service closes. */
+  store?: Store;
+  /**
+   * Called with the key generated at first start as soon as it exists, before the first log line
+   * and before listening, so the operator sees it even if listening then fails (it stays valid).
+   */
+  onGeneratedKey?: (key: string) => void;
+  /** Where log lines go (default: stdout); tests read them from here. */
+  logStream?: NonNullable<Parameters<typeof buildApp>[2]>['logStream'];
+}
+
+export async function startService(config: Config, opts: StartOptions = {}): Promise<RunningService> {
   const services = await createServices(config, opts);
   const { store, verifier, readiness } = services;
   // Sync validations never outlive their process: any still open were cut off by a crash, and so
@@ -52,11 +64,22 @@ export async function startService(config: Config, opts: { store?: Store } = {})
   await store.ledger.releaseStale('sync', orphanedMs);
   await store.idempotency.releaseInProgress(orphanedMs);
   const boot = await bootstrap(store, config);
-  const app = await buildApp(services, config);
+  if (boot.kind === 'created' && boot.generatedKey) opts.onGeneratedKey?.(boot.generatedKey);
+  const app = await buildApp(services, config, opts.logStream ? { logStream: opts.logStream } : {});
   if (boot.kind === 'ignored') app.log.warn('SVC_BOOTSTRAP_API_KEY is ignored: it applies on first start only and this store already has accounts (use the admin CLI to add keys)');
   let admin: Server | undefined;
   if (!config.databaseUrl && !opts.store) admin = serveAdminSocket(store, adminSocketPath(config.dataDir), () => app.clearKeyCache());
-  await app.listen({ port: config.port, host: config.host });
+  try {
+    await app.listen({ port: config.port, host: config.host });
+  } catch (err) {
+    // Nothing is served yet: close what start-up opened, then name the setting to change.
+    admin?.close();
+    await app.close();
+    await verifier.close();
+    await services.closeCache();
+    if (!opts.store) await store.close();
+    throw listenConfigError(err, config) ?? err;
+  }
   void readiness.start();
   // A reservation left open by a failed settle or a dead process is released after 10 minutes;
   // idempotency records past their 24 h are deleted (begin() only replaces them key by key).

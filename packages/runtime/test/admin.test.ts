@@ -1,0 +1,238 @@
+// The operator commands, in process against an in-memory PGlite store (the same runAdmin serves
+// the CLI and the admin socket): exact output of the listings, help on every command, the
+// refusals fixed here (activating an expired key, an expiry in the past, a data directory that
+// does not exist), and the admin socket answering like runAdmin.
+
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import t from 'tap';
+import { SCOPES } from '@svc/contracts';
+import { callAdminSocket, runAdmin, runAdminCli, serveAdminSocket } from '@svc/runtime';
+import { migrate, openPglite, Store } from '@svc/store';
+
+const db = await openPglite(undefined);
+t.teardown(() => db.close());
+await migrate(db);
+const store = new Store(db);
+const admin = (...argv: string[]) => runAdmin(store, argv);
+const iso = (d: Date | null | undefined): string => (d ? d.toISOString() : '-');
+/** A date column is 24 characters wide (ISO 8601 in UTC); an empty one is `-`. */
+const col24 = (d: Date | null | undefined): string => iso(d).padEnd(24);
+
+// Two accounts with keys in every state and ledger rows of every kind.
+const A = await store.accounts.create({ name: 'bootstrap', credits: 100 });
+const B = await store.accounts.create({ name: 'Acme Corp', credits: 5000 });
+const held = await store.ledger.reserve(B, 3, 'sync');
+if (!held.ok) throw new Error('reserve');
+await store.ledger.settle(held.reservationId, 1);
+const open = await store.ledger.reserve(B, 4, 'sync');
+if (!open.ok) throw new Error('reserve');
+await store.ledger.debit(B, 2, 'cached');
+
+const k1 = await store.keys.create({ accountId: A, kind: 'test', scopes: null, name: 'bootstrap', key: 'svc_test_Boot0000000000000001' });
+const k2 = await store.keys.create({ accountId: A, kind: 'live', scopes: ['credits:read'], name: 'ci', key: 'svc_live_Ci00000000000000002', expiresAt: new Date('2099-01-01T00:00:00Z') });
+const k3 = await store.keys.create({ accountId: A, kind: 'live', scopes: null, key: 'svc_live_Idle000000000000003' });
+const k4 = await store.keys.create({ accountId: A, kind: 'test', scopes: null, name: 'leaked', key: 'svc_test_Gone000000000000004' });
+const k5 = await store.keys.create({ accountId: A, kind: 'live', scopes: ['credits:read'], name: 'trial', key: 'svc_live_Old0000000000000005', expiresAt: new Date(Date.now() - 3_600_000) });
+await store.keys.touch(k1.id);
+await store.keys.setState(k3.id, 'inactive');
+await store.keys.setState(k4.id, 'revoked');
+
+t.test('account list: aligned columns, oldest first, numbers right-aligned, empty name as -', async (t) => {
+  const C = await store.accounts.create();
+  // The order is the repository's (oldest first, pinned by the store conformance suite).
+  const rows = await store.accounts.list();
+  t.strictSame(rows.map((r) => r.id).sort(), [A, B, C].sort(), 'the three accounts');
+  const line = { [A]: `${A}      100         0        100     5  ${iso(rows.find((r) => r.id === A)!.created_at)}  bootstrap`, [B]: `${B}     4997         4       4993     0  ${iso(rows.find((r) => r.id === B)!.created_at)}  Acme Corp`, [C]: `${C}        0         0          0     0  ${iso(rows.find((r) => r.id === C)!.created_at)}  -` };
+  t.strictSame(await admin('account', 'list'), {
+    code: 0,
+    out: ['ID                            BALANCE  RESERVED  AVAILABLE  KEYS  CREATED                   NAME', ...rows.map((r) => line[r.id]!)].join('\n'),
+  });
+});
+
+t.test('key list: state (expired once its expiry passed), scopes or unrestricted, last use; never the key or its hash', async (t) => {
+  const keys = await store.keys.list(A);
+  t.strictSame(keys.map((k) => k.id).sort(), [k1.id, k2.id, k3.id, k4.id, k5.id].sort(), 'the five keys (oldest first, as the repository lists them)');
+  const byId = Object.fromEntries(keys.map((k) => [k.id, k]));
+  const created = (id: string) => col24(byId[id]!.created_at);
+  const line: Record<string, string> = {
+    [k1.id]: `${k1.id}  svc_test_Boot  test  active    ${created(k1.id)}  ${col24(byId[k1.id]!.last_used_at)}  ${col24(null)}  unrestricted  bootstrap`,
+    [k2.id]: `${k2.id}  svc_live_Ci00  live  active    ${created(k2.id)}  ${col24(null)}  2099-01-01T00:00:00.000Z  credits:read  ci`,
+    [k3.id]: `${k3.id}  svc_live_Idle  live  inactive  ${created(k3.id)}  ${col24(null)}  ${col24(null)}  unrestricted  -`,
+    [k4.id]: `${k4.id}  svc_test_Gone  test  revoked   ${created(k4.id)}  ${col24(null)}  ${col24(null)}  unrestricted  leaked`,
+    [k5.id]: `${k5.id}  svc_live_Old0  live  expired   ${created(k5.id)}  ${col24(null)}  ${col24(byId[k5.id]!.expires_at)}  credits:read  trial`,
+  };
+  t.ok(byId[k1.id]!.last_used_at instanceof Date, 'k1 was used');
+  const res = await admin('key', 'list', '--account', A);
+  t.strictSame(res, {
+    code: 0,
+    out: ['ID                            PREFIX         KIND  STATE     CREATED                   LAST_USED                 EXPIRES                   SCOPES        NAME', ...keys.map((k) => line[k.id]!)].join('\n'),
+  });
+  for (const k of [k1, k2, k3, k4, k5]) t.notOk(res.out.includes(k.key), 'no key in the listing');
+  t.notOk(/[0-9a-f]{64}/.test(res.out), 'no hash in the listing');
+  t.strictSame(await admin('key', 'list', '--account', B), { code: 0, out: 'ID  PREFIX  KIND  STATE  CREATED  LAST_USED  EXPIRES  SCOPES  NAME' }, 'an account without keys: the header');
+  t.strictSame(await admin('key', 'list', '--account', 'acc_nope'), { code: 1, out: 'no account acc_nope' });
+  t.strictSame(await admin('key', 'list'), { code: 2, out: '--account is required\nusage: admin key list --account ACCOUNT_ID' });
+});
+
+t.test('credits ledger: newest first, default 20, at most 1000', async (t) => {
+  const entries = await store.ledger.entries(B, 1000);
+  t.equal(entries.length, 6);
+  const [debit, reserve4, release, charge, reserve3, grant] = entries as [(typeof entries)[0], ...typeof entries];
+  const at = (e: { created_at: Date }) => iso(e.created_at);
+  const id = (e: { id: number }) => String(e.id).padStart(2);
+  const R1 = held.reservationId;
+  const R2 = open.reservationId;
+  const expected = [
+    'ID  TIME                      KIND     AMOUNT  RESERVATION                   NOTE',
+    `${id(debit)}  ${at(debit)}  debit         2  -                             cached`,
+    `${id(reserve4!)}  ${at(reserve4!)}  reserve       4  ${R2}  -`,
+    `${id(release!)}  ${at(release!)}  release       2  ${R1}  -`,
+    `${id(charge!)}  ${at(charge!)}  charge        1  ${R1}  -`,
+    `${id(reserve3!)}  ${at(reserve3!)}  reserve       3  ${R1}  -`,
+    `${id(grant!)}  ${at(grant!)}  grant      5000  -                             initial credits`,
+  ];
+  t.ok(entries.every((e) => e.id < 100), 'ids of two digits at most (the width above)');
+  t.strictSame(await admin('credits', 'ledger', '--account', B), { code: 0, out: expected.join('\n') });
+  t.strictSame(await admin('credits', 'ledger', '--account', B, '--limit', '2'), { code: 0, out: expected.slice(0, 3).join('\n') }, '--limit keeps the newest');
+
+  // 25 more rows: the default shows 20 of them, --limit 1000 all 31.
+  for (let i = 0; i < 25; i++) await store.ledger.grant(B, 1, `grant ${i}`);
+  const out20 = (await admin('credits', 'ledger', '--account', B)).out.split('\n');
+  t.equal(out20.length, 21, 'header and 20 rows by default');
+  // Without reservations among them, the RESERVATION column is as wide as its header.
+  t.match(out20[1], /^\d{2}  \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z  grant       1  -            grant 24$/, 'the newest first');
+  t.equal((await admin('credits', 'ledger', '--account', B, '--limit', '1000')).out.split('\n').length, 32, 'header and all 31 rows');
+  for (const bad of ['0', '1001', 'ten', '-1']) {
+    t.strictSame(await admin('credits', 'ledger', '--account', B, `--limit=${bad}`), {
+      code: 2,
+      out: `--limit must be an integer from 1 to 1000, got ${JSON.stringify(bad)}\nusage: admin credits ledger --account ACCOUNT_ID [--limit N]`,
+    });
+  }
+  t.strictSame(await admin('credits', 'ledger', '--account', 'acc_nope'), { code: 1, out: 'no account acc_nope' });
+});
+
+t.test('key activate: an expired key is refused (it used to report success); a revoked one too', async (t) => {
+  const expiredAt = (await store.keys.get(k5.id))!.expires_at!.toISOString();
+  t.strictSame(await admin('key', 'activate', k5.id), { code: 1, out: `key ${k5.id} expired at ${expiredAt}; an expired key cannot be activated: create a new key` });
+  await store.keys.setState(k5.id, 'inactive');
+  t.strictSame(await admin('key', 'activate', k5.key), { code: 1, out: `key ${k5.id} expired at ${expiredAt}; an expired key cannot be activated: create a new key` }, 'named by the key itself, inactive and expired');
+  t.equal((await store.keys.get(k5.id))!.state, 'inactive', 'state unchanged');
+  t.strictSame(await admin('key', 'activate', k4.id), { code: 1, out: `key ${k4.id} is revoked; revocation cannot be undone` });
+  t.strictSame(await admin('key', 'expire', k5.id), { code: 0, out: `key ${k5.id} already expired at ${expiredAt}` }, 'expiring again keeps the first expiry');
+  t.equal((await store.keys.get(k5.id))!.expires_at!.toISOString(), expiredAt);
+  t.strictSame(await admin('key', 'activate', k3.id), { code: 0, out: `key ${k3.id} activated` }, 'an inactive key that has not expired can be');
+  t.strictSame(await admin('key', 'activate', 'key_nope'), { code: 1, out: 'no such key' });
+});
+
+t.test('key create --expires: only an ISO 8601 time in the future', async (t) => {
+  const usage = 'usage: admin key create --account ACCOUNT_ID [--scopes a,b | --unrestricted] [--kind test|live] [--name NAME] [--expires ISO_DATE]';
+  const before = await store.keys.count();
+  t.strictSame(await admin('key', 'create', '--account', A, '--expires', '2020-01-01'), { code: 2, out: `--expires must be in the future, got 2020-01-01T00:00:00.000Z\n${usage}` });
+  const now = new Date(Date.now()).toISOString();
+  const res = await admin('key', 'create', '--account', A, '--expires', now);
+  t.strictSame(res, { code: 2, out: `--expires must be in the future, got ${now}\n${usage}` }, 'now is not the future');
+  t.strictSame(await admin('key', 'create', '--account', A, '--expires', 'tomorrow'), { code: 2, out: `--expires must be an ISO 8601 date or time, got "tomorrow"\n${usage}` });
+  t.strictSame(await admin('key', 'create', '--account', A, '--expires', '1'), { code: 2, out: `--expires must be an ISO 8601 date or time, got "1"\n${usage}` }, 'not what Date() makes of it (2001)');
+  t.equal(await store.keys.count(), before, 'nothing created');
+  const ok = await admin('key', 'create', '--account', A, '--scopes', 'credits:read', '--expires', '2099-12-31T23:00:00Z');
+  t.equal(ok.code, 0);
+  t.match(ok.out, /^key key_[0-9a-f]{24} created \(credits:read, expires 2099-12-31T23:00:00\.000Z\)\nsvc_live_[A-Za-z0-9]{40}\nThis key is shown once; only its SHA-256 hash is stored\.$/);
+});
+
+t.test('--help on every command, exit 0; usage errors exit 2', async (t) => {
+  const all = [
+    'usage: admin COMMAND [OPTIONS]    (admin COMMAND --help explains one)',
+    '  admin account create [--credits N] [--name NAME]',
+    '  admin account list',
+    '  admin key create --account ACCOUNT_ID [--scopes a,b | --unrestricted] [--kind test|live] [--name NAME] [--expires ISO_DATE]',
+    '  admin key list --account ACCOUNT_ID',
+    '  admin key activate KEY_ID_OR_KEY',
+    '  admin key deactivate KEY_ID_OR_KEY',
+    '  admin key revoke KEY_ID_OR_KEY',
+    '  admin key expire KEY_ID_OR_KEY',
+    '  admin credits grant --account ACCOUNT_ID --credits N',
+    '  admin credits show --account ACCOUNT_ID',
+    '  admin credits ledger --account ACCOUNT_ID [--limit N]',
+    `scopes: ${SCOPES.join(', ')}`,
+  ].join('\n');
+  for (const argv of [['--help'], ['-h'], ['help']]) t.strictSame(await admin(...argv), { code: 0, out: all }, argv.join(' '));
+  t.strictSame(await admin(), { code: 2, out: `no command\n${all}` });
+  t.strictSame(await admin('nonsense'), { code: 2, out: `unknown command: nonsense\n${all}` });
+  t.strictSame(await admin('account', 'list', '--bogus'), { code: 2, out: `Unknown option '--bogus'. To specify a positional argument starting with a '-', place it at the end of the command after '--', as in '-- "--bogus"\n${all}` });
+
+  t.strictSame(await admin('credits', '--help'), {
+    code: 0,
+    out: [
+      'usage: admin credits COMMAND [OPTIONS]    (admin credits COMMAND --help explains one)',
+      '  admin credits grant --account ACCOUNT_ID --credits N',
+      "      Adds N credits to an account's balance (a ledger row `admin grant`) and shows the balance.",
+      '  admin credits show --account ACCOUNT_ID',
+      "      Shows an account's balance, reserved and available credits.",
+      '  admin credits ledger --account ACCOUNT_ID [--limit N]',
+      "      Shows an account's newest credit ledger rows, newest first: id, time, kind (grant, reserve, charge, release, debit), amount, reservation, note.",
+    ].join('\n'),
+  });
+  const keyHelp = await admin('key', '--help');
+  t.equal(keyHelp.code, 0);
+  t.equal(keyHelp.out.split('\n')[0], 'usage: admin key COMMAND [OPTIONS]    (admin key COMMAND --help explains one)');
+  t.equal(keyHelp.out.split('\n').filter((l) => l.startsWith('  admin key ')).length, 6, 'the six key commands');
+  t.strictSame(await admin('key'), { code: 2, out: `which key command?\n${keyHelp.out}` });
+  t.strictSame(await admin('key', 'rotate'), { code: 2, out: `unknown command: key rotate\n${keyHelp.out}` });
+
+  t.strictSame(await admin('credits', 'ledger', '--help'), {
+    code: 0,
+    out: [
+      'usage: admin credits ledger --account ACCOUNT_ID [--limit N]',
+      '',
+      "Shows an account's newest credit ledger rows, newest first: id, time, kind (grant, reserve, charge, release, debit), amount, reservation, note.",
+      '',
+      'options:',
+      '  --account ACCOUNT_ID  the account (required)',
+      '  --limit N             how many rows, 1-1000 (default 20)',
+    ].join('\n'),
+  });
+  t.strictSame(await admin('account', 'list', '--help'), { code: 0, out: 'usage: admin account list\n\nLists every account, oldest first: id, credits (balance, reserved, available), number of keys, creation time, name.' });
+  const commands = all.split('\n').filter((l) => l.startsWith('  admin ')).map((l) => l.trim().split(' ').slice(1, 3));
+  t.equal(commands.length, 11);
+  for (const [noun, verb] of commands) {
+    const res = await admin(noun!, verb!, '--help');
+    t.equal(res.code, 0, `${noun} ${verb} --help exits 0`);
+    t.equal(res.out.split('\n')[0], all.split('\n').find((l) => l.startsWith(`  admin ${noun} ${verb}`))!.replace(/^ {2}/, 'usage: '), `${noun} ${verb} --help starts with its usage`);
+  }
+  t.strictSame(await admin('account', 'list', '--scopes', 'x'), { code: 2, out: 'admin account list takes no --scopes\nusage: admin account list' });
+  t.strictSame(await admin('account', 'list', 'extra'), { code: 2, out: 'unexpected argument: extra\nusage: admin account list' });
+});
+
+t.test('the CLI refuses to create a store: no data directory (or no pgdata in it) is an error naming where it looked', async (t) => {
+  const tmp = mkdtempSync(path.join(os.tmpdir(), 'svc-admin-'));
+  t.teardown(() => rmSync(tmp, { recursive: true, force: true }));
+  const missing = path.join(tmp, 'typo', 'data');
+  const message = (dir: string) => `no store at ${dir} (SVC_DATA_DIR); start the service once with \`npm start\`, or point SVC_DATA_DIR at its data directory`;
+  t.strictSame(await runAdminCli({ dataDir: missing, databaseUrl: undefined }, ['account', 'list']), { code: 1, out: message(missing) });
+  t.notOk(existsSync(path.join(tmp, 'typo')), 'nothing created');
+  const empty = path.join(tmp, 'empty');
+  mkdirSync(empty);
+  t.strictSame(await runAdminCli({ dataDir: empty, databaseUrl: undefined }, ['account', 'create']), { code: 1, out: message(empty) });
+  t.strictSame(readdirSync(empty), [], 'an existing directory without a store stays empty');
+  t.strictSame(await runAdminCli({ dataDir: missing, databaseUrl: undefined }, ['key', 'list', '--help']), await admin('key', 'list', '--help'), 'help needs no store');
+  t.equal((await runAdminCli({ dataDir: missing, databaseUrl: undefined }, ['nonsense'])).code, 2, 'nor does a usage error');
+  t.notOk(existsSync(path.join(tmp, 'typo')));
+});
+
+t.test('the admin socket answers like runAdmin', async (t) => {
+  const tmp = mkdtempSync(path.join(os.tmpdir(), 'svc-admin-sock-'));
+  t.teardown(() => rmSync(tmp, { recursive: true, force: true }));
+  const sock = path.join(tmp, 'admin.sock');
+  let changes = 0;
+  const server = serveAdminSocket(store, sock, () => changes++);
+  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  await new Promise<void>((resolve) => (server.listening ? resolve() : server.once('listening', () => resolve())));
+  for (const argv of [['account', 'list'], ['key', 'list', '--account', A], ['credits', 'ledger', '--account', B, '--limit', '3'], ['--help']]) {
+    t.strictSame(await callAdminSocket(sock, argv), await admin(...argv), argv.join(' '));
+  }
+  t.strictSame(await runAdminCli({ dataDir: tmp, databaseUrl: undefined }, ['account', 'list']), await admin('account', 'list'), 'the CLI uses the socket when it answers (no pgdata needed)');
+  t.strictSame(await callAdminSocket(sock, ['key', 'deactivate', k2.id]), { code: 0, out: `key ${k2.id} deactivated` });
+  t.equal(changes, 1, 'a key change clears the service key cache');
+});

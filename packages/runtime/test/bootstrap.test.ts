@@ -1,0 +1,91 @@
+// The bootstrap key is a first-start setting (docs/decisions.md): it creates an account only while
+// the store has none; afterwards it is ignored (startService logs a warning) and nothing is created.
+
+import net from 'node:net';
+import t from 'tap';
+import { bootstrap, ConfigError, loadConfig, startService } from '@svc/runtime';
+import { hashKey, migrate, openPglite, Store } from '@svc/store';
+
+async function memoryStore(t: Tap): Promise<Store> {
+  const db = await openPglite(undefined);
+  t.teardown(() => db.close());
+  await migrate(db);
+  return new Store(db);
+}
+type Tap = Parameters<Parameters<typeof t.test>[0]>[0];
+
+/** Readiness probes go to 127.0.0.1 only (nothing answers on port 9: they fail fast). */
+const QUIET = { HOST: '127.0.0.1', SVC_LOG_LEVEL: 'silent', SVC_DNS_SERVERS: '127.0.0.1:9', SVC_DNS_TIMEOUT_MS: '50', SVC_SMTP_PORT: '9' };
+
+const FIRST = 'svc_test_FirstStartKey0000000001';
+const OTHER = 'svc_live_SecondStartKey000000002';
+
+t.test('first start creates the account with SVC_BOOTSTRAP_CREDITS and the key; a later key is ignored', async (t) => {
+  const store = await memoryStore(t);
+  const first = await bootstrap(store, { bootstrapApiKey: FIRST, bootstrapCredits: 250 });
+  if (first.kind !== 'created') throw new Error(`expected created, got ${first.kind}`);
+  t.match(first.accountId, /^acc_[0-9a-f]{24}$/);
+  t.equal(first.generatedKey, undefined, 'nothing generated when a key is given');
+  const rec = await store.keys.findByHash(hashKey(FIRST));
+  t.strictSame(
+    rec && [rec.account_id, rec.kind, rec.scopes, rec.state, rec.expires_at, rec.display_prefix],
+    [first.accountId, 'test', null, 'active', null, 'svc_test_Firs'],
+    'the key works: unrestricted, active, never expires, of the new account',
+  );
+  t.strictSame((await store.ledger.balance(first.accountId))?.balance, 250, 'SVC_BOOTSTRAP_CREDITS');
+  t.equal(await store.accounts.count(), 1);
+
+  t.strictSame(await bootstrap(store, { bootstrapApiKey: FIRST, bootstrapCredits: 250 }), { kind: 'exists' }, 'a restart with the same key: nothing to do');
+  t.strictSame(await bootstrap(store, { bootstrapApiKey: OTHER, bootstrapCredits: 999 }), { kind: 'ignored' }, 'another key once an account exists: ignored');
+  t.strictSame(await bootstrap(store, { bootstrapApiKey: undefined, bootstrapCredits: 100 }), { kind: 'exists' }, 'no key: nothing generated');
+  t.equal(await store.accounts.count(), 1, 'no account created');
+  t.equal(await store.keys.count(), 1, 'no key created');
+  t.equal(await store.keys.findByHash(hashKey(OTHER)), undefined, 'the ignored key does not work');
+  t.strictSame((await store.ledger.balance(first.accountId))?.balance, 250, 'no credits granted');
+
+  // Through startService: the ignored key is a warning in the log, and still nothing is created.
+  const lines: string[] = [];
+  const config = loadConfig({ ...QUIET, PORT: '0', SVC_LOG_LEVEL: 'warn', SVC_BOOTSTRAP_API_KEY: OTHER });
+  const svc = await startService(config, { store, logStream: { write: (line: string) => void lines.push(line) } });
+  await svc.close();
+  const warnings = lines.map((l) => JSON.parse(l) as { level: number; msg: string }).filter((l) => l.level === 40);
+  t.strictSame(
+    warnings.map((w) => w.msg),
+    ['SVC_BOOTSTRAP_API_KEY is ignored: it applies on first start only and this store already has accounts (use the admin CLI to add keys)'],
+    'one warning says why',
+  );
+  t.notOk(lines.join('').includes(OTHER), 'the key is not in the log');
+  t.strictSame([await store.accounts.count(), await store.keys.count()], [1, 1], 'nothing created');
+});
+
+t.test('without a key, first start generates one and hands it over before listening; a port in use then fails start-up naming PORT, and the key stays valid', async (t) => {
+  const store = await memoryStore(t);
+  const blocker = net.createServer();
+  await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => blocker.close(() => resolve())));
+  const busy = (blocker.address() as net.AddressInfo).port;
+  const env = QUIET;
+  const seen: string[] = [];
+  const onGeneratedKey = (key: string) => void seen.push(key);
+
+  const err = await startService(loadConfig({ ...env, PORT: String(busy) }), { store, onGeneratedKey }).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  t.ok(err instanceof ConfigError, 'a ConfigError (exit 2 in cluster/embedded.ts)');
+  t.strictSame(err instanceof ConfigError && [err.variable, err.message], ['PORT', `PORT ${busy} is already in use on 127.0.0.1`]);
+  t.equal(seen.length, 1, 'the key was handed over before listening failed');
+  const key = seen[0]!;
+  t.match(key, /^svc_live_[A-Za-z0-9]{40}$/);
+  const rec = await store.keys.findByHash(hashKey(key));
+  t.strictSame(rec && [rec.scopes, rec.state], [null, 'active'], 'stored by its hash: an unrestricted, active key');
+
+  const svc = await startService(loadConfig({ ...env, PORT: '0' }), { store, onGeneratedKey });
+  t.equal(seen.length, 1, 'not handed over again: the account exists');
+  t.equal(svc.generatedKey, undefined);
+  const res = await fetch(`${svc.url}/v1/credits`, { headers: { 'x-api-key': key } });
+  t.equal(res.status, 200, 'the key shown at the failed start works');
+  t.equal(((await res.json()) as { balance: number }).balance, 100, 'SVC_BOOTSTRAP_CREDITS default');
+  await svc.close();
+  t.strictSame([await store.accounts.count(), await store.keys.count()], [1, 1], 'one account, one key');
+});
