@@ -5,7 +5,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { loadConfig, startService, type RunningService } from '@svc/runtime';
-import { migrate, openPglite, Store, type Db } from '@svc/store';
+import { Store, type Db } from '@svc/store';
+import { migratedPglite } from './pglite.ts';
 import { startSim, type Sim, type SimOptions } from '../sim/index.ts';
 
 export const BOOTSTRAP_KEY = 'svc_test_e2eBootstrapKey0000000001';
@@ -49,8 +50,8 @@ export async function startStack(opts: { sim?: SimOptions; env?: Record<string, 
   const env = stackEnv(sim, dataDir, opts.env);
   const config = loadConfig(env);
   // The test opens the store so it can keep the raw handle; the service gets the repositories.
-  const db = await openPglite(config.dataDir);
-  await migrate(db);
+  // In memory: nothing here needs the database to outlive the stack.
+  const db = await migratedPglite();
   const store = new Store(db);
   const svc = await startService(config, { store });
   await svc.services.readiness.refresh();

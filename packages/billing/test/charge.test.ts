@@ -4,9 +4,10 @@
 import t from 'tap';
 import pg from 'pg';
 import { ServiceError } from '@svc/contracts';
-import { MemoryCache, migrate, openPglite, Store } from '@svc/store';
+import { MemoryCache, Store } from '@svc/store';
 import { Verifier, verifierConfig, type DnsPort, type SmtpConnector, type Verdict } from '@svc/verifier';
 import { isConnectionFailure, validateAndCharge } from '../src/index.ts';
+import { migratedPglite } from '../../../test/helpers/pglite.ts';
 
 /** No domain exists and no SMTP server answers: every address that passes syntax is invalid at DNS. */
 const noDns: DnsPort = { resolveMail: async () => ({ kind: 'nxdomain' }), resolveAddresses: async () => [] };
@@ -32,9 +33,8 @@ const VALID: Omit<Verdict, 'email'> = {
 };
 
 // One database for the file (PGlite takes a second or two to start); each test has its own account.
-const db = await openPglite(undefined);
+const db = await migratedPglite();
 t.teardown(() => db.close());
-await migrate(db);
 const store = new Store(db);
 const cache = new MemoryCache();
 cache.set('v:known@acme.test', VALID, 3_600_000); // a cached High-Value Validation: the debit path

@@ -9,11 +9,11 @@ import path from 'node:path';
 import t from 'tap';
 import { SCOPES } from '@svc/contracts';
 import { callAdminSocket, runAdmin, runAdminCli, serveAdminSocket } from '@svc/runtime';
-import { migrate, openPglite, Store } from '@svc/store';
+import { Store } from '@svc/store';
+import { migratedPglite } from '../../../test/helpers/pglite.ts';
 
-const db = await openPglite(undefined);
+const db = await migratedPglite();
 t.teardown(() => db.close());
-await migrate(db);
 const store = new Store(db);
 const admin = (...argv: string[]) => runAdmin(store, argv);
 const iso = (d: Date | null | undefined): string => (d ? d.toISOString() : '-');

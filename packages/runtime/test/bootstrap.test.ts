@@ -4,12 +4,12 @@
 import net from 'node:net';
 import t from 'tap';
 import { bootstrap, ConfigError, loadConfig, startService } from '@svc/runtime';
-import { hashKey, migrate, openPglite, Store } from '@svc/store';
+import { hashKey, Store } from '@svc/store';
+import { migratedPglite } from '../../../test/helpers/pglite.ts';
 
 async function memoryStore(t: Tap): Promise<Store> {
-  const db = await openPglite(undefined);
+  const db = await migratedPglite();
   t.teardown(() => db.close());
-  await migrate(db);
   return new Store(db);
 }
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0];

@@ -1,7 +1,7 @@
 // @svc/store: the relational store (PGlite, Postgres) with one repository per aggregate, and the
 // cache and rate-limit adapters (in-process, Redis).
 export type { Db, Queryable, Row } from './db.ts';
-export { openPglite, lockDataDir, DataDirLockedError, DataDirPermissionError } from './pglite.ts';
+export { openPglite, lockDataDir, DataDirLockedError, type PgliteOptions, DataDirPermissionError } from './pglite.ts';
 export { openPostgres } from './postgres.ts';
 export { migrate } from './migrate.ts';
 export { Store, openStore } from './store.ts';

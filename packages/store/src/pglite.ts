@@ -125,7 +125,15 @@ export function lockDataDir(dir: string): () => void {
  * Opens PGlite in `dataDir` (created 0700; an existing one must be owner-only, else
  * DataDirPermissionError), or in memory when it is undefined.
  */
-export async function openPglite(dataDir: string | undefined): Promise<Db> {
+export interface PgliteOptions {
+  /**
+   * A dump of a freshly initialised data directory (PGlite's dumpDataDir) to start from instead
+   * of running initdb: tests open many fresh databases, and initdb is most of the cost.
+   */
+  template?: Blob;
+}
+
+export async function openPglite(dataDir: string | undefined, opts: PgliteOptions = {}): Promise<Db> {
   if (dataDir) ownerOnlyDataDir(dataDir);
   const unlock = dataDir ? lockDataDir(dataDir) : () => {};
   // numeric (1700) comes back as a string by default: parse it to a number like the pg adapter does.
@@ -141,9 +149,9 @@ export async function openPglite(dataDir: string | undefined): Promise<Db> {
         if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
         if ((statSync(pgdata).mode & 0o077) !== 0) tightenTree(pgdata);
       }
-      pg = new PGlite({ fs: new OwnerOnlyNodeFS(pgdata), parsers });
+      pg = new PGlite({ fs: new OwnerOnlyNodeFS(pgdata), parsers, ...(opts.template ? { loadDataDir: opts.template } : {}) });
     } else {
-      pg = new PGlite({ parsers });
+      pg = new PGlite({ parsers, ...(opts.template ? { loadDataDir: opts.template } : {}) });
     }
     await pg.waitReady;
   } catch (err) {

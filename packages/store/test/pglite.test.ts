@@ -8,13 +8,15 @@ import path from 'node:path';
 import type { Db } from '../src/db.ts';
 import { openPglite } from '../src/pglite.ts';
 import { storeConformance, type Adapter } from './conformance.ts';
+import { freshPglite } from '../../../test/helpers/pglite.ts';
 
 const adapter: Adapter = {
   kind: 'pglite',
   parallel: false,
   async fresh(t, opts = {}) {
     const dir = opts.persistent ? mkdtempSync(path.join(tmpdir(), 'svc-store-pglite-')) : undefined;
-    let db: Db | undefined = await openPglite(dir);
+    // A fresh database starts from the dump of an initialised one (initdb once per machine).
+    let db: Db | undefined = await freshPglite(dir);
     t.teardown(async () => {
       await db?.close();
       db = undefined;
