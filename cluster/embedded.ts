@@ -1,8 +1,50 @@
 // Entry point of `npm start`: the embedded profile (or the cluster adapters that are configured).
 // The only place, with cluster/admin.ts, that reads process.env.
 
-import { ConfigError, loadConfig, startService } from '@svc/runtime';
-import { DataDirLockedError, DataDirPermissionError } from '@svc/store';
+import { existsSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+// Only the configuration table first (a few milliseconds): a bad value is reported before
+// anything else happens, and the first log line comes before the rest of the code is loaded.
+import { ConfigError, loadConfig, type Config } from '@svc/runtime/config';
+
+/** Errors that are the operator's to fix: one line, exit 2 (the store's join once it is loaded). */
+const configErrors: Array<abstract new (...args: never[]) => Error> = [ConfigError];
+
+function fail(err: unknown): never {
+  if (configErrors.some((c) => err instanceof c)) {
+    process.stderr.write(`configuration error: ${(err as Error).message}\n`);
+    process.exit(2);
+  }
+  process.stderr.write(`${(err as Error).stack}\n`);
+  process.exit(1);
+}
+
+/**
+ * The first thing a newcomer sees, before the code is loaded and the database opened (loading
+ * takes most of a second, a first PGlite initialisation a few more): one JSON line in the logger's
+ * shape saying what the wait is for, unless the log level hides info lines.
+ */
+function sayStarting(config: Config): void {
+  if (['fatal', 'error', 'warn', 'silent'].includes(config.logLevel)) return;
+  const [msg, extra] = config.databaseUrl
+    ? ['starting: connecting to PostgreSQL (DATABASE_URL)', {}]
+    : existsSync(path.join(config.dataDir, 'pgdata'))
+      ? ['starting: opening the data directory', { dataDir: config.dataDir }]
+      : ['starting: initialising the data directory (first start: this takes a few seconds)', { dataDir: config.dataDir }];
+  process.stdout.write(`${JSON.stringify({ level: 30, time: Date.now(), pid: process.pid, hostname: os.hostname(), ...extra, msg })}\n`);
+}
+
+let config: Config;
+try {
+  config = loadConfig(process.env);
+} catch (err) {
+  fail(err);
+}
+sayStarting(config);
+const { startService } = await import('@svc/runtime');
+const { DataDirLockedError, DataDirPermissionError } = await import('@svc/store');
+configErrors.push(DataDirLockedError, DataDirPermissionError);
 
 /**
  * The key generated at first start, for the operator's terminal: one write to stderr, framed by
@@ -14,7 +56,6 @@ function printGeneratedKey(key: string): void {
 }
 
 async function main(): Promise<void> {
-  const config = loadConfig(process.env);
   const svc = await startService(config, { onGeneratedKey: printGeneratedKey });
   const log = svc.app.log;
   for (const [name, set] of [['KAFKA_BROKERS', config.kafkaBrokers], ['CLICKHOUSE_URL', config.clickhouseUrl]] as const) {
@@ -46,11 +87,4 @@ async function main(): Promise<void> {
   process.on('SIGINT', () => stop('SIGINT'));
 }
 
-main().catch((err) => {
-  if (err instanceof ConfigError || err instanceof DataDirLockedError || err instanceof DataDirPermissionError) {
-    process.stderr.write(`configuration error: ${err.message}\n`);
-    process.exit(2);
-  }
-  process.stderr.write(`${(err as Error).stack}\n`);
-  process.exit(1);
-});
+main().catch(fail);

@@ -138,7 +138,7 @@ function hostPort(s: string): boolean {
   return !!m && (HOST_NAME.test(m[1]!) || net.isIP(m[1]!.replace(/^\[|\]$/g, '')) !== 0) && port(m[2]);
 }
 
-function list(env: string, item: (s: string) => boolean, want: string, doc: string, dflt: string): Field<string[]> {
+function list<U extends string[] | undefined>(env: string, item: (s: string) => boolean, want: string, doc: string, dflt: string, unset: U): Field<string[] | U> {
   return {
     env,
     type: 'list',
@@ -146,7 +146,7 @@ function list(env: string, item: (s: string) => boolean, want: string, doc: stri
     range: `comma-separated ${want}`,
     doc,
     parse(raw) {
-      if (raw === undefined) return [];
+      if (raw === undefined) return unset;
       const items = raw.split(',').map((s) => s.trim());
       const bad = items.find((s) => !item(s));
       if (bad !== undefined) throw new ConfigError(env, `must be a comma-separated list of ${want.replace(/`/g, '')}, got ${shown(bad)} in ${shown(raw)}`);
@@ -196,9 +196,9 @@ export const CONFIG_TABLE = {
   dataDir: text('SVC_DATA_DIR', () => './data', lit('./data'), 'PGlite data directory (embedded profile; relative to the working directory), created owner-only; holds the admin socket', undefined, 'path'),
   databaseUrl: url('DATABASE_URL', ['postgres', 'postgresql'], 'use PostgreSQL instead of PGlite (same SQL)'),
   redisUrl: url('REDIS_URL', ['redis', 'rediss'], 'verdict, MX and catch-all caches and rate-limit counters in Redis instead of in-process'),
-  kafkaBrokers: list('KAFKA_BROKERS', hostPort, '`host:port`', 'job transport (cluster profile): read, not used yet (a warning says so)', '—'),
+  kafkaBrokers: list('KAFKA_BROKERS', hostPort, '`host:port`', 'job transport (cluster profile): read, not used yet (a warning says so)', '—', undefined),
   clickhouseUrl: url('CLICKHOUSE_URL', ['http', 'https'], 'analytics (cluster profile): read, not used yet (a warning says so)'),
-  dnsServers: list('SVC_DNS_SERVERS', dnsServer, '`ip` or `ip:port` (IPv6: `[addr]:port`)', 'DNS resolvers to ask, by address (Node\'s resolver takes no names)', 'the system\'s resolvers'),
+  dnsServers: list('SVC_DNS_SERVERS', dnsServer, '`ip` or `ip:port` (IPv6: `[addr]:port`)', 'DNS resolvers to ask, by address (Node\'s resolver takes no names)', 'the system\'s resolvers', []),
   dnsTimeoutMs: int('SVC_DNS_TIMEOUT_MS', 5000, 50, 60_000, 'DNS query timeout', ' ms'),
   smtpPort: int('SVC_SMTP_PORT', 25, 1, 65535, 'port of every MX'),
   heloName: text('SVC_HELO_NAME', defaultHelo, 'this host\'s name', 'name sent in EHLO/HELO', (v) => (HOST_NAME.test(v) ? undefined : `must be a host name, got ${shown(v)}`), 'host name'),
