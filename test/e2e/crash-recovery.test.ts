@@ -4,13 +4,13 @@
 // is the only one); with DATABASE_URL only those older than 10 min (others share the database).
 
 import t from 'tap';
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import pg from 'pg';
 import { loadConfig, startService, type RunningService } from '@svc/runtime';
 import { openStore, type Store } from '@svc/store';
+import { freshSchema, pgAdmin, PG_SHOWN, pgUnreachable } from '../helpers/postgres.ts';
 import { stackEnv } from '../helpers/stack.ts';
 import { startSim } from '../sim/index.ts';
 
@@ -66,27 +66,12 @@ t.test('embedded: a claim left in progress by a dead process does not block the 
   t.strictSame(await store.ledger.totals(accountId), { balance: 9, reserved: 0 }, 'ledger == columns');
 });
 
-const BASE = process.env.TEST_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
-async function admin<T>(fn: (c: pg.Client) => Promise<T>): Promise<T> {
-  const c = new pg.Client({ connectionString: BASE, connectionTimeoutMillis: 3000 });
-  await c.connect();
-  try {
-    return await fn(c);
-  } finally {
-    await c.end();
-  }
-}
-const pgUp = await admin((c) => c.query('SELECT 1')).then(
-  () => true,
-  () => false,
-);
+const pgUp = (await pgUnreachable()) === undefined;
 
-if (!pgUp && process.env.CI_REQUIRE_SERVICES === '1') t.fail(`CI_REQUIRE_SERVICES=1 but Postgres at ${BASE} is unreachable`);
-t.test('DATABASE_URL: only claims older than 10 minutes are released at start', { skip: pgUp ? false : `Postgres at ${BASE} is unreachable` }, async (t) => {
-  const schema = `t_${randomBytes(6).toString('hex')}`;
-  await admin((c) => c.query(`CREATE SCHEMA ${schema}`));
-  t.teardown(() => admin((c) => c.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`)));
-  const databaseUrl = `${BASE}${BASE.includes('?') ? '&' : '?'}options=${encodeURIComponent(`-c search_path=${schema}`)}`;
+if (!pgUp && process.env.CI_REQUIRE_SERVICES === '1') t.fail(`CI_REQUIRE_SERVICES=1 but Postgres at ${PG_SHOWN} is unreachable`);
+t.test('DATABASE_URL: only claims older than 10 minutes are released at start', { skip: pgUp ? false : `Postgres at ${PG_SHOWN} is unreachable` }, async (t) => {
+  const { schema, url: databaseUrl, drop } = await freshSchema();
+  t.teardown(drop);
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-crash-pg-'));
   t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
   const config = loadConfig(stackEnv(sim, dataDir, { DATABASE_URL: databaseUrl }));
@@ -101,9 +86,9 @@ t.test('DATABASE_URL: only claims older than 10 minutes are released at start', 
   t.strictSame([busy.status, busy.body.code], [409, 'idempotency_request_in_progress'], 'a claim younger than 10 min is left to its owner');
 
   // Eleven minutes later (the clock moved through the database), a restart releases it.
-  const claims = () => admin(async (c) => (await c.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${schema}.idempotency_keys WHERE key = 'order-8'`)).rows[0]!.n);
+  const claims = () => pgAdmin(async (c) => (await c.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${schema}.idempotency_keys WHERE key = 'order-8'`)).rows[0]!.n);
   t.equal(await claims(), 1, 'the claim survived that start');
-  await admin((c) => c.query(`UPDATE ${schema}.idempotency_keys SET created_at = now() - interval '11 minutes' WHERE key = 'order-8'`));
+  await pgAdmin((c) => c.query(`UPDATE ${schema}.idempotency_keys SET created_at = now() - interval '11 minutes' WHERE key = 'order-8'`));
   const second = await startService(config, { store });
   t.teardown(() => second.close());
   t.equal(await claims(), 0, 'this start deleted it (before any request could take it over)');

@@ -21,17 +21,9 @@ export interface KeyRecord {
 }
 
 /** A key as operators see it (`admin key list`): never the key nor its hash. */
-export interface KeyListing {
-  id: string;
-  account_id: string;
-  display_prefix: string;
-  kind: KeyKind;
-  /** null: an unrestricted key. */
-  scopes: string[] | null;
-  state: KeyState;
+export interface KeyListing extends Omit<KeyRecord, 'subscription_status'> {
   name: string;
   created_at: Date;
-  expires_at: Date | null;
   revoked_at: Date | null;
   /** Approximate, to about a minute (see touch); null: not used since it was recorded. */
   last_used_at: Date | null;
