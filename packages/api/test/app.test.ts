@@ -105,3 +105,24 @@ t.test('nor does a request answered before routing (malformed, or without Host)'
   t.notOk(text.includes('SECRET'), 'the query key is in no log line');
   t.notOk(text.includes(KEYS.full), 'nor is the X-API-Key header');
 });
+
+t.test('a client that hangs up mid-body is not a database outage: nothing at error level', async (t) => {
+  const log = new LogCapture();
+  const app = await buildFakeApp({ logLevel: 'info' }, log);
+  t.teardown(() => app.close());
+  // The error handler has answered once onError hooks ran and the handler's log line (if any) is written.
+  const handled = new Promise<Error>((resolve) => app.addHook('onError', async (_req, _reply, err) => resolve(err)));
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const { port } = app.server.address() as net.AddressInfo;
+  const s = net.connect({ port, host: '127.0.0.1' }, () => {
+    s.write(`POST /v1/validate HTTP/1.1\r\nHost: 127.0.0.1\r\nX-API-Key: ${KEYS.full}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"email":`);
+    setImmediate(() => s.destroy());
+  });
+  s.on('error', () => {});
+  const err = await handled;
+  await new Promise((r) => setImmediate(r));
+  t.equal((err as { code?: string }).code, 'ECONNRESET', 'the body stream failed because the client went away');
+  const levels = log.lines.map((l) => JSON.parse(l) as { level: number; msg: string });
+  t.strictSame(levels.filter((l) => l.level >= 50).map((l) => l.msg), [], 'no error-level line (it was "dependency failed")');
+});
+

@@ -57,7 +57,8 @@ export function registerErrorHandling(app: FastifyInstance): void {
       const map = req.routeOptions.config?.mapValidation;
       const code = map ? map(err.validation) : 'invalid_request';
       e = code === 'invalid_request' ? new ServiceError('invalid_request', `Request body does not match the schema: ${err.message}`) : new ServiceError(code);
-    } else if (isConnectionFailure(err)) {
+    } else if (!(err.statusCode && err.statusCode < 500) && isConnectionFailure(err)) {
+      // (A 4xx carrying a socket code is the client's own connection: one that hung up mid-body.)
       // The database is out of reach (a key lookup, a balance read): temporary, retried by
       // clients (STYLE 15). During a validation it is the spec's validation_upstream_failed.
       e = new ServiceError(req.routeOptions.config?.billable ? 'validation_upstream_failed' : 'service_unavailable', 'A dependency is unavailable; retry later');
