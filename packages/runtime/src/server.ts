@@ -31,15 +31,13 @@ export type BootstrapOutcome =
  */
 export async function bootstrap(store: Store, config: Pick<Config, 'bootstrapApiKey' | 'bootstrapCredits'>): Promise<BootstrapOutcome> {
   const given = config.bootstrapApiKey;
-  if (given && (await store.keys.findByHash(hashKey(given)))) return { kind: 'exists' };
-  if ((await store.accounts.count()) > 0) return given ? { kind: 'ignored' } : { kind: 'exists' };
-  const accountId = await store.accounts.create({ name: 'bootstrap', credits: config.bootstrapCredits });
-  if (given) {
-    await store.keys.create({ accountId, kind: keyKindOf(given)!, scopes: null, name: 'bootstrap', key: given });
-    return { kind: 'created', accountId };
-  }
-  const { key } = await store.keys.create({ accountId, kind: 'live', scopes: null, name: 'generated at first start' });
-  return { kind: 'created', accountId, generatedKey: key };
+  const known = async () => given !== undefined && (await store.keys.findByHash(hashKey(given))) !== undefined;
+  if (await known()) return { kind: 'exists' };
+  const key = given ? { kind: keyKindOf(given)!, scopes: null, name: 'bootstrap', key: given } : { kind: 'live' as const, scopes: null, name: 'generated at first start' };
+  const first = await store.accounts.createFirst({ name: 'bootstrap', credits: config.bootstrapCredits, key });
+  // Another process may have bootstrapped the same key between the two statements.
+  if (!first) return given && !(await known()) ? { kind: 'ignored' } : { kind: 'exists' };
+  return given ? { kind: 'created', accountId: first.accountId } : { kind: 'created', accountId: first.accountId, generatedKey: first.key };
 }
 
 export interface StartOptions {

@@ -4,8 +4,9 @@
 import net from 'node:net';
 import t from 'tap';
 import { bootstrap, ConfigError, loadConfig, startService } from '@svc/runtime';
-import { hashKey, Store } from '@svc/store';
+import { hashKey, openStore, Store } from '@svc/store';
 import { migratedPglite } from '../../../test/helpers/pglite.ts';
+import { freshSchema, PG_SHOWN, pgUnreachable } from '../../../test/helpers/postgres.ts';
 
 async function memoryStore(t: Tap): Promise<Store> {
   const db = await migratedPglite();
@@ -88,4 +89,32 @@ t.test('without a key, first start generates one and hands it over before listen
   t.equal(((await res.json()) as { balance: number }).balance, 100, 'SVC_BOOTSTRAP_CREDITS default');
   await svc.close();
   t.strictSame([await store.accounts.count(), await store.keys.count()], [1, 1], 'one account, one key');
+});
+
+t.test('the first account and its key are one transaction: a key that cannot be stored leaves no account', async (t) => {
+  const store = await memoryStore(t);
+  // A test key offered as a live one is refused inside the transaction, after the account's insert.
+  await t.rejects(store.accounts.createFirst({ name: 'bootstrap', credits: 10, key: { kind: 'live', scopes: null, key: FIRST } }), { message: /key must match svc_live_/ });
+  t.equal(await store.accounts.count(), 0, 'the account was rolled back with it');
+  const ok = await bootstrap(store, { bootstrapApiKey: FIRST, bootstrapCredits: 10 });
+  t.equal(ok.kind, 'created', 'the next start creates both');
+});
+
+const pgWhy = await pgUnreachable();
+t.test('fronts starting together on one empty Postgres create one account between them', { skip: pgWhy && process.env.CI_REQUIRE_SERVICES !== '1' ? `Postgres at ${PG_SHOWN} is unreachable (${pgWhy})` : false }, async (t) => {
+  for (const given of [FIRST, undefined]) {
+    const { url, drop } = await freshSchema();
+    const stores = [await openStore({ databaseUrl: url }), await openStore({ databaseUrl: url })];
+    t.teardown(async () => {
+      for (const s of stores) await s.close();
+      await drop();
+    });
+    const outcomes = await Promise.all([0, 1, 0, 1].map((i) => bootstrap(stores[i]!, { bootstrapApiKey: given, bootstrapCredits: 7 })));
+    const kinds = outcomes.map((o) => o.kind).sort();
+    t.strictSame(kinds, ['created', 'exists', 'exists', 'exists'], `${given ? 'a given key' : 'a generated key'}: one start created, the others found it`);
+    t.equal(await stores[0]!.accounts.count(), 1, 'one account');
+    const accountId = (outcomes.find((o) => o.kind === 'created') as { accountId: string }).accountId;
+    t.equal((await stores[1]!.keys.list(accountId)).length, 1, 'one key');
+    t.equal(outcomes.filter((o) => o.kind === 'created' && o.generatedKey).length, given ? 0 : 1, 'at most one key printed');
+  }
 });

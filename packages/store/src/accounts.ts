@@ -2,6 +2,7 @@
 
 import type { Db } from './db.ts';
 import { newId } from './ids.ts';
+import { insertKeyIn, type NewKey } from './keys.ts';
 import { grantIn } from './ledger.ts';
 
 /** An account as operators see it (`admin account list`). */
@@ -18,6 +19,25 @@ export interface AccountListing {
 
 export class AccountsRepo {
   constructor(private readonly db: Db) {}
+
+  /**
+   * The first account and its key, only while the store has no account (first start): one
+   * transaction under an advisory lock, so a crash never leaves the account without its key, and
+   * processes starting together on one empty database create one account between them.
+   * undefined: an account exists already.
+   */
+  async createFirst(opts: { name: string; credits: number; key: Omit<NewKey, 'accountId'> }): Promise<{ accountId: string; keyId: string; key: string } | undefined> {
+    return this.db.transaction(async (tx) => {
+      await tx.query('SELECT pg_advisory_xact_lock(727275)');
+      // READ COMMITTED: this statement sees what a process that held the lock before committed.
+      if ((await tx.query('SELECT 1 FROM accounts LIMIT 1')).length > 0) return undefined;
+      const accountId = newId('acc');
+      await tx.query('INSERT INTO accounts (id, name) VALUES ($1, $2)', [accountId, opts.name]);
+      if (opts.credits) await grantIn(tx, accountId, opts.credits, 'initial credits');
+      const { id, key } = await insertKeyIn(tx, { ...opts.key, accountId });
+      return { accountId, keyId: id, key };
+    });
+  }
 
   async create(opts: { name?: string; credits?: number } = {}): Promise<string> {
     const id = newId('acc');

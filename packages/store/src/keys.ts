@@ -2,7 +2,7 @@
 // optional expiry. The plain key exists once, in the return value of create().
 
 import { createHash, randomBytes } from 'node:crypto';
-import type { Db } from './db.ts';
+import type { Db, Queryable } from './db.ts';
 import { newId } from './ids.ts';
 
 export type KeyKind = 'test' | 'live';
@@ -27,6 +27,29 @@ export interface KeyListing extends Omit<KeyRecord, 'subscription_status'> {
   revoked_at: Date | null;
   /** Approximate, to about a minute (see touch); null: not used since it was recorded. */
   last_used_at: Date | null;
+}
+
+export interface NewKey {
+  accountId: string;
+  kind: KeyKind;
+  /** null: unrestricted. */
+  scopes: string[] | null;
+  name?: string;
+  /** An operator-chosen key (must have the kind's prefix); generated when absent. */
+  key?: string;
+  expiresAt?: Date | null;
+}
+
+/** Stores a key (generated unless given) in `q` and returns it: the only time the plain key exists. */
+export async function insertKeyIn(q: Queryable, opts: NewKey): Promise<{ id: string; key: string }> {
+  const key = opts.key ?? generateKey(opts.kind);
+  if (keyKindOf(key) !== opts.kind) throw new Error(`key must match ${KEY_PREFIX[opts.kind]}[A-Za-z0-9]{16,128}`);
+  const id = newId('key');
+  await q.query(
+    'INSERT INTO api_keys (id, account_id, key_hash, display_prefix, kind, scopes, name, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)',
+    [id, opts.accountId, hashKey(key), displayPrefix(key), opts.kind, opts.scopes ? opts.scopes.join(',') : null, opts.name ?? '', opts.expiresAt ?? null],
+  );
+  return { id, key };
 }
 
 /** How often one process records that a key was used, at most. */
@@ -70,15 +93,8 @@ export class KeysRepo {
   #touched = new Map<string, number>();
 
   /** Stores a key (generated unless given) and returns it: the only time the plain key exists. */
-  async create(opts: { accountId: string; kind: KeyKind; scopes: string[] | null; name?: string; key?: string; expiresAt?: Date | null }): Promise<{ id: string; key: string }> {
-    const key = opts.key ?? generateKey(opts.kind);
-    if (keyKindOf(key) !== opts.kind) throw new Error(`key must match ${KEY_PREFIX[opts.kind]}[A-Za-z0-9]{16,128}`);
-    const id = newId('key');
-    await this.db.query(
-      'INSERT INTO api_keys (id, account_id, key_hash, display_prefix, kind, scopes, name, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)',
-      [id, opts.accountId, hashKey(key), displayPrefix(key), opts.kind, opts.scopes ? opts.scopes.join(',') : null, opts.name ?? '', opts.expiresAt ?? null],
-    );
-    return { id, key };
+  async create(opts: NewKey): Promise<{ id: string; key: string }> {
+    return insertKeyIn(this.db, opts);
   }
 
   async findByHash(hash: string): Promise<KeyRecord | undefined> {
