@@ -1,7 +1,8 @@
 // The HTTP/1 server under Fastify, and the answers to requests that never reach a route. Node
 // answers these itself, with a status line and no body (a missing Host, an unexpected
-// `Expect`), or leaves them to a `clientError` listener (what its parser rejects, a request
-// that does not arrive in time), where Fastify's default writes its own body. Here each gets
+// `Expect`), drops them without a word (CONNECT, with no `connect` listener), or leaves them to
+// a `clientError` listener (what its parser rejects, a request that does not arrive in time, the
+// HTTP/2 preface), where Fastify's default writes its own body. Here each gets
 // the catalogue body of spec core 7, an `X-Request-ID` and `Connection: close`.
 //
 // Fastify's server factory is used (rather than its `clientErrorHandler` option, which it binds
@@ -24,6 +25,9 @@ function clientErrorAnswer(err: Error & { code?: string; reason?: string }): Ser
   if (!code.startsWith('HPE_')) return undefined; // ECONNRESET, EPIPE...: the socket is gone
   // Node's `maxHeaderSize` (16 KiB): RFC 6585 §5.
   if (code === 'HPE_HEADER_OVERFLOW') return new ServiceError('headers_too_large');
+  // The HTTP/2 prior-knowledge preface (`PRI * HTTP/2.0` ... `SM`, RFC 9113 §3.4): llhttp stops
+  // there for the caller to switch protocols. HTTP/2.0 is not served (RFC 9110 §15.6.6).
+  if (code === 'HPE_PAUSED_H2_UPGRADE') return versionNotSupported();
   // llhttp's reason is a fixed text (never request bytes). `Invalid HTTP version` is a
   // well-formed `HTTP/d.d` it does not speak (HTTP/3.0, HTTP/1.7): RFC 9110 §15.6.6. A
   // malformed version (`HTTP/12.1`, a bare LF after it) is a malformed request.
@@ -89,6 +93,35 @@ function clientErrorListener(log: HttpLog): (err: Error, socket: Socket) => void
   };
 }
 
+/**
+ * `connect` listener: Node hands a CONNECT request over with its socket (its parser and listeners
+ * removed) and, with no listener, destroys the socket without a word. CONNECT is not served, so it
+ * gets the same raw answer as a malformed request; `head` (bytes after the request) is ignored.
+ */
+function connectListener(log: HttpLog): (req: IncomingMessage, socket: Socket, head: Buffer) => void {
+  return (req, socket) => {
+    // Node removed its own `error` listener: without one, a reset here would crash the process.
+    socket.on('error', () => socket.destroy());
+    // Whatever the client sends after the request is read and dropped, so the close is not a reset.
+    socket.resume();
+    if (socket.destroyed || !socket.writable) return void socket.destroy();
+    const e = req.httpVersionMajor !== 1 ? versionNotSupported() : new ServiceError('invalid_request', 'Malformed HTTP request: CONNECT is not served');
+    const id = nextRequestId();
+    log().info({ reqId: id, code: e.code, cause: 'CONNECT', remoteAddress: socket.remoteAddress, remotePort: socket.remotePort }, 'request refused before routing');
+    socket.write(rawResponse(e, id));
+    socket.destroySoon(); // after the response is flushed
+  };
+}
+
+/** Whether the request has more than one Host field line (RFC 9112 §3.2); Node keeps the first. */
+function hasSeveralHosts(req: IncomingMessage): boolean {
+  let hosts = 0;
+  for (let i = 0; i < req.rawHeaders.length; i += 2) {
+    if (req.rawHeaders[i]!.toLowerCase() === 'host' && ++hosts > 1) return true;
+  }
+  return false;
+}
+
 /** Answers a request the server refuses before Fastify sees it. */
 function refuse(req: IncomingMessage, res: ServerResponse, e: ServiceError, log: HttpLog): void {
   const id = nextRequestId();
@@ -109,7 +142,11 @@ export function httpServerFactory(log: HttpLog) {
       // llhttp accepts the request lines `HTTP/0.9` and `HTTP/2.0` besides 1.0 and 1.1; neither
       // is HTTP/1 (RFC 9110 §15.6.6).
       if (req.httpVersionMajor !== 1) return refuse(req, res, versionNotSupported(), log);
-      // RFC 9112 §3.2: a server MUST answer 400 to an HTTP/1.1 request without Host.
+      // RFC 9112 §3.2: a server MUST answer 400 to any request with more than one Host header, and
+      // to an HTTP/1.1 request without one.
+      if (hasSeveralHosts(req)) {
+        return refuse(req, res, new ServiceError('invalid_request', 'Malformed HTTP request: more than one Host header'), log);
+      }
       if (req.headers.host === undefined && req.httpVersionMinor === 1) {
         return refuse(req, res, new ServiceError('invalid_request', 'Malformed HTTP request: an HTTP/1.1 request needs a Host header'), log);
       }
@@ -120,6 +157,7 @@ export function httpServerFactory(log: HttpLog) {
     server.requestTimeout = opts.requestTimeout as number;
     server.setTimeout(opts.connectionTimeout as number);
     server.on('clientError', clientErrorListener(log));
+    server.on('connect', connectListener(log));
     // An `Expect` other than 100-continue: RFC 9110 §10.1.1 lets a server ignore it (instead of
     // Node's bare 417), so the request is served as usual.
     server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => server.emit('request', req, res));
