@@ -55,35 +55,46 @@ export interface StartOptions {
 export async function startService(config: Config, opts: StartOptions = {}): Promise<RunningService> {
   const services = await createServices(config, opts);
   const { store, verifier, readiness } = services;
-  // Sync validations never outlive their process: any still open were cut off by a crash, and so
-  // were idempotency claims still in progress (their charge never committed). Embedded, this
-  // process is the only one: all of them; with DATABASE_URL others may be mid-request: 10 min.
-  const orphanedMs = config.databaseUrl ? 10 * 60_000 : 0;
-  await store.ledger.releaseStale('sync', orphanedMs);
-  await store.idempotency.releaseInProgress(orphanedMs);
-  const boot = await bootstrap(store, config);
-  if (boot.kind === 'created' && boot.generatedKey) opts.onGeneratedKey?.(boot.generatedKey);
-  const app = await buildApp(services, config, opts.logStream ? { logStream: opts.logStream } : {});
-  if (boot.kind === 'ignored') app.log.warn('SVC_BOOTSTRAP_API_KEY is ignored: it applies on first start only and this store already has accounts (use the admin CLI to add keys)');
+  let app: FastifyInstance | undefined;
   let admin: Server | undefined;
-  if (!config.databaseUrl && !opts.store) admin = serveAdminSocket(store, adminSocketPath(config.dataDir), () => app.clearKeyCache());
+  let sweep: NodeJS.Timeout | undefined;
+  // One way down, for a failed start and for close(): whatever was opened is closed, in order.
+  const shutdown = async (): Promise<void> => {
+    readiness.stop();
+    clearInterval(sweep);
+    admin?.close();
+    await app?.close(); // stops accepting, waits for in-flight requests
+    await verifier.close(); // every domain actor finishes and QUITs its SMTP session
+    await services.closeCache();
+    if (!opts.store) await store.close();
+  };
+  let boot: BootstrapOutcome;
   try {
+    // Sync validations never outlive their process: any still open were cut off by a crash, and so
+    // were idempotency claims still in progress (their charge never committed). Embedded, this
+    // process is the only one: all of them; with DATABASE_URL others may be mid-request: 10 min.
+    const orphanedMs = config.databaseUrl ? 10 * 60_000 : 0;
+    await store.ledger.releaseStale('sync', orphanedMs);
+    await store.idempotency.releaseInProgress(orphanedMs);
+    boot = await bootstrap(store, config);
+    if (boot.kind === 'created' && boot.generatedKey) opts.onGeneratedKey?.(boot.generatedKey);
+    app = await buildApp(services, config, opts.logStream ? { logStream: opts.logStream } : {});
+    if (boot.kind === 'ignored') app.log.warn('SVC_BOOTSTRAP_API_KEY is ignored: it applies on first start only and this store already has accounts (use the admin CLI to add keys)');
+    const served = app;
+    if (!config.databaseUrl && !opts.store) admin = serveAdminSocket(store, adminSocketPath(config.dataDir), () => served.clearKeyCache());
     await app.listen({ port: config.port, host: config.host });
   } catch (err) {
     // Nothing is served yet: close what start-up opened, then name the setting to change.
-    admin?.close();
-    await app.close();
-    await verifier.close();
-    await services.closeCache();
-    if (!opts.store) await store.close();
+    await shutdown().catch(() => {});
     throw listenConfigError(err, config) ?? err;
   }
   void readiness.start();
   // A reservation left open by a failed settle or a dead process is released after 10 minutes;
   // idempotency records past their 24 h are deleted (begin() only replaces them key by key).
-  const sweep = setInterval(() => {
-    void store.ledger.releaseStale('sync', 10 * 60_000).catch((err: unknown) => app.log.error({ err }, 'stale reservation sweep failed'));
-    void store.idempotency.sweepExpired().catch((err: unknown) => app.log.error({ err }, 'expired idempotency record sweep failed'));
+  const log = app.log;
+  sweep = setInterval(() => {
+    void store.ledger.releaseStale('sync', 10 * 60_000).catch((err: unknown) => log.error({ err }, 'stale reservation sweep failed'));
+    void store.idempotency.sweepExpired().catch((err: unknown) => log.error({ err }, 'expired idempotency record sweep failed'));
   }, 60_000);
   sweep.unref();
   const addr = app.server.address();
@@ -94,16 +105,7 @@ export async function startService(config: Config, opts: StartOptions = {}): Pro
     app,
     services,
     url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
-    close: () =>
-      (closing ??= (async () => {
-        readiness.stop();
-        clearInterval(sweep);
-        admin?.close();
-        await app.close(); // stops accepting, waits for in-flight requests
-        await verifier.close(); // every domain actor finishes and QUITs its SMTP session
-        await services.closeCache();
-        if (!opts.store) await store.close();
-      })()),
+    close: () => (closing ??= shutdown()),
   };
   if (boot.kind === 'created' && boot.generatedKey) service.generatedKey = boot.generatedKey;
   return service;

@@ -4,7 +4,8 @@
 import { connectRedis, MemoryCache, MemoryRateLimiter, openStore, RedisCache, RedisRateLimiter, type RateLimiterPort, type Store } from '@svc/store';
 import { Verifier, verifierConfig, type CachePort } from '@svc/verifier';
 import { nodeDns, netSmtpConnector, tcpReachable } from '@svc/verifier/adapters';
-import type { Config } from './config.ts';
+import { isConnectionFailure } from '@svc/billing';
+import { ConfigError, redactUrl, type Config } from './config.ts';
 import { Readiness } from './readiness.ts';
 
 export interface Services {
@@ -40,8 +41,32 @@ function resilient(cache: CachePort): CachePort {
   };
 }
 
+/** File-system errors on the data directory that the operator must fix (a path, a permission, a disk). */
+const DATA_DIR_ERRORS = new Set(['EACCES', 'EPERM', 'ENOENT', 'ENOTDIR', 'EROFS', 'EEXIST', 'ENOSPC', 'EISDIR', 'ELOOP', 'ENAMETOOLONG']);
+/** PostgreSQL refusing us: bad password or user (28xxx), no such database (3D000). */
+const REFUSED_SQLSTATE = /^(28[0-9A-Z]{3}|3D000)$/;
+
+/**
+ * Opens the store of the configured profile. A store that cannot be opened because of the
+ * configuration (a data directory that cannot be created or written, a database that cannot be
+ * reached or refuses us) is a ConfigError naming the variable: one line, exit 2, no stack.
+ */
+async function openConfiguredStore(config: Config): Promise<Store> {
+  try {
+    return await openStore(config.databaseUrl ? { databaseUrl: config.databaseUrl } : { dataDir: config.dataDir });
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    const message = (err as Error).message ?? String(err);
+    if (config.databaseUrl && (isConnectionFailure(err) || (typeof code === 'string' && REFUSED_SQLSTATE.test(code)))) {
+      throw new ConfigError('DATABASE_URL', `${redactUrl(config.databaseUrl)}: cannot connect (${[code, message].filter(Boolean).join(' ')})`);
+    }
+    if (!config.databaseUrl && typeof code === 'string' && DATA_DIR_ERRORS.has(code)) throw new ConfigError('SVC_DATA_DIR', `${config.dataDir} cannot be used: ${message}`);
+    throw err;
+  }
+}
+
 export async function createServices(config: Config, opts: { store?: Store } = {}): Promise<Services> {
-  const store = opts.store ?? (await openStore(config.databaseUrl ? { databaseUrl: config.databaseUrl } : { dataDir: config.dataDir }));
+  const store = opts.store ?? (await openConfiguredStore(config));
   const dns = nodeDns({ servers: config.dnsServers, timeoutMs: config.dnsTimeoutMs, tries: 2 });
   // Cache and rate limits: in-process (embedded), or Redis when REDIS_URL is set (cluster).
   let cache: CachePort;

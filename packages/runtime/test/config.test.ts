@@ -2,11 +2,11 @@
 // the variable, every default is the one the table (and so the README) shows, and the README's
 // table is the table.
 
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { CONFIG_TABLE, ConfigError, configTableMarkdown, loadConfig } from '@svc/runtime';
+import { CONFIG_TABLE, ConfigError, configTableMarkdown, loadConfig, startService } from '@svc/runtime';
 
 const ROOT = path.resolve(import.meta.dirname, '../../..');
 
@@ -174,4 +174,41 @@ t.test('the DESIGN 7 list above is the design document\'s, when it is at hand', 
   const named = [...new Set([...section.matchAll(/`([A-Z][A-Z0-9_]+)`/g)].map((m) => m[1]!))];
   t.strictSame(named, [...DESIGN_7_READ, ...DESIGN_7_LATER].sort((a, b) => named.indexOf(a) - named.indexOf(b)), 'same names');
   t.equal(named.length, DESIGN_7_READ.length + DESIGN_7_LATER.length);
+});
+
+t.test('a store the configuration cannot open stops start-up naming the variable (ConfigError: one line, exit 2)', async (t) => {
+  const env = { HOST: '127.0.0.1', PORT: '0', SVC_LOG_LEVEL: 'silent' };
+  // A file where a directory should be (a typo'd path, a stale mount point).
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'svc-cfg-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  writeFileSync(path.join(dir, 'file'), '');
+  const data = await startService(loadConfig({ ...env, SVC_DATA_DIR: path.join(dir, 'file', 'data') })).catch((e: unknown) => e);
+  t.ok(data instanceof ConfigError, 'a data directory that cannot be created');
+  t.match((data as ConfigError).message, new RegExp(`^SVC_DATA_DIR ${path.join(dir, 'file', 'data')} cannot be used: EEXIST: file already exists, mkdir '${path.join(dir, 'file')}'$`));
+  const pg = await startService(loadConfig({ ...env, DATABASE_URL: 'postgres://user:s3cret@127.0.0.1:1/db' })).catch((e: unknown) => e);
+  t.ok(pg instanceof ConfigError, 'a database that cannot be reached');
+  t.equal((pg as ConfigError).message, 'DATABASE_URL "postgres://user:***@127.0.0.1:1/db": cannot connect (ECONNREFUSED connect ECONNREFUSED 127.0.0.1:1)');
+});
+
+t.test('passwords in URLs never reach a configuration error', async (t) => {
+  const cases: Array<[string, string]> = [
+    ['mysql://u:p/w@h/db', 'DATABASE_URL must be a URL (postgres://… or postgresql://…), got "mysql://u:***@h/db"'],
+    ['postgres//u:pw@h', 'DATABASE_URL must be a URL (postgres://… or postgresql://…), got "postgres//u:***@h"'],
+    ['redis://:hunter2@h:6379', 'REDIS_URL must start with redis:// or rediss://, got "redis://:***@h:6379"'],
+  ];
+  for (const [raw, want] of cases) {
+    const v = raw.startsWith('redis') ? 'REDIS_URL' : 'DATABASE_URL';
+    const err = (() => {
+      try {
+        loadConfig({ [v]: v === 'REDIS_URL' ? raw.replace('redis:', 'http:') : raw });
+      } catch (e) {
+        return e as Error;
+      }
+      return undefined;
+    })();
+    t.ok(err instanceof ConfigError, raw);
+    if (v === 'REDIS_URL') t.equal(err?.message, 'REDIS_URL must start with redis:// or rediss://, got "http://:***@h:6379"');
+    else t.equal(err?.message, want);
+    t.notOk(/p\/w|pw|hunter2/.test(err?.message ?? ''), `no password in ${err?.message}`);
+  }
 });

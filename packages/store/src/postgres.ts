@@ -15,7 +15,12 @@ export async function openPostgres(url: string, max = 10): Promise<Db> {
   // Bounded waits: a stalled server must fail requests (503), not hold them and the debit queue forever.
   const pool = new pg.Pool({ connectionString: url, max, types, connectionTimeoutMillis: 10_000, statement_timeout: 30_000, query_timeout: 35_000 });
   pool.on('error', () => {}); // an idle client's error must not crash the process; queries report their own
-  await pool.query('SELECT 1');
+  try {
+    await pool.query('SELECT 1');
+  } catch (err) {
+    await pool.end().catch(() => {}); // a pool that never connected must not keep the process alive
+    throw err;
+  }
   const q = (c: pg.Pool | pg.PoolClient): Queryable['query'] =>
     async <T extends Row>(sql: string, params?: unknown[]) => (await c.query(sql, params)).rows as T[];
   return {
