@@ -14,6 +14,6 @@ export {
   type ReasonCode,
   type ValidationResult,
 } from './verdicts.ts';
-export { SCOPES, isScope, type Scope } from './scopes.ts';
+export { API_KEY_FORMAT, SCOPES, isScope, type Scope } from './scopes.ts';
 export { FINAL_JOB_STATES, JOB_STATES, JOB_TRANSITIONS, type JobState } from './jobs.ts';
 export type { BulkSummary, CheckState, CreditBalance, ReadinessState, ValidationResultBody } from './wire.ts';

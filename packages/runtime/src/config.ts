@@ -6,6 +6,7 @@
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { API_KEY_FORMAT } from '@svc/contracts';
 import { verifierConfig } from '@svc/verifier';
 
 type Env = Record<string, string | undefined>;
@@ -233,7 +234,7 @@ export const CONFIG_TABLE = {
     () => undefined,
     '— (a key is generated and printed once)',
     'first start only: an unrestricted key of a new account; ignored, with a warning, once the store has an account',
-    (v) => (/^svc_(test|live)_[A-Za-z0-9]{16,128}$/.test(v) ? undefined : 'must be svc_test_ or svc_live_ followed by 16-128 letters and digits'),
+    (v) => (API_KEY_FORMAT.test(v) ? undefined : 'must be svc_test_ or svc_live_ followed by 16-128 letters and digits'),
     '`svc_test_` or `svc_live_` + 16-128 letters and digits',
   ),
   bootstrapCredits: int('SVC_BOOTSTRAP_CREDITS', 100, 0, 1_000_000_000, 'credits of that first account'),

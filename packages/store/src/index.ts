@@ -1,12 +1,12 @@
 // @svc/store: the relational store (PGlite, Postgres) with one repository per aggregate, and the
 // cache and rate-limit adapters (in-process, Redis).
 export type { Db, Queryable, Row } from './db.ts';
-export { openPglite, lockDataDir, DataDirLockedError, type PgliteOptions, DataDirPermissionError } from './pglite.ts';
+export { openPglite, DataDirLockedError, type PgliteOptions, DataDirPermissionError } from './pglite.ts';
 export { openPostgres } from './postgres.ts';
 export { migrate } from './migrate.ts';
 export { Store, openStore } from './store.ts';
 export { AccountsRepo, type AccountListing } from './accounts.ts';
-export { KeysRepo, hashKey, generateKey, keyKindOf, displayPrefix, KEY_PREFIX, type KeyRecord, type KeyListing, type KeyKind, type KeyState } from './keys.ts';
+export { KeysRepo, hashKey, keyKindOf, displayPrefix, KEY_PREFIX, type KeyRecord, type KeyListing, type KeyKind, type KeyState } from './keys.ts';
 export { LedgerRepo, type LedgerEntry, type Balance, type ReserveResult, type DebitResult } from './ledger.ts';
 export { IdempotencyRepo, type IdempotencyBegin, type IdempotentCompletion } from './idempotency.ts';
 export { MemoryCache } from './memory-cache.ts';

@@ -2,6 +2,7 @@
 // optional expiry. The plain key exists once, in the return value of create().
 
 import { createHash, randomBytes } from 'node:crypto';
+import { API_KEY_FORMAT } from '@svc/contracts';
 import type { Db, Queryable } from './db.ts';
 import { newId } from './ids.ts';
 
@@ -56,7 +57,6 @@ export async function insertKeyIn(q: Queryable, opts: NewKey): Promise<{ id: str
 const TOUCH_EVERY_MS = 60_000;
 
 export const KEY_PREFIX: Record<KeyKind, string> = { test: 'svc_test_', live: 'svc_live_' };
-const KEY_FORMAT = /^svc_(test|live)_[A-Za-z0-9]{16,128}$/;
 
 export const hashKey = (key: string): string => createHash('sha256').update(key).digest('hex');
 
@@ -82,7 +82,7 @@ export function displayPrefix(key: string): string {
 }
 
 export function keyKindOf(key: string): KeyKind | undefined {
-  const m = KEY_FORMAT.exec(key);
+  const m = API_KEY_FORMAT.exec(key);
   return m ? (m[1] as KeyKind) : undefined;
 }
 

@@ -95,9 +95,8 @@ function alive(pid: number): boolean {
   }
 }
 
-/** Takes the data directory's lock file, or throws DataDirLockedError naming the holder. */
-export function lockDataDir(dir: string): () => void {
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
+/** Takes the data directory's lock file (the directory exists: ownerOnlyDataDir made it), or throws DataDirLockedError naming the holder. */
+function lockDataDir(dir: string): () => void {
   const file = path.join(dir, 'svc.lock');
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
