@@ -13,11 +13,12 @@ async function main(): Promise<number> {
 main().then(
   (code) => process.exit(code),
   (err) => {
-    if (err instanceof ConfigError) {
+    // The operator's to fix, as in cluster/embedded.ts: one line, no stack, exit 2.
+    if (err instanceof ConfigError || err instanceof DataDirLockedError || err instanceof DataDirPermissionError) {
       process.stderr.write(`configuration error: ${err.message}\n`);
       process.exit(2);
     }
-    process.stderr.write(`${err instanceof DataDirLockedError || err instanceof DataDirPermissionError ? err.message : (err as Error).stack}\n`);
+    process.stderr.write(`${(err as Error).stack}\n`);
     process.exit(1);
   },
 );

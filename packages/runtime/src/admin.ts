@@ -327,29 +327,44 @@ export async function runAdmin(store: Store, argv: string[], onKeyChange: () => 
   return p.command.run(store, p.values, p.arg, onKeyChange);
 }
 
+/** A URL with its password hidden, for messages (a terminal may be shared). */
+const hidePassword = (url: string): string => url.replace(/\/\/([^:/@]*):[^@/]*@/, '//$1:***@');
+
 /**
  * What `npm run admin` does: help and usage errors at once; then, embedded, the running service's
  * admin socket, or else the store in SVC_DATA_DIR, which must exist already (a mistyped directory
- * must not become a new, empty store); with DATABASE_URL, that database.
+ * must not become a new, empty store); with DATABASE_URL, that database, which must hold the
+ * service's schema already (opened without migrating: a mistyped database gets no tables).
  */
-export async function runAdminCli(config: Pick<Config, 'dataDir' | 'databaseUrl'>, argv: string[]): Promise<AdminResult> {
+export async function runAdminCli(
+  config: Pick<Config, 'dataDir' | 'databaseUrl'>,
+  argv: string[],
+  opts: { socketTimeoutMs?: number } = {},
+): Promise<AdminResult> {
   const p = plan(argv);
   if ('done' in p) return p.done;
   if (!config.databaseUrl) {
     const sock = adminSocketPath(config.dataDir);
     if (existsSync(sock)) {
       try {
-        return await callAdminSocket(sock, argv);
-      } catch {
-        // a socket file left by a dead process: open the store ourselves
+        return await callAdminSocket(sock, argv, opts.socketTimeoutMs);
+      } catch (err) {
+        // Nobody listening (a socket file left by a dead process): open the store ourselves. Any
+        // other failure (no answer in time, a broken answer) comes after the command was sent, so
+        // the service may have run it: report it rather than run it a second time.
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code !== 'ECONNREFUSED' && code !== 'ENOENT') return { code: 1, out: code ? `admin socket ${sock}: ${(err as Error).message}` : (err as Error).message };
       }
     }
     if (!existsSync(path.join(config.dataDir, 'pgdata'))) {
       return { code: 1, out: `no store at ${path.resolve(config.dataDir)} (SVC_DATA_DIR); start the service once with \`npm start\`, or point SVC_DATA_DIR at its data directory` };
     }
   }
-  const store = await openStore(config.databaseUrl ? { databaseUrl: config.databaseUrl } : { dataDir: config.dataDir });
+  const store = await openStore(config.databaseUrl ? { databaseUrl: config.databaseUrl, migrate: false } : { dataDir: config.dataDir });
   try {
+    if (config.databaseUrl && !(await store.hasSchema())) {
+      return { code: 1, out: `no store in DATABASE_URL (${hidePassword(config.databaseUrl)}): start the service once with it, or fix the URL` };
+    }
     return await p.command.run(store, p.values, p.arg, () => {});
   } finally {
     await store.close();
@@ -358,7 +373,12 @@ export async function runAdminCli(config: Pick<Config, 'dataDir' | 'databaseUrl'
 
 export const adminSocketPath = (dataDir: string) => `${dataDir}/admin.sock`;
 
-/** Serves runAdmin on a Unix socket: one JSON line in ({argv}), one JSON line out ({code, out}). */
+/**
+ * Serves runAdmin on a Unix socket: one JSON line in ({argv}), one JSON line out ({code, out}).
+ * Only the owner may talk to it: it lives in the data directory, which is owner-only (0700), and
+ * is chmod'ed 0600 once listening. (No umask change around listen: the umask is process-wide, so
+ * changing it would race with files created by other threads.)
+ */
 export function serveAdminSocket(store: Store, path: string, onKeyChange: () => void): net.Server {
   if (existsSync(path)) unlinkSync(path);
   const server = net.createServer((sock) => {
@@ -383,32 +403,40 @@ export function serveAdminSocket(store: Store, path: string, onKeyChange: () => 
     });
     sock.on('error', () => {});
   });
-  // Only the owner may talk to it: the socket is created under a 0077 umask, then chmod'ed 0600.
   server.on('error', (err) => process.emitWarning(`admin socket ${path}: ${err.message}`));
-  const old = process.umask(0o077);
-  try {
-    server.listen(path, () => chmodSync(path, 0o600));
-  } finally {
-    process.umask(old);
-  }
+  server.listen(path, () => chmodSync(path, 0o600));
   return server;
 }
 
-/** Sends argv to a running service's admin socket. */
-export function callAdminSocket(path: string, argv: string[]): Promise<AdminResult> {
+/** How long the CLI waits for the service's answer before giving up. */
+export const ADMIN_SOCKET_TIMEOUT_MS = 30_000;
+
+/**
+ * Sends argv to a running service's admin socket. A service that accepts but does not answer
+ * within `timeoutMs` (wedged) fails the call, with the socket destroyed, rather than hanging.
+ */
+export function callAdminSocket(path: string, argv: string[], timeoutMs = ADMIN_SOCKET_TIMEOUT_MS): Promise<AdminResult> {
   return new Promise((resolve, reject) => {
     const sock = net.connect(path);
+    const timer = setTimeout(() => {
+      sock.destroy();
+      reject(new Error(`the service at ${path} did not answer within ${timeoutMs >= 1000 && timeoutMs % 1000 === 0 ? `${timeoutMs / 1000} s` : `${timeoutMs} ms`}`));
+    }, timeoutMs);
     let buf = '';
     sock.setEncoding('utf8');
     sock.on('connect', () => sock.write(`${JSON.stringify({ argv })}\n`));
     sock.on('data', (c: string) => (buf += c));
     sock.on('end', () => {
+      clearTimeout(timer);
       try {
         resolve(JSON.parse(buf) as AdminResult);
       } catch {
         reject(new Error('bad answer from the admin socket'));
       }
     });
-    sock.on('error', reject);
+    sock.on('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
   });
 }

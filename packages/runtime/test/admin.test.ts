@@ -1,16 +1,29 @@
 // The operator commands, in process against an in-memory PGlite store (the same runAdmin serves
 // the CLI and the admin socket): exact output of the listings, help on every command, the
 // refusals fixed here (activating an expired key, an expiry in the past, a data directory that
-// does not exist), and the admin socket answering like runAdmin.
+// does not exist, a DATABASE_URL without the schema), the admin socket answering like runAdmin
+// (mode 0600, no umask change) and timing out on a wedged service, and the exit codes of
+// cluster/admin.ts for the data directory errors.
 
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { once } from 'node:events';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { SCOPES } from '@svc/contracts';
 import { callAdminSocket, runAdmin, runAdminCli, serveAdminSocket } from '@svc/runtime';
-import { Store } from '@svc/store';
-import { migratedPglite } from '../../../test/helpers/pglite.ts';
+import { openStore, Store } from '@svc/store';
+import { freshPglite, migratedPglite } from '../../../test/helpers/pglite.ts';
+import { freshSchema, pgAdmin, PG_SHOWN, pgUnreachable } from '../../../test/helpers/postgres.ts';
+
+const ROOT = path.resolve(import.meta.dirname, '../../..');
+type Test = Parameters<Parameters<typeof t.test>[0]>[0];
+
+// Before any test is declared: a top-level await after the last one could outlive the root test.
+const pgUp = (await pgUnreachable()) === undefined;
+if (!pgUp && process.env.CI_REQUIRE_SERVICES === '1') t.fail(`CI_REQUIRE_SERVICES=1 but Postgres at ${PG_SHOWN} is unreachable`);
 
 const db = await migratedPglite();
 t.teardown(() => db.close());
@@ -235,4 +248,161 @@ t.test('the admin socket answers like runAdmin', async (t) => {
   t.strictSame(await runAdminCli({ dataDir: tmp, databaseUrl: undefined }, ['account', 'list']), await admin('account', 'list'), 'the CLI uses the socket when it answers (no pgdata needed)');
   t.strictSame(await callAdminSocket(sock, ['key', 'deactivate', k2.id]), { code: 0, out: `key ${k2.id} deactivated` });
   t.equal(changes, 1, 'a key change clears the service key cache');
+});
+
+t.test('the admin socket is mode 0600, without touching the process-wide umask', async (t) => {
+  const tmp = mkdtempSync(path.join(os.tmpdir(), 'svc-admin-sock-'));
+  t.teardown(() => rmSync(tmp, { recursive: true, force: true }));
+  const sock = path.join(tmp, 'admin.sock');
+  const umask = process.umask.bind(process);
+  const calls: unknown[][] = [];
+  (process as { umask: (...a: unknown[]) => number }).umask = (...a: unknown[]) => (calls.push(a), umask(...(a as [number])));
+  let server: net.Server;
+  try {
+    server = serveAdminSocket(store, sock, () => {});
+  } finally {
+    process.umask = umask;
+  }
+  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  await once(server, 'listening'); // emitted after the chmod callback registered first
+  t.strictSame(calls, [], 'process.umask is not called (it is process-wide: unsafe with worker threads)');
+  t.equal(statSync(sock).mode & 0o7777, 0o600, 'chmod 0600 once listening');
+  t.ok(statSync(sock).isSocket());
+  t.strictSame(await callAdminSocket(sock, ['credits', 'show', '--account', A]), await admin('credits', 'show', '--account', A), 'and it answers');
+});
+
+/** A Unix socket that accepts connections and never answers (a wedged service). */
+async function wedgedSocket(t: Test, dir: string): Promise<{ sock: string; closed: () => number }> {
+  const sock = path.join(dir, 'admin.sock');
+  let closed = 0;
+  const conns = new Set<net.Socket>();
+  const server = net.createServer((c) => {
+    conns.add(c);
+    c.resume(); // reads the request (and sees the client hang up), answers nothing
+    c.on('close', () => (closed++, conns.delete(c)));
+    c.on('error', () => {});
+  });
+  await new Promise<void>((resolve) => server.listen(sock, () => resolve()));
+  t.teardown(() => new Promise<void>((resolve) => (conns.forEach((c) => c.destroy()), server.close(() => resolve()))));
+  return { sock, closed: () => closed };
+}
+
+/** The count of closed connections once it reaches n (or after 2 s, whatever it is then). */
+async function closedBy(closed: () => number, n: number): Promise<number> {
+  for (const deadline = Date.now() + 2000; closed() < n && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 10));
+  return closed();
+}
+
+t.test('callAdminSocket gives up on a service that accepts but never answers, and destroys the socket', async (t) => {
+  const tmp = mkdtempSync(path.join(os.tmpdir(), 'svc-admin-wedged-'));
+  t.teardown(() => rmSync(tmp, { recursive: true, force: true }));
+  const { sock, closed } = await wedgedSocket(t, tmp);
+  const started = Date.now();
+  await t.rejects(callAdminSocket(sock, ['account', 'list'], 1000), new Error(`the service at ${sock} did not answer within 1 s`));
+  const took = Date.now() - started;
+  t.ok(took >= 990 && took < 5000, `after the timeout (${took} ms)`);
+  t.equal(await closedBy(closed, 1), 1, 'the connection is closed, not left open');
+
+  // The CLI reports it and does not fall back to the store (the service may have run the command,
+  // and it holds the data directory).
+  t.strictSame(await runAdminCli({ dataDir: tmp, databaseUrl: undefined }, ['credits', 'grant', '--account', A, '--credits', '5'], { socketTimeoutMs: 300 }), {
+    code: 1,
+    out: `the service at ${sock} did not answer within 300 ms`,
+  });
+  t.strictSame(readdirSync(tmp), ['admin.sock'], 'no store opened or created beside it');
+  t.equal(await closedBy(closed, 2), 2, 'that connection closed too');
+});
+
+t.test('a socket file nobody listens on (left by a killed service) still falls back to the store', async (t) => {
+  const tmp = mkdtempSync(path.join(os.tmpdir(), 'svc-admin-dead-'));
+  t.teardown(() => rmSync(tmp, { recursive: true, force: true }));
+  const sock = path.join(tmp, 'admin.sock');
+  // A process that exits while listening leaves the socket file behind (close() would unlink it).
+  const r = spawnSync(process.execPath, ['-e', `require('node:net').createServer().listen(${JSON.stringify(sock)}, () => process.exit(0))`]);
+  t.equal(r.status, 0);
+  t.ok(statSync(sock).isSocket(), 'a stale socket file');
+  t.strictSame(await runAdminCli({ dataDir: tmp, databaseUrl: undefined }, ['account', 'list']), {
+    code: 1,
+    out: `no store at ${tmp} (SVC_DATA_DIR); start the service once with \`npm start\`, or point SVC_DATA_DIR at its data directory`,
+  }, 'connection refused: it looked for the store itself');
+});
+
+
+/** `npm run admin -- …` as a child process: its exit code, stdout and stderr. */
+function adminProcess(env: Record<string, string>, ...args: string[]) {
+  const { DATABASE_URL: _, SVC_DATA_DIR: __, ...rest } = process.env;
+  const r = spawnSync(process.execPath, ['--import', 'tsx', 'cluster/admin.ts', ...args], { cwd: ROOT, env: { ...rest, ...env }, encoding: 'utf8' });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+t.test('cluster/admin.ts: a data directory open to others, or in use, is a configuration error: one line, exit 2 (as npm start)', async (t) => {
+  const tmp = mkdtempSync(path.join(os.tmpdir(), 'svc-admin-exit-'));
+  t.teardown(() => rmSync(tmp, { recursive: true, force: true }));
+  const loose = path.join(tmp, 'loose');
+  mkdirSync(path.join(loose, 'pgdata'), { recursive: true });
+  chmodSync(loose, 0o755);
+  t.strictSame(adminProcess({ SVC_DATA_DIR: loose }, 'account', 'list'), {
+    code: 2,
+    stdout: '',
+    stderr: `configuration error: data directory ${loose} has mode 0755, open to group or others; it holds the database, so it must be owner-only: chmod 700 ${loose}\n`,
+  });
+  t.equal(statSync(loose).mode & 0o7777, 0o755, 'left as it was');
+
+  const locked = path.join(tmp, 'locked');
+  mkdirSync(path.join(locked, 'pgdata'), { recursive: true, mode: 0o700 });
+  chmodSync(locked, 0o700);
+  writeFileSync(path.join(locked, 'svc.lock'), String(process.pid)); // a live process holds it
+  t.strictSame(adminProcess({ SVC_DATA_DIR: locked }, 'account', 'list'), {
+    code: 2,
+    stdout: '',
+    stderr: `configuration error: data directory ${locked} is in use by process ${process.pid}; stop it first (or use its admin socket)\n`,
+  });
+});
+
+t.test('hasSchema: false on a database without the migrations, true with them', async (t) => {
+  t.equal(await store.hasSchema(), true);
+  const bare = new Store(await freshPglite());
+  t.teardown(() => bare.close());
+  t.equal(await bare.hasSchema(), false);
+});
+
+t.test('DATABASE_URL without the schema: the CLI refuses and creates nothing (it used to migrate any database it was given)', { skip: pgUp ? false : `Postgres at ${PG_SHOWN} is unreachable` }, async (t) => {
+  const { schema, url, drop } = await freshSchema();
+  t.teardown(drop);
+  const relations = () => pgAdmin(async (c) => (await c.query<{ relname: string }>('SELECT relname FROM pg_class WHERE relnamespace = $1::regnamespace ORDER BY relname', [schema])).rows.map((r) => r.relname));
+  // With a password in the URL (ignored by a trust server), the message must not show it.
+  const secret = 'not-the-password';
+  const databaseUrl = url.replace(/^(\w+:\/\/)([^:@/]+)@/, `$1$2:${secret}@`);
+  const hidden = databaseUrl.replace(/\/\/([^:/@]*):[^@/]*@/, '//$1:***@');
+  t.ok(hidden.includes(':***@'), 'a URL with a password');
+  const dataDir = path.join(os.tmpdir(), `svc-admin-pg-${process.pid}-unused`);
+  const refusal = { code: 1, out: `no store in DATABASE_URL (${hidden}): start the service once with it, or fix the URL` };
+  t.strictSame(await runAdminCli({ dataDir, databaseUrl }, ['account', 'create', '--credits', '5']), refusal);
+  t.strictSame(await runAdminCli({ dataDir, databaseUrl }, ['account', 'list']), refusal);
+  t.strictSame(await relations(), [], 'no table (nor schema_migrations) created in that schema');
+  t.notOk(existsSync(dataDir), 'nor a data directory');
+  t.strictSame(await runAdminCli({ dataDir, databaseUrl }, ['account', 'list', '--help']), await admin('account', 'list', '--help'), 'help needs no store');
+
+  // Once the service has started with it (it migrates), the CLI works there, without migrating again.
+  const migrated = await openStore({ databaseUrl: url });
+  const acct = await migrated.accounts.create({ name: 'pg', credits: 7 });
+  const created = (await migrated.accounts.list())[0]!.created_at.toISOString();
+  await migrated.close();
+  t.strictSame(await runAdminCli({ dataDir, databaseUrl }, ['account', 'list']), {
+    code: 0,
+    out: `ID                            BALANCE  RESERVED  AVAILABLE  KEYS  CREATED                   NAME\n${acct}        7         0          7     0  ${created}  pg`,
+  });
+  t.ok((await relations()).includes('accounts'));
+});
+
+t.test('openStore({ migrate: false }) opens a database as it is', { skip: pgUp ? false : `Postgres at ${PG_SHOWN} is unreachable` }, async (t) => {
+  const { schema, url, drop } = await freshSchema();
+  t.teardown(drop);
+  const s = await openStore({ databaseUrl: url, migrate: false });
+  t.equal(await s.hasSchema(), false);
+  await s.close();
+  t.strictSame(await pgAdmin(async (c) => (await c.query('SELECT relname FROM pg_class WHERE relnamespace = $1::regnamespace', [schema])).rows), []);
+  const m = await openStore({ databaseUrl: url });
+  t.equal(await m.hasSchema(), true, 'the default migrates');
+  await m.close();
 });

@@ -27,6 +27,14 @@ export class Store {
     this.idempotency = new IdempotencyRepo(db);
   }
 
+  /**
+   * Whether the service's schema is there (its accounts table, on the search path): a store opened
+   * without migrating may be an empty database, which the admin CLI must not take for a store.
+   */
+  async hasSchema(): Promise<boolean> {
+    return (await this.#db.query<{ present: boolean }>(`SELECT to_regclass('accounts') IS NOT NULL AS present`))[0]?.present === true;
+  }
+
   /** Whether the database answers (readiness). */
   async ping(): Promise<boolean> {
     return (await this.#db.query('SELECT 1 AS ok')).length === 1;
@@ -37,11 +45,14 @@ export class Store {
   }
 }
 
-/** Opens the relational store of the configured profile and brings its schema up to date. */
-export async function openStore(opts: { databaseUrl?: string; dataDir?: string }): Promise<Store> {
+/**
+ * Opens the relational store of the configured profile and brings its schema up to date, unless
+ * `migrate` is false (then no table is created: check `hasSchema()` before use).
+ */
+export async function openStore(opts: { databaseUrl?: string; dataDir?: string; migrate?: boolean }): Promise<Store> {
   const db = opts.databaseUrl ? await openPostgres(opts.databaseUrl) : await openPglite(opts.dataDir);
   try {
-    await migrate(db);
+    if (opts.migrate !== false) await migrate(db);
   } catch (err) {
     await db.close().catch(() => {});
     throw err;
