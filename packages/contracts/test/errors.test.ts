@@ -104,8 +104,17 @@ t.test('a ServiceError renders the catalogue body', async (t) => {
   t.strictSame(new ServiceError('rate_limited').body(), { error: 'Too Many Requests', message: 'You have exceeded the rate limit', code: 'rate_limited' });
 });
 
-t.test('docs/decisions.md explains every reason code and charge reason', async (t) => {
+t.test('docs/decisions.md lists exactly the reason codes and charge reasons, each explained', async (t) => {
+  const row = (title: string): string[] => {
+    const line = decisions.split('\n').find((l) => l.startsWith(`| ${title} |`));
+    t.ok(line, `decisions.md has the row "${title}"`);
+    // The decision cell (the second): every backticked word in it but the field names.
+    const cell = (line ?? '').split(' | ')[1] ?? '';
+    return [...cell.matchAll(/`([a-z0-9_]+)`/g)].map((m) => m[1]!).filter((w) => !['reason', 'reason_code', 'charge_reason'].includes(w));
+  };
+  t.strictSame(row('Machine-readable reason').sort(), [...REASON_CODES].sort(), 'the reason_code row lists every code, and no other');
+  t.strictSame(row('`charge_reason` values').sort(), [...CHARGE_REASONS].sort(), 'the charge_reason row lists every reason, and no other');
+  // And each is explained where it is decided (a row of its own, or the row of its verdict).
   const quoted = new Set([...decisions.matchAll(/`([a-z0-9_]+)`/g)].map((m) => m[1]!));
-  for (const code of REASON_CODES) t.ok(quoted.has(code), `reason_code ${code} is in docs/decisions.md`);
-  for (const reason of CHARGE_REASONS) t.ok(quoted.has(reason), `charge_reason ${reason} is in docs/decisions.md`);
+  for (const code of [...REASON_CODES, ...CHARGE_REASONS]) t.ok(quoted.has(code), `${code} is in docs/decisions.md`);
 });
