@@ -54,7 +54,29 @@ export type SmtpKind =
   | 'user-text' // raw, no ENHANCEDSTATUSCODES: "550 Requested action not taken: mailbox unavailable (user unknown)"
   | 'bad-address-553' // smtp-server: unknown mailboxes 553 5.1.3
   | 'slow-replies' // smtp-server: normal, every reply (and the banner) 150 ms late
+  | 'postfix-limits' // raw: normal mailboxes, with the limits Postfix applies to a client that never sends DATA (SimMx.limits)
   | 'dead';
+
+/**
+ * What a real Postfix (postconf(5)) or Exim does to a client that only probes: every limit here
+ * bites a validator, none a sender that delivers mail. Defaults are Postfix's own.
+ */
+export interface MxLimits {
+  /** smtpd_soft_error_limit (10): once a session has made more errors than this, every reply waits errorSleepMs (smtpd_error_sleep_time, 1 s). */
+  softErrors?: number;
+  /** smtpd_hard_error_limit (20): at this many errors the server sends `421 4.7.0 <host> Error: too many errors` and closes. */
+  hardErrors?: number;
+  /** smtpd_junk_command_limit (100): RSET, NOOP, VRFY and ETRN beyond this many each count as an error. */
+  junkCommands?: number;
+  /** smtpd_recipient_limit (1000): recipients of one transaction beyond this get `<code> 4.5.3 … too many recipients`. */
+  recipientsPerTransaction?: number;
+  /** 452 (Postfix) or 451 (an Exim ACL). */
+  recipientLimitCode?: 451 | 452;
+  /** smtpd_client_connection_count_limit (50): a client's connection beyond this many open ones gets `421 4.7.0` at the banner. */
+  connectionsPerClient?: number;
+  /** in_flow_delay: the first accepted RCPT of every transaction waits the sim's inFlowDelayMs (its flow tokens are spent: probes never deliver). */
+  inFlowDelay?: boolean;
+}
 
 /** What the DNS server does for the domain name itself. */
 export type DnsKind =
@@ -73,6 +95,8 @@ export interface SimMx {
   /** A record of the exchange, or null (null MX). */
   ip: string | null;
   smtp: SmtpKind | null;
+  /** For `postfix-limits`: the limits that differ from Postfix's defaults. */
+  limits?: MxLimits;
 }
 
 export interface SimDomain {
@@ -388,6 +412,42 @@ export const SIM_DOMAINS: readonly SimDomain[] = [
     mx: [mx1('mailinator.com', 23, 'catchall')],
     description: 'disposable provider, accepts every RCPT',
     ...both({ result: 'risky', reason_code: 'disposable_domain' }),
+  },
+  {
+    domain: 'postfix.test',
+    behaviour: 'postfix-limits',
+    dns: 'mx',
+    mx: [{ ...mx1('postfix.test', 25, 'postfix-limits'), limits: { inFlowDelay: true } }],
+    description: "Postfix's defaults for a client that never sends DATA: after 10 errors every reply 1 s late, 421 at 20, RSET/NOOP beyond 100 count as errors, first accepted RCPT of each transaction after in_flow_delay",
+    known: VALID,
+    unknown: NOT_FOUND,
+  },
+  {
+    domain: 'rcptlimit.test',
+    behaviour: 'recipient-limit-452',
+    dns: 'mx',
+    mx: [{ ...mx1('rcptlimit.test', 26, 'postfix-limits'), limits: { recipientsPerTransaction: 3 } }],
+    description: 'Postfix with smtpd_recipient_limit=3: the 4th RCPT of a transaction is 452 4.5.3 Error: too many recipients',
+    known: VALID,
+    unknown: NOT_FOUND,
+  },
+  {
+    domain: 'rcptlimit451.test',
+    behaviour: 'recipient-limit-451',
+    dns: 'mx',
+    mx: [{ ...mx1('rcptlimit451.test', 27, 'postfix-limits'), limits: { recipientsPerTransaction: 3, recipientLimitCode: 451 } }],
+    description: 'an Exim ACL: the 4th RCPT of a transaction is 451 4.5.3 Too many recipients',
+    known: VALID,
+    unknown: NOT_FOUND,
+  },
+  {
+    domain: 'connlimit.test',
+    behaviour: 'connection-limit',
+    dns: 'mx',
+    mx: [{ ...mx1('connlimit.test', 28, 'postfix-limits'), limits: { connectionsPerClient: 2 } }],
+    description: 'Postfix allowing 2 connections per client: a 3rd open one gets 421 4.7.0 at the banner',
+    known: VALID,
+    unknown: NOT_FOUND,
   },
   {
     domain: 'slowmx.test',

@@ -26,6 +26,10 @@ export interface SimOptions {
   slowBannerMs?: number;
   /** Default 0: network latency added to every SMTP reply (banner included). Replies are delayed, commands are not held back: pipelined commands cost one round trip. */
   replyLatencyMs?: number;
+  /** Default 1000 (Postfix's smtpd_error_sleep_time): the wait before every reply of a `postfix-limits` session past its soft error limit. */
+  errorSleepMs?: number;
+  /** Default 1000 (Postfix's in_flow_delay): the wait before the first accepted RCPT of a transaction on a `postfix-limits` server with inFlowDelay. */
+  inFlowDelayMs?: number;
 }
 
 export interface Sim {
@@ -61,6 +65,7 @@ function mxSpecs(): { live: MxServerSpec[]; dead: string[] } {
           host: m.exchange,
           kind: m.smtp,
           ...(d.domain === 'gmail.com' ? { extraMailboxes: SIM_GMAIL_MAILBOXES } : {}),
+          ...(m.limits ? { limits: m.limits } : {}),
         });
     }
   }
@@ -113,6 +118,8 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
     tarpitMs: opts.tarpitMs ?? 30_000,
     slowBannerMs: opts.slowBannerMs ?? 400,
     replyLatencyMs: opts.replyLatencyMs ?? 0,
+    errorSleepMs: opts.errorSleepMs ?? 1000,
+    inFlowDelayMs: opts.inFlowDelayMs ?? 1000,
     timers: new Timers(),
   };
   const { live, dead } = mxSpecs();

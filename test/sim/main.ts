@@ -3,7 +3,8 @@
 // stays up until SIGINT/SIGTERM.
 //
 // Environment (all optional): SIM_DNS_PORT (5354), SIM_SMTP_PORT (2525), SIM_GREYLIST_MS (300),
-// SIM_TARPIT_MS (30000), SIM_SLOW_BANNER_MS (400), SIM_REPLY_LATENCY_MS (0).
+// SIM_TARPIT_MS (30000), SIM_SLOW_BANNER_MS (400), SIM_REPLY_LATENCY_MS (0), SIM_ERROR_SLEEP_MS (1000),
+// SIM_IN_FLOW_DELAY_MS (1000).
 
 import { SIM_DOMAINS, SIM_EXAMPLES, SIM_READY_DOMAIN, SIM_UNKNOWN_LOCAL, startSim, type Sim, type SimExpectation, type SimOptions } from './index.ts';
 
@@ -25,6 +26,8 @@ const options: SimOptions = {
   tarpitMs: intFromEnv('SIM_TARPIT_MS', 30_000, 0, 86_400_000),
   slowBannerMs: intFromEnv('SIM_SLOW_BANNER_MS', 400, 0, 86_400_000),
   replyLatencyMs: intFromEnv('SIM_REPLY_LATENCY_MS', 0, 0, 86_400_000),
+  errorSleepMs: intFromEnv('SIM_ERROR_SLEEP_MS', 1000, 0, 86_400_000),
+  inFlowDelayMs: intFromEnv('SIM_IN_FLOW_DELAY_MS', 1000, 0, 86_400_000),
 };
 
 // Signal handlers first, so a Ctrl-C during start-up also ends cleanly.

@@ -135,7 +135,7 @@ const sleep = (ms: number): Promise<void> => new Promise(resolve => setTimeout(r
 
 // ---------------------------------------------------------------------------------------------
 
-const sim: Sim = await startSim({ greylistMs: 300, tarpitMs: 400, slowBannerMs: 400 });
+const sim: Sim = await startSim({ greylistMs: 300, tarpitMs: 400, slowBannerMs: 400, errorSleepMs: 200, inFlowDelayMs: 150 });
 t.teardown(() => sim.close());
 
 /** The part of a tap Test the helpers use (the top-level `t` and subtests both fit). */
@@ -556,3 +556,106 @@ t.test('other sims in parallel: own ports; close() is prompt with a tarpit pendi
   t.strictSame(tarpit.statsFor('tarpit.test'), { ...EMPTY, connections: 1, ehlo: 1, mail: 1, rcpt: 1 });
   await tarpit.close(); // twice is fine
 });
+
+// ---------------------------------------------------------------------------------------------
+// Postfix's limits for a client that never sends DATA (postconf(5)), on the postfix-limits MXs.
+// Timing: errorSleepMs 200 and inFlowDelayMs 150 here; a reply without either comes in well under.
+
+const POSTFIX_UNKNOWN = (addr: string): string[] => [`550 5.1.1 <${addr}>: Recipient address rejected: User unknown`];
+
+/** EHLO and MAIL FROM on a postfix-limits MX, asserted. */
+async function postfixReady(t: Tap, domain: string): Promise<SmtpClient> {
+  const { c, banner } = await session(t, domain);
+  t.strictSame(banner, [`220 mx1.${domain} ESMTP`], `${domain} banner`);
+  t.equal((await c.cmd('EHLO client.test'))[0], `250-mx1.${domain}`, 'EHLO');
+  t.strictSame(await c.cmd('MAIL FROM:<probe@sender.test>'), ['250 2.1.0 Ok'], 'MAIL FROM');
+  return c;
+}
+
+/** A command's reply and how long it took. */
+async function timed(c: SmtpClient, line: string): Promise<{ reply: string[]; ms: number }> {
+  const start = performance.now();
+  const reply = await c.cmd(line);
+  return { reply, ms: performance.now() - start };
+}
+
+t.test('postfix.test: soft error limit (every reply 1 s late after 10 errors), then 421 at 20', async t => {
+  const c = await postfixReady(t, 'postfix.test');
+  for (let i = 1; i <= 20; i++) {
+    const addr = `nobody${i}@postfix.test`;
+    const r = await timed(c, `RCPT TO:<${addr}>`);
+    t.strictSame(r.reply, POSTFIX_UNKNOWN(addr), `error ${i}`);
+    if (i <= 10) t.ok(r.ms < 190, `error ${i}: answered at once (${r.ms.toFixed(0)} ms)`);
+    else t.ok(r.ms >= 195, `error ${i}: answered after the error sleep (${r.ms.toFixed(0)} ms)`);
+  }
+  t.strictSame(await c.reply(), ['421 4.7.0 mx1.postfix.test Error: too many errors'], 'the 20th error is followed by 421');
+  await c.closedEvent;
+  t.ok(c.closed, 'and the server closed the connection');
+});
+
+t.test('postfix.test: in_flow_delay before the first accepted RCPT of every transaction', async t => {
+  const c = await postfixReady(t, 'postfix.test');
+  const first = await timed(c, 'RCPT TO:<jane.doe@postfix.test>');
+  t.strictSame(first.reply, ['250 2.1.5 Ok']);
+  t.ok(first.ms >= 145, `first accepted RCPT waited (${first.ms.toFixed(0)} ms)`);
+  const second = await timed(c, 'RCPT TO:<john.smith@postfix.test>');
+  t.strictSame(second.reply, ['250 2.1.5 Ok']);
+  t.ok(second.ms < 140, `a later one did not (${second.ms.toFixed(0)} ms)`);
+  const rejected = await timed(c, 'RCPT TO:<nobody@postfix.test>');
+  t.ok(rejected.ms < 140, 'nor does a rejected one');
+  t.strictSame(await c.cmd('RSET'), ['250 2.0.0 Ok']);
+  t.strictSame(await c.cmd('MAIL FROM:<probe@sender.test>'), ['250 2.1.0 Ok']);
+  const again = await timed(c, 'RCPT TO:<info@postfix.test>');
+  t.strictSame(again.reply, ['250 2.1.5 Ok']);
+  t.ok(again.ms >= 145, `the next transaction pays it again (${again.ms.toFixed(0)} ms)`);
+});
+
+t.test('postfix.test: RSET and NOOP beyond 100 count as errors (junk command limit)', async t => {
+  const c = await postfixReady(t, 'postfix.test');
+  for (let i = 1; i <= 100; i++) t.strictSame(await c.cmd(i % 2 ? 'NOOP' : 'RSET'), ['250 2.0.0 Ok'], `junk ${i}`);
+  // Junk 101-110 are errors 1-10: no sleep yet. The 111th is error 11: past the soft limit.
+  for (let i = 101; i <= 110; i++) {
+    const r = await timed(c, 'NOOP');
+    t.ok(r.ms < 190, `junk ${i} (error ${i - 100}) at once (${r.ms.toFixed(0)} ms)`);
+  }
+  const late = await timed(c, 'RSET');
+  t.strictSame(late.reply, ['250 2.0.0 Ok']);
+  t.ok(late.ms >= 195, `junk 111 (error 11) after the error sleep (${late.ms.toFixed(0)} ms)`);
+});
+
+for (const [domain, limited] of [
+  ['rcptlimit.test', '452 4.5.3 Error: too many recipients'],
+  ['rcptlimit451.test', '451 4.5.3 Too many recipients'],
+] as const) {
+  t.test(`${domain}: a 4th recipient in one transaction is ${limited.slice(0, 9)}; a new transaction takes more`, async t => {
+    const c = await postfixReady(t, domain);
+    for (const local of ['jane.doe', 'john.smith', 'nobody']) {
+      t.strictSame(await c.cmd(`RCPT TO:<${local}@${domain}>`), local === 'nobody' ? POSTFIX_UNKNOWN(`nobody@${domain}`) : ['250 2.1.5 Ok'], local);
+    }
+    t.strictSame(await c.cmd(`RCPT TO:<info@${domain}>`), [limited], 'the 4th, even a known mailbox');
+    t.strictSame(await c.cmd(`RCPT TO:<sales@${domain}>`), [limited], 'and every one after it');
+    t.strictSame(await c.cmd('RSET'), ['250 2.0.0 Ok']);
+    t.strictSame(await c.cmd('MAIL FROM:<probe@sender.test>'), ['250 2.1.0 Ok']);
+    t.strictSame(await c.cmd(`RCPT TO:<info@${domain}>`), ['250 2.1.5 Ok'], 'a new transaction');
+  });
+}
+
+t.test('connlimit.test: a 3rd connection from one client gets 421 at the banner', async t => {
+  const a = await session(t, 'connlimit.test');
+  const b = await session(t, 'connlimit.test');
+  t.strictSame([a.banner, b.banner], [['220 mx1.connlimit.test ESMTP'], ['220 mx1.connlimit.test ESMTP']]);
+  const third = await session(t, 'connlimit.test');
+  t.strictSame(third.banner, ['421 4.7.0 mx1.connlimit.test Error: too many connections from 127.0.0.1']);
+  await third.c.closedEvent;
+  // Once one of the two goes, a new connection is served.
+  a.c.close();
+  await a.c.closedEvent;
+  let banner: string[] = [];
+  for (let i = 0; i < 50 && banner[0] !== '220 mx1.connlimit.test ESMTP'; i++) {
+    const d = await session(t, 'connlimit.test');
+    banner = d.banner;
+    if (banner[0] !== '220 mx1.connlimit.test ESMTP') await d.c.closedEvent; // the server had not seen the close yet
+  }
+  t.strictSame(banner, ['220 mx1.connlimit.test ESMTP'], 'served again');
+});
+

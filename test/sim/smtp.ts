@@ -13,6 +13,7 @@ import {
   SIM_KNOWN_MAILBOXES,
   SIM_UTF8_MAILBOXES,
   SLOW_MX_LATENCY_MS,
+  type MxLimits,
   type SmtpKind,
 } from './domains.ts';
 
@@ -84,6 +85,8 @@ export interface SmtpContext {
   tarpitMs: number;
   slowBannerMs: number;
   replyLatencyMs: number;
+  errorSleepMs: number;
+  inFlowDelayMs: number;
   timers: Timers;
 }
 
@@ -94,6 +97,8 @@ export interface MxServerSpec {
   kind: Exclude<SmtpKind, 'dead'>;
   /** Extra known local parts besides SIM_KNOWN_MAILBOXES. */
   extraMailboxes?: readonly string[];
+  /** `postfix-limits`: the limits that differ from Postfix's defaults. */
+  limits?: MxLimits;
 }
 
 export interface RunningMx {
@@ -226,7 +231,7 @@ function latencyFor(spec: MxServerSpec, ctx: SmtpContext): number {
 // ---------------------------------------------------------------------------------------------
 // smtp-server based servers
 
-const RAW_KINDS: ReadonlySet<MxServerSpec['kind']> = new Set(['banner421', 'blocklist-text', 'helo-only', 'multiline', 'user-text']);
+const RAW_KINDS: ReadonlySet<MxServerSpec['kind']> = new Set(['banner421', 'blocklist-text', 'helo-only', 'multiline', 'user-text', 'postfix-limits']);
 
 /** A reply text that starts with an RFC 3463 code. */
 const HAS_ENHANCED = /^[245]\.\d{1,3}\.\d{1,3} /;
@@ -503,6 +508,13 @@ async function startRawServer(spec: MxServerSpec, port: number, ctx: SmtpContext
   const style = rawStyle(spec.kind, spec.host);
   const policy = new MailboxPolicy(spec.kind, mailboxesFor(spec), false, style.enhanced, ctx.greylistMs);
   const sockets = new Set<net.Socket>();
+  // Postfix's limits (postconf(5) defaults), on the `postfix-limits` kind only.
+  const limits: Required<MxLimits> | undefined =
+    spec.kind === 'postfix-limits'
+      ? { softErrors: 10, hardErrors: 20, junkCommands: 100, recipientsPerTransaction: 1000, recipientLimitCode: 452, connectionsPerClient: 50, inFlowDelay: false, ...spec.limits }
+      : undefined;
+  /** Open connections per client address (Postfix's anvil). */
+  const perClient = new Map<string, number>();
 
   const server = net.createServer(socket => {
     sockets.add(socket);
@@ -519,6 +531,16 @@ async function startRawServer(spec: MxServerSpec, port: number, ctx: SmtpContext
     let mailFrom: string | null = null;
     let buffer = '';
     const queue: string[] = [];
+    // Postfix's per-session counters: errors (rejected recipients, bad commands), junk commands,
+    // recipients of this transaction, and whether one was accepted yet (in_flow_delay).
+    let errors = 0;
+    let junk = 0;
+    let recipients = 0;
+    let acceptedInTransaction = false;
+    const client = socket.remoteAddress ?? '';
+    perClient.set(client, (perClient.get(client) ?? 0) + 1);
+    socket.once('close', () => perClient.set(client, (perClient.get(client) ?? 1) - 1));
+    const tooManyConnections = limits !== undefined && (perClient.get(client) ?? 0) > limits.connectionsPerClient;
 
     const write = (lines: string[]): void => {
       if (!socket.destroyed && socket.writable) socket.write(lines.map(l => `${l}\r\n`).join(''));
@@ -536,46 +558,84 @@ async function startRawServer(spec: MxServerSpec, port: number, ctx: SmtpContext
       if (!closed) hangUp([style.enhanced ? '421 4.4.2 Error: timeout exceeded' : '421 Timeout exceeded']);
     });
 
-    const respond = (line: string): void => {
+    /** A reply, what it costs in Postfix's counters, and any wait before it (in_flow_delay). */
+    interface Served {
+      lines: string[];
+      close?: boolean;
+      error?: boolean;
+      delayMs?: number;
+    }
+    const respond = (line: string): Served => {
       const verb = (line.trim().split(/\s+/, 1)[0] ?? '').toUpperCase();
       switch (verb) {
         case 'EHLO':
         case 'HELO': {
-          if (verb === 'EHLO' && !style.ehlo) return write([style.unknown]);
-          if (!/^\S+\s+\S/.test(line.trim())) return write([style.syntax]);
+          if (verb === 'EHLO' && !style.ehlo) return { lines: [style.unknown], error: true };
+          if (!/^\S+\s+\S/.test(line.trim())) return { lines: [style.syntax], error: true };
           greeted = true;
           mailFrom = null;
-          return write(verb === 'EHLO' && style.ehlo ? style.ehlo : [style.helo]);
+          return { lines: verb === 'EHLO' && style.ehlo ? style.ehlo : [style.helo] };
         }
         case 'MAIL': {
           const m = /^MAIL\s+FROM:\s*<([^<>]*)>(?:\s.*)?$/i.exec(line.trim());
-          if (!m) return write([style.syntax]);
-          if (!greeted) return write([style.needHelo]);
-          if (mailFrom !== null) return write([style.nestedMail]);
+          if (!m) return { lines: [style.syntax], error: true };
+          if (!greeted) return { lines: [style.needHelo], error: true };
+          if (mailFrom !== null) return { lines: [style.nestedMail], error: true };
           mailFrom = m[1] ?? '';
-          return write([style.mailOk]);
+          recipients = 0;
+          acceptedInTransaction = false;
+          return { lines: [style.mailOk] };
         }
         case 'RCPT': {
           const m = /^RCPT\s+TO:\s*<([^<>]*)>(?:\s.*)?$/i.exec(line.trim());
-          if (!m) return write([style.syntax]);
-          if (!greeted) return write([style.needHelo]);
-          if (mailFrom === null) return write([style.needMail]);
+          if (!m) return { lines: [style.syntax], error: true };
+          if (!greeted) return { lines: [style.needHelo], error: true };
+          if (mailFrom === null) return { lines: [style.needMail], error: true };
+          // smtpd_recipient_limit: refused without counting an error (within the overshoot limit).
+          if (limits && ++recipients > limits.recipientsPerTransaction) {
+            return { lines: [limits.recipientLimitCode === 452 ? '452 4.5.3 Error: too many recipients' : '451 4.5.3 Too many recipients'] };
+          }
           const address = m[1] ?? '';
           const reply = policy.rcpt({ raw: address, address, mailFrom, remoteAddress: socket.remoteAddress ?? '' });
-          return write(reply ? renderReply(reply) : [style.rcptOk]);
+          if (reply) return { lines: renderReply(reply), error: true };
+          // in_flow_delay: the first accepted recipient opens the queue file, and waits for a flow token.
+          const first = !acceptedInTransaction;
+          acceptedInTransaction = true;
+          return { lines: [style.rcptOk], ...(limits?.inFlowDelay && first ? { delayMs: ctx.inFlowDelayMs } : {}) };
         }
         case 'RSET':
           mailFrom = null;
-          return write([style.rset]);
+          recipients = 0;
+          acceptedInTransaction = false;
+          return { lines: [style.rset], error: limits !== undefined && ++junk > limits.junkCommands };
         case 'NOOP':
-          return write([style.noop]);
+          return { lines: [style.noop], error: limits !== undefined && ++junk > limits.junkCommands };
         case 'DATA':
-          return write([style.data]);
+          return { lines: [style.data] };
         case 'QUIT':
-          return hangUp([style.quit]);
+          return { lines: [style.quit], close: true };
         default:
-          return write([style.unknown]);
+          return { lines: [style.unknown], error: true };
       }
+    };
+
+    /** Answers one command: Postfix's error limits apply on the `postfix-limits` kind. */
+    const serve = (line: string, done: () => void): void => {
+      const r = respond(line);
+      if (r.error && limits) errors++;
+      // smtpd_error_sleep_time: every reply once the session has made more than the soft limit of errors.
+      const sleep = limits && errors > limits.softErrors ? ctx.errorSleepMs : 0;
+      const send = (): void => {
+        if (closed || socket.destroyed) return;
+        if (r.close) hangUp(r.lines);
+        else write(r.lines);
+        // Postfix checks the hard limit at the top of its command loop, right after this reply.
+        if (!closed && limits && errors >= limits.hardErrors) hangUp([`421 4.7.0 ${spec.host} Error: too many errors`]);
+        done();
+      };
+      const wait = (r.delayMs ?? 0) + sleep;
+      if (wait > 0) ctx.timers.after(wait, send);
+      else send();
     };
 
     // One command at a time, in order, each reply after `latency`: pipelined commands queue up.
@@ -583,17 +643,19 @@ async function startRawServer(spec: MxServerSpec, port: number, ctx: SmtpContext
       while (!busy && !closed && queue.length > 0) {
         const line = queue.shift() ?? '';
         countVerb(stats, (line.trim().split(/\s+/, 1)[0] ?? '').toUpperCase());
-        if (latency <= 0) {
-          respond(line);
-          continue;
-        }
         busy = true;
-        ctx.timers.after(latency, () => {
+        let sync = true;
+        const next = (): void => {
           busy = false;
-          if (closed || socket.destroyed) return;
-          respond(line);
-          pump();
-        });
+          if (!sync) pump();
+        };
+        if (latency <= 0) serve(line, next);
+        else
+          ctx.timers.after(latency, () => {
+            if (closed || socket.destroyed) return;
+            serve(line, next);
+          });
+        sync = false;
       }
     };
 
@@ -616,6 +678,8 @@ async function startRawServer(spec: MxServerSpec, port: number, ctx: SmtpContext
     ctx.timers.after(latency, () => {
       if (socket.destroyed) return;
       if (spec.kind === 'banner421') return hangUp([BANNER_421]);
+      // smtpd_client_connection_count_limit (Postfix's anvil): refused at the banner.
+      if (tooManyConnections) return hangUp([`421 4.7.0 ${spec.host} Error: too many connections from ${client}`]);
       write(style.banner);
       busy = false;
       pump();
