@@ -74,8 +74,14 @@ export interface MxLimits {
   recipientLimitCode?: 451 | 452;
   /** smtpd_client_connection_count_limit (50): a client's connection beyond this many open ones gets `421 4.7.0` at the banner. */
   connectionsPerClient?: number;
-  /** in_flow_delay: the first accepted RCPT of every transaction waits the sim's inFlowDelayMs (its flow tokens are spent: probes never deliver). */
+  /**
+   * in_flow_delay: the first accepted RCPT of a transaction takes a flow token from the server's
+   * pool (shared by its sessions), and once none is left waits the sim's inFlowDelayMs. Probes never
+   * deliver, so tokens never come back. (Postfix 3.7 by hand: about 100 transactions, then 1 s each.)
+   */
   inFlowDelay?: boolean;
+  /** Flow tokens the server starts with (100). */
+  flowTokens?: number;
 }
 
 /** What the DNS server does for the domain name itself. */
@@ -417,8 +423,8 @@ export const SIM_DOMAINS: readonly SimDomain[] = [
     domain: 'postfix.test',
     behaviour: 'postfix-limits',
     dns: 'mx',
-    mx: [{ ...mx1('postfix.test', 25, 'postfix-limits'), limits: { inFlowDelay: true } }],
-    description: "Postfix's defaults for a client that never sends DATA: after 10 errors every reply 1 s late, 421 at 20, RSET/NOOP beyond 100 count as errors, first accepted RCPT of each transaction after in_flow_delay",
+    mx: [{ ...mx1('postfix.test', 25, 'postfix-limits'), limits: { inFlowDelay: true, flowTokens: 2 } }],
+    description: "Postfix's defaults for a client that never sends DATA: after 10 errors every reply 1 s late, 421 to the command after the 20th, RSET/NOOP beyond 100 count as errors, the first accepted RCPT of a transaction 1 s late once the server's flow tokens are spent (2 here; about 100 on a real Postfix)",
     known: VALID,
     unknown: NOT_FOUND,
   },

@@ -579,7 +579,7 @@ async function timed(c: SmtpClient, line: string): Promise<{ reply: string[]; ms
   return { reply, ms: performance.now() - start };
 }
 
-t.test('postfix.test: soft error limit (every reply 1 s late after 10 errors), then 421 at 20', async t => {
+t.test('postfix.test: soft error limit (every reply 1 s late after 10 errors), then 421 to the command after the 20th', async t => {
   const c = await postfixReady(t, 'postfix.test');
   for (let i = 1; i <= 20; i++) {
     const addr = `nobody${i}@postfix.test`;
@@ -588,12 +588,22 @@ t.test('postfix.test: soft error limit (every reply 1 s late after 10 errors), t
     if (i <= 10) t.ok(r.ms < 190, `error ${i}: answered at once (${r.ms.toFixed(0)} ms)`);
     else t.ok(r.ms >= 195, `error ${i}: answered after the error sleep (${r.ms.toFixed(0)} ms)`);
   }
-  t.strictSame(await c.reply(), ['421 4.7.0 mx1.postfix.test Error: too many errors'], 'the 20th error is followed by 421');
+  const last = await timed(c, 'RCPT TO:<jane.doe@postfix.test>');
+  t.strictSame(last.reply, ['421 4.7.0 mx1.postfix.test Error: too many errors'], 'the next command, whatever it is, gets 421');
+  t.ok(last.ms >= 195, `after the error sleep too (${last.ms.toFixed(0)} ms)`);
   await c.closedEvent;
   t.ok(c.closed, 'and the server closed the connection');
 });
 
-t.test('postfix.test: in_flow_delay before the first accepted RCPT of every transaction', async t => {
+t.test('postfix.test: in_flow_delay before the first accepted RCPT of a transaction once the flow tokens are spent', async t => {
+  // The server's 2 flow tokens: the first two transactions (on any session) accept at once.
+  for (let i = 0; i < 2; i++) {
+    const c = await postfixReady(t, 'postfix.test');
+    const r = await timed(c, 'RCPT TO:<jane.doe@postfix.test>');
+    t.strictSame(r.reply, ['250 2.1.5 Ok']);
+    t.ok(r.ms < 140, `token ${i + 1}: at once (${r.ms.toFixed(0)} ms)`);
+    c.close();
+  }
   const c = await postfixReady(t, 'postfix.test');
   const first = await timed(c, 'RCPT TO:<jane.doe@postfix.test>');
   t.strictSame(first.reply, ['250 2.1.5 Ok']);
