@@ -27,7 +27,8 @@ export class MemoryCache implements CachePort {
   set<T>(key: string, value: T, ttlMs: number): void {
     this.#map.delete(key);
     const json = JSON.stringify(value) as string | undefined;
-    if (json === undefined) return; // undefined (or a function): nothing a get could return
+    // No time, or nothing a get could return (undefined, a function): the key holds nothing.
+    if (json === undefined || ttlMs <= 0) return;
     this.#map.set(key, { json, expires: this.now() + ttlMs });
     if (this.#map.size > this.maxEntries) {
       const oldest = this.#map.keys().next().value;

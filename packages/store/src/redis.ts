@@ -23,8 +23,11 @@ export class RedisCache implements CachePort {
   }
 
   async set<T>(key: string, value: T, ttlMs: number): Promise<void> {
-    if (ttlMs <= 0) return;
-    await this.redis.set(this.prefix + key, JSON.stringify(value), 'PX', Math.ceil(ttlMs));
+    const json = JSON.stringify(value) as string | undefined;
+    // Nothing to keep (no time, or nothing a get could return): the key holds nothing afterwards,
+    // as in MemoryCache.
+    if (ttlMs <= 0 || json === undefined) return void (await this.redis.del(this.prefix + key));
+    await this.redis.set(this.prefix + key, json, 'PX', Math.ceil(ttlMs));
   }
 
   async ping(): Promise<boolean> {

@@ -26,6 +26,13 @@ function conformance(t: TestT, name: string, make: () => { cache: CachePort; lim
     await cache.set('over', 1, 10_000);
     await cache.set('over', 2, 10_000);
     t.equal(await cache.get('over'), 2, 'set replaces');
+    // A set that stores nothing leaves nothing, on both adapters (Redis kept the old value).
+    await cache.set('gone', 1, 10_000);
+    await cache.set('gone', 2, 0);
+    t.equal(await cache.get('gone'), undefined, 'a zero ttl over an existing value removes it');
+    await cache.set('gone2', 1, 10_000);
+    await cache.set('gone2', undefined, 10_000);
+    t.equal(await cache.get('gone2'), undefined, 'so does a value that serialises to nothing');
   });
 
   t.test(`${name}: cache hands out copies`, async (t) => {
