@@ -8,7 +8,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { openStore, type KeyListing, type Store } from '@svc/store';
 import { isScope, SCOPES } from '@svc/contracts';
-import type { Config } from './config.ts';
+import { hidePassword, type Config } from './config.ts';
 
 export interface AdminResult {
   /** 0 done, 1 refused or not found, 2 a usage error. */
@@ -326,9 +326,6 @@ export async function runAdmin(store: Store, argv: string[], onKeyChange: () => 
   if ('done' in p) return p.done;
   return p.command.run(store, p.values, p.arg, onKeyChange);
 }
-
-/** A URL with its password hidden, for messages (a terminal may be shared). */
-const hidePassword = (url: string): string => url.replace(/\/\/([^:/@]*):[^@/]*@/, '//$1:***@');
 
 /**
  * What `npm run admin` does: help and usage errors at once; then, embedded, the running service's

@@ -113,20 +113,23 @@ function url(env: string, schemes: string[], doc: string): Field<string | undefi
   };
 }
 
-/** A URL with its password hidden (a configuration error may be printed to a shared terminal). */
-export function redactUrl(raw: string): string {
+/** A URL with its password hidden (messages may be printed to a shared terminal). */
+export function hidePassword(raw: string): string {
   let u: URL | undefined;
   try {
     u = new URL(raw);
   } catch {
     // Not a URL: hide what follows the user name up to the last `@` (a password may hold `/`).
-    return shown(raw.replace(/\/\/([^:/@]*)(:.*)?@/, (_m, user: string, pw?: string) => `//${user}${pw ? ':***' : ''}@`));
+    return raw.replace(/\/\/([^:/@]*)(:.*)?@/, (_m, user: string, pw?: string) => `//${user}${pw ? ':***' : ''}@`);
   }
-  if (!u.password) return shown(raw);
+  if (!u.password) return raw;
   // The userinfo ends at the `@` before the host (a password may itself hold `@` or `/`).
   const at = raw.toLowerCase().lastIndexOf(`@${u.host.toLowerCase()}`);
-  return shown(at < 0 ? `${u.protocol}//${u.username}:***@${u.host}${u.pathname}` : `${raw.slice(0, raw.indexOf('//') + 2)}${u.username}:***${raw.slice(at)}`);
+  return at < 0 ? `${u.protocol}//${u.username}:***@${u.host}${u.pathname}` : `${raw.slice(0, raw.indexOf('//') + 2)}${u.username}:***${raw.slice(at)}`;
 }
+
+/** A URL as a configuration error quotes it: password hidden, quoted, cut at 80 characters. */
+export const redactUrl = (raw: string): string => shown(hidePassword(raw));
 
 const HOST_NAME = /^(?=.{1,253}$)([A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9])?)*\.?$/;
 

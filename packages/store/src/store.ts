@@ -15,12 +15,10 @@ export class Store {
   readonly keys: KeysRepo;
   readonly ledger: LedgerRepo;
   readonly idempotency: IdempotencyRepo;
-  readonly kind: Db['kind'];
   readonly #db: Db;
 
   constructor(db: Db) {
     this.#db = db;
-    this.kind = db.kind;
     this.accounts = new AccountsRepo(db);
     this.keys = new KeysRepo(db);
     this.ledger = new LedgerRepo(db);
