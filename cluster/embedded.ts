@@ -6,19 +6,8 @@ import os from 'node:os';
 import path from 'node:path';
 // Only the configuration table first (a few milliseconds): a bad value is reported before
 // anything else happens, and the first log line comes before the rest of the code is loaded.
-import { ConfigError, loadConfig, type Config } from '@svc/runtime/config';
-
-/** Errors that are the operator's to fix: one line, exit 2 (the store's join once it is loaded). */
-const configErrors: Array<abstract new (...args: never[]) => Error> = [ConfigError];
-
-function fail(err: unknown): never {
-  if (configErrors.some((c) => err instanceof c)) {
-    process.stderr.write(`configuration error: ${(err as Error).message}\n`);
-    process.exit(2);
-  }
-  process.stderr.write(`${(err as Error).stack}\n`);
-  process.exit(1);
-}
+import { loadConfig, type Config } from '@svc/runtime/config';
+import { fail } from './fail.ts';
 
 /**
  * The first thing a newcomer sees, before the code is loaded and the database opened (loading
@@ -43,8 +32,6 @@ try {
 }
 sayStarting(config);
 const { startService } = await import('@svc/runtime');
-const { DataDirLockedError, DataDirPermissionError } = await import('@svc/store');
-configErrors.push(DataDirLockedError, DataDirPermissionError);
 
 /**
  * The key generated at first start, for the operator's terminal: one write to stderr, framed by

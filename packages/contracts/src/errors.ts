@@ -79,6 +79,12 @@ export const ERROR_CODES = Object.keys(ERRORS) as ErrorCode[];
 export const isErrorCode = (s: string): s is ErrorCode => Object.hasOwn(ERRORS, s);
 
 /**
+ * A problem the operator must fix before the process can run (a setting, the data directory), not
+ * a request's: entry points print its message on one line and exit 2, without a stack.
+ */
+export class OperatorError extends Error {}
+
+/**
  * An expected, coded rejection, thrown by use cases (billing, jobs) and HTTP gates alike and
  * rendered by the front's one error handler. Inside one process only: across threads and
  * processes, send `{ ok: false, code, message }` (STYLE 6).

@@ -6,13 +6,13 @@
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { API_KEY_FORMAT } from '@svc/contracts';
+import { API_KEY_FORMAT, OperatorError } from '@svc/contracts';
 import { verifierConfig } from '@svc/verifier';
 
 type Env = Record<string, string | undefined>;
 
 /** A bad value: the message names the variable and says what is wrong, on one line. */
-export class ConfigError extends Error {
+export class ConfigError extends OperatorError {
   constructor(
     readonly variable: string,
     problem: string,

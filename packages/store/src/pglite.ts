@@ -5,20 +5,21 @@
 // the database (key hashes, balances, stored responses): it is owner-only, 0700 with files 0600,
 // whatever the process umask, and an existing one that others can reach is refused.
 
+import { OperatorError } from '@svc/contracts';
 import { chmodSync, closeSync, mkdirSync, openSync, readdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { PGlite, types } from '@electric-sql/pglite';
 import { NodeFS } from '@electric-sql/pglite/nodefs';
 import type { Db, Queryable, Row } from './db.ts';
 
-export class DataDirLockedError extends Error {
+export class DataDirLockedError extends OperatorError {
   constructor(readonly dir: string, readonly pid: number) {
     super(`data directory ${dir} is in use by process ${pid}; stop it first (or use its admin socket)`);
   }
 }
 
 /** An existing data directory that group or others can read, write or enter. */
-export class DataDirPermissionError extends Error {
+export class DataDirPermissionError extends OperatorError {
   constructor(readonly dir: string, readonly mode: number) {
     super(`data directory ${dir} has mode ${(mode & 0o7777).toString(8).padStart(4, '0')}, open to group or others; it holds the database, so it must be owner-only: chmod 700 ${dir}`);
   }
