@@ -39,6 +39,7 @@ interface Job {
   local: string;
   utf8: boolean;
   attempts: number;
+  retries: number;
   resolve: (o: ProbeOutcome) => void;
 }
 
@@ -80,12 +81,13 @@ class DomainActor {
   /** One probe local part per actor, so a retried probe is the same (sender, recipient) pair that greylisting remembers. */
   #probeLocal: string | undefined;
 
-  check(local: string, utf8: boolean): Promise<ProbeOutcome> {
+  check(local: string, utf8: boolean, retries: number): Promise<ProbeOutcome> {
     return new Promise((resolve) => {
       const job: Job = {
         local,
         utf8,
         attempts: 0,
+        retries,
         resolve: (o) => {
           this.#open.delete(job);
           resolve(o);
@@ -271,7 +273,7 @@ class DomainActor {
   #answer(job: Job, cls: RcptClass, reply: SmtpReply, mxIndex: number): void {
     const { config } = this.prober.deps;
     this.#answered++;
-    if (cls === 'tempfail' && job.attempts < config.smtpRetries && !this.prober.closing) {
+    if (cls === 'tempfail' && job.attempts < job.retries && !this.prober.closing) {
       // Greylisting (RFC 6647) wants the same triple again later: retry on a later session.
       job.attempts++;
       this.#retrying.add(job);
@@ -302,13 +304,13 @@ export class Prober {
   }
 
   /** Checks one recipient of `domain` (ASCII) through that domain's actor. */
-  check(domain: string, hosts: MxHost[], local: string, utf8: boolean): Promise<ProbeOutcome> {
+  check(domain: string, hosts: MxHost[], local: string, utf8: boolean, retries = this.deps.config.smtpRetries): Promise<ProbeOutcome> {
     let actor = this.#actors.get(domain);
     if (!actor) {
       actor = new DomainActor(domain, hosts, this);
       this.#actors.set(domain, actor);
     }
-    return actor.check(local, utf8);
+    return actor.check(local, utf8, retries);
   }
 
   /** Called by an actor whose queue ran dry. */

@@ -51,6 +51,15 @@ export interface VerifierDeps {
 
 type Stored = Omit<Verdict, 'email'>;
 
+export interface RunOptions {
+  /**
+   * How often a 4xx RCPT answer (greylisting) is retried inside the engine before the verdict is
+   * `unknown` with reason_code `smtp_tempfail`. Jobs pass 0 and schedule their own durable
+   * re-probe after SVC_JOB_GREYLIST_DELAY_MS; sync requests use the configured default.
+   */
+  smtpRetries?: number;
+}
+
 export interface PlanItem {
   email: string;
   parsed: ParsedAddress;
@@ -129,30 +138,32 @@ export class Verifier {
   }
 
   /** Verdicts in input order, one per submitted string. */
-  async run(plan: Plan): Promise<Verdict[]> {
+  async run(plan: Plan, opts: RunOptions = {}): Promise<Verdict[]> {
     if (plan.settled) return plan.items.map((item) => item.verdict!);
-    return Promise.all(plan.items.map(async (item) => item.verdict ?? withEmail(item.email, await this.#verifyKey(item.key!, item.parsed))));
+    return Promise.all(plan.items.map(async (item) => item.verdict ?? withEmail(item.email, await this.#verifyKey(item.key!, item.parsed, opts))));
   }
 
-  async verify(emails: readonly string[]): Promise<Verdict[]> {
-    return this.run(await this.plan(emails));
+  async verify(emails: readonly string[], opts: RunOptions = {}): Promise<Verdict[]> {
+    return this.run(await this.plan(emails), opts);
   }
 
-  #verifyKey(key: string, parsed: ParsedAddress): Promise<Stored> {
-    let p = this.#inflight.get(key);
+  #verifyKey(key: string, parsed: ParsedAddress, opts: RunOptions): Promise<Stored> {
+    // Jobs (no in-session greylist retry) and sync requests do not share a probe in flight.
+    const flightKey = opts.smtpRetries === undefined ? key : `${key}\u0000${opts.smtpRetries}`;
+    let p = this.#inflight.get(flightKey);
     if (!p) {
-      p = this.#fresh(key, parsed).finally(() => this.#inflight.delete(key));
-      this.#inflight.set(key, p);
+      p = this.#fresh(key, parsed, opts).finally(() => this.#inflight.delete(flightKey));
+      this.#inflight.set(flightKey, p);
     }
     return p;
   }
 
-  async #fresh(key: string, parsed: ParsedAddress): Promise<Stored> {
+  async #fresh(key: string, parsed: ParsedAddress, opts: RunOptions): Promise<Stored> {
     const ok = parsed as Extract<ParsedAddress, { ok: true }>;
     const mx = await this.#mx(ok.asciiDomain);
     let verdict: Verdict;
     if (mx.kind === 'mx' || mx.kind === 'implicit') {
-      const outcome = await withDeadline(this.prober.check(ok.asciiDomain, mx.hosts, ok.local, ok.utf8Local), this.deps.config.deadlineMs ?? 30_000);
+      const outcome = await withDeadline(this.prober.check(ok.asciiDomain, mx.hosts, ok.local, ok.utf8Local, opts.smtpRetries), this.deps.config.deadlineMs ?? 30_000);
       verdict = buildVerdict(key, parsed, { layer: 'smtp', outcome, implicitMx: mx.kind === 'implicit' });
     } else {
       verdict = buildVerdict(key, parsed, { layer: 'dns', answer: mx });
