@@ -51,16 +51,16 @@ export const ERRORS = {
   invalid_request: e(400, 'Request body does not match the schema', 'the body does not have the route\'s shape (e.g. a JSON array instead of an object), the URL is malformed, or the HTTP request itself is malformed (bad header characters, conflicting `Content-Length`/`Transfer-Encoding`, no `Host`)'),
   email_required: e(400, 'email is required', '`email` missing, empty or only whitespace'),
   invalid_email_type: e(400, 'email must be a string', '`email` (or an item of `emails`) is not a string'),
-  emails_required: e(400, 'emails array with at least one email is required', 'bulk: `emails` missing or empty'),
-  too_many_emails: e(400, 'maximum 100 emails per request; split into batches of 100', 'bulk: more than 100 emails; split into batches of 100'),
+  emails_required: e(400, 'emails array with at least one email is required', 'bulk or batch job: `emails` missing or empty'),
+  too_many_emails: e(400, 'maximum 100 emails per request; split into batches of 100', 'bulk: more than 100 emails (split into batches of 100); batch job: more than 500,000'),
   route_not_found: e(404, 'Route not found', 'no such route (or method)'),
   // idempotency
   invalid_idempotency_key: e(400, 'Idempotency-Key must be 1-255 printable ASCII characters', '`Idempotency-Key` is empty, longer than 255 or not printable ASCII'),
   idempotency_key_conflict: e(409, 'Idempotency-Key was already used with a different request body', 'the key was used before with a different body or route'),
   idempotency_request_in_progress: e(409, 'A request with this Idempotency-Key is still being processed', 'the first request with this key is still running', true),
   // jobs (reserved for the job routes; codes named by spec core 7)
-  job_not_found: e(404, 'Job not found', 'reserved for the job routes: no such job for this account'),
-  invalid_job_state: e(409, 'The job is not in a state that allows this operation', "reserved for the job routes: the job's state forbids the operation"),
+  job_not_found: e(404, 'Job not found', 'no such job for this account (an unknown id, or another account\'s job)'),
+  invalid_job_state: e(409, 'The job is not in a state that allows this operation', "the job's state forbids the operation: download before completion, start twice, cancel a finished job"),
   // server side
   validation_upstream_failed: e(503, 'A dependency failed during validation; retry later', 'the database could not be reached (connection refused or lost, timeout, server shutting down) while credits were held, taken or settled; nothing was charged for the failed request', true),
   control_plane_route_misconfigured: e(500, 'Route is misconfigured; operator repair needed', 'a route is misconfigured; an operator must repair it'),
@@ -71,6 +71,13 @@ export const ERRORS = {
   headers_too_large: e(431, 'Request headers are larger than the limit', 'the request line and headers together are larger than 16 KiB'),
   http_version_not_supported: e(505, 'Only HTTP/1.0 and HTTP/1.1 are supported', 'the request line names an HTTP version other than 1.0 or 1.1 (e.g. `HTTP/3.0`, `HTTP/1.7`, `HTTP/2.0` in HTTP/1 syntax)'),
   request_timeout: e(408, 'The request did not arrive in time', 'the request line, headers and body did not all arrive within 30 s of the request starting', true),
+  // jobs (DESIGN 6 job errors)
+  invalid_emails: e(400, 'emails must be an array of strings', 'batch job: an item of `emails` is not a string'),
+  invalid_signature: e(403, 'The signed URL is invalid or has expired', 'a signed URL (CSV upload, results download) has a bad or expired signature'),
+  upload_missing: e(409, 'No CSV has been uploaded for this batch', 'start-processing before the CSV was uploaded to the signed URL'),
+  email_column_not_found: e(400, 'The CSV has no column with that name', 'start-processing: `email_column` is not a column of the CSV header'),
+  invalid_csv: e(400, 'The CSV could not be parsed', 'the CSV is malformed (broken quoting, not UTF-8, no header row, no data rows)'),
+  invalid_webhook_url: e(400, 'webhook_url must be an http or https URL', '`webhook_url` is not an absolute `http`/`https` URL'),
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERRORS;

@@ -51,5 +51,6 @@ export const CHARGE_REASONS = [
   'invalid_not_charged',
   'unknown_not_charged',
   'duplicate_in_request',
+  'duplicate_in_job',
 ] as const;
 export type ChargeReason = (typeof CHARGE_REASONS)[number];
