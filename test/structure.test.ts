@@ -20,10 +20,11 @@ const PKGS = path.join(ROOT, 'packages');
 const ALLOWED: Record<string, string[]> = {
   contracts: [],
   verifier: ['contracts'],
+  engine: ['contracts', 'verifier'],
   store: ['contracts', 'verifier'],
   billing: ['contracts', 'verifier', 'store'],
   api: ['contracts', 'verifier', 'store', 'billing'],
-  runtime: ['contracts', 'verifier', 'store', 'billing', 'api'],
+  runtime: ['contracts', 'verifier', 'engine', 'store', 'billing', 'api'],
 };
 
 function tsFiles(dir: string): string[] {

@@ -9,6 +9,7 @@
 
 import { pathToFileURL } from 'node:url';
 import { MemoryCache } from '@svc/store';
+import { Engine, ENGINE_DEFAULTS } from '@svc/engine';
 import { Verifier, verifierConfig } from '@svc/verifier';
 import { nodeDns, netSmtpConnector } from '@svc/verifier/adapters';
 import { SIM_KNOWN_MAILBOXES, type MxStats } from '../../test/sim/index.ts';
@@ -52,11 +53,13 @@ function scenarios(n: number, tag: string): Scenario[] {
 }
 
 function makeVerifier(sim: SimInfo): Verifier {
+  const simDns = nodeDns({ servers: [sim.dnsServers], timeoutMs: 2_000, tries: 2 });
+  const cache = new MemoryCache();
   return new Verifier({
-    dns: nodeDns({ servers: [sim.dnsServers], timeoutMs: 2_000, tries: 2 }),
-    smtp: netSmtpConnector,
-    cache: new MemoryCache(),
-    config: verifierConfig({ smtpPort: sim.smtpPort, heloName: HELO, mailFrom: MAIL_FROM, smtpTimeoutMs: 5_000, smtpRetryDelayMs: 400 }),
+    dns: simDns,
+    probe: new Engine({ dns: simDns, smtp: netSmtpConnector, cache, config: { ...ENGINE_DEFAULTS, smtpPort: sim.smtpPort, heloName: HELO, mailFrom: MAIL_FROM, smtpTimeoutMs: 5_000, smtpRetryDelayMs: 400, idleMs: 0 } }),
+    cache,
+    config: verifierConfig(),
   });
 }
 
@@ -78,7 +81,7 @@ async function viaVerifier(sim: Child<SimInfo>, s: Scenario): Promise<Outcome> {
     const accepted = v.result === 'valid' || v.result === 'valid_role_based' || (v.result === 'risky' && v.reason_code === 'catch_all');
     if (accepted !== s.exists(v.email) || v.result === 'unknown') wrong++;
   }
-  return { wallMs, ...(await counters(sim, s.domain)), sessionsOpened: verifier.prober.sessionsOpened, wrong };
+  return { wallMs, ...(await counters(sim, s.domain)), sessionsOpened: (verifier.deps.probe as Engine).counters.sessionsOpened, wrong };
 }
 
 /** One connection per address: open (EHLO, STARTTLS, EHLO), MAIL, RCPT, QUIT; `concurrency` at a time. */
@@ -147,7 +150,7 @@ export async function run(opts: { n?: number } = {}): Promise<BenchResult> {
     const details = [
       `Sim in a child process, replyLatencyMs ${LATENCY_MS} (every SMTP reply and banner). Fresh Verifier (cold caches, production settings: maxConnectionsPerMx 4, maxRcptsPerTransaction 50); counts from the sim's statsFor(domain) and dnsQueries().`,
       '',
-      '| domain | validator | connections | STARTTLS | MAIL | RCPT | RSET | QUIT | MX queries | prober.sessionsOpened | wall ms | unexpected |',
+      '| domain | validator | connections | STARTTLS | MAIL | RCPT | RSET | QUIT | MX queries | engine sessions opened | wall ms | unexpected |',
       '|---|---|---|---|---|---|---|---|---|---|---|---|',
       ...table,
       '',

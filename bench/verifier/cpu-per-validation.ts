@@ -12,6 +12,7 @@
 import { Resolver } from 'node:dns/promises';
 import { pathToFileURL } from 'node:url';
 import { MemoryCache } from '@svc/store';
+import { Engine, ENGINE_DEFAULTS } from '@svc/engine';
 import { parseAddress, Verifier, verifierConfig } from '@svc/verifier';
 import { nodeDns, netSmtpConnector } from '@svc/verifier/adapters';
 import type { MxStats } from '../../test/sim/index.ts';
@@ -36,16 +37,13 @@ export interface CpuOptions {
 }
 
 function makeVerifier(sim: { dnsServers: string; smtpPort: number }, mxCacheTtlMs: number): Verifier {
+  const simDns = nodeDns({ servers: [sim.dnsServers], timeoutMs: 2_000, tries: 2 });
+  const cache = new MemoryCache();
   return new Verifier({
-    dns: nodeDns({ servers: [sim.dnsServers], timeoutMs: 2_000, tries: 2 }),
-    smtp: netSmtpConnector,
-    cache: new MemoryCache(),
+    dns: simDns,
+    probe: new Engine({ dns: simDns, smtp: netSmtpConnector, cache, config: { ...ENGINE_DEFAULTS, smtpPort: sim.smtpPort, heloName: HELO, mailFrom: MAIL_FROM, smtpTimeoutMs: 5_000, smtpRetryDelayMs: 400, idleMs: 0 } }),
+    cache,
     config: verifierConfig({
-      smtpPort: sim.smtpPort,
-      heloName: HELO,
-      mailFrom: MAIL_FROM,
-      smtpTimeoutMs: 5_000,
-      smtpRetryDelayMs: 400,
       resultCacheTtlMs: 0, // every validation goes all the way
       mxCacheTtlMs,
     }),

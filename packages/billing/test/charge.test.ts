@@ -5,13 +5,13 @@ import t from 'tap';
 import pg from 'pg';
 import { ServiceError } from '@svc/contracts';
 import { MemoryCache, Store } from '@svc/store';
-import { Verifier, verifierConfig, type DnsPort, type SmtpConnector, type Verdict } from '@svc/verifier';
+import { Verifier, verifierConfig, type DnsPort, type ProbePort, type Verdict } from '@svc/verifier';
 import { isConnectionFailure, validateAndCharge } from '../src/index.ts';
 import { migratedPglite } from '../../../test/helpers/pglite.ts';
 
 /** No domain exists and no SMTP server answers: every address that passes syntax is invalid at DNS. */
 const noDns: DnsPort = { resolveMail: async () => ({ kind: 'nxdomain' }), resolveAddresses: async () => [] };
-const noSmtp: SmtpConnector = { open: async () => ({ ok: false, failure: { phase: 'connect', kind: 'connection', detail: 'no network in this test' } }) };
+const noProbe: ProbePort = { check: async () => ({ kind: 'failure', failure: { phase: 'connect', kind: 'connection', detail: 'no network in this test' } }), close: async () => {} };
 
 const VALID: Omit<Verdict, 'email'> = {
   result: 'valid',
@@ -38,7 +38,7 @@ t.teardown(() => db.close());
 const store = new Store(db);
 const cache = new MemoryCache();
 cache.set('v:known@acme.test', VALID, 3_600_000); // a cached High-Value Validation: the debit path
-const verifier = new Verifier({ dns: noDns, smtp: noSmtp, cache, config: verifierConfig({ smtpPort: 25, heloName: 'h.test', mailFrom: 'p@h.test' }) });
+const verifier = new Verifier({ dns: noDns, probe: noProbe, cache, config: verifierConfig() });
 t.teardown(() => verifier.close());
 
 async function setup(credits: number) {

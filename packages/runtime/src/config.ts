@@ -7,6 +7,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { API_KEY_FORMAT, OperatorError } from '@svc/contracts';
+import { ENGINE_DEFAULTS } from '@svc/engine';
 import { verifierConfig } from '@svc/verifier';
 
 type Env = Record<string, string | undefined>;
@@ -186,7 +187,7 @@ function text<T extends string | undefined>(env: string, dflt: (c: SoFar) => T, 
 }
 
 /** The verifier's own defaults are the defaults of its variables. */
-const V = verifierConfig({ smtpPort: 25, heloName: '', mailFrom: '' });
+const V = { ...ENGINE_DEFAULTS, ...verifierConfig() };
 
 const defaultHelo = (): string => {
   const h = os.hostname();
@@ -230,7 +231,7 @@ export const CONFIG_TABLE = {
   smtpTimeoutMs: int('SVC_SMTP_TIMEOUT_MS', V.smtpTimeoutMs, 50, 300_000, 'timeout of each SMTP phase (connect, greeting, EHLO, STARTTLS, MAIL, RCPT)', ' ms'),
   smtpRetries: int('SVC_SMTP_RETRIES', V.smtpRetries, 0, 5, 'retries of a 4xx (greylisting) in a synchronous request'),
   smtpRetryDelayMs: int('SVC_SMTP_RETRY_DELAY_MS', V.smtpRetryDelayMs, 0, 600_000, 'wait before such a retry', ' ms'),
-  maxConnectionsPerMx: int('SVC_SMTP_MAX_CONNECTIONS_PER_MX', V.maxConnectionsPerMx, 1, 100, 'concurrent SMTP sessions per MX host'),
+  maxConnectionsPerMx: int('SVC_SMTP_MAX_CONNECTIONS_PER_MX', V.maxConnectionsPerMx, 1, 100, 'concurrent SMTP sessions per MX host (per egress IP), shared by every domain on the host; fewer for a while after the host signals too many'),
   readyDomain: text('SVC_READY_DOMAIN', () => 'gmail.com', lit('gmail.com'), 'domain whose MX `/ready` resolves and connects to', (v) => (HOST_NAME.test(v) && v.includes('.') ? undefined : `must be a domain name, got ${shown(v)}`), 'domain'),
   bootstrapApiKey: text(
     'SVC_BOOTSTRAP_API_KEY',

@@ -2,6 +2,7 @@
 // (embedded: PGlite and in-process; cluster: Postgres and Redis).
 
 import { connectRedis, MemoryCache, MemoryRateLimiter, openStore, RedisCache, RedisRateLimiter, type RateLimiterPort, type Store } from '@svc/store';
+import { Engine, ENGINE_DEFAULTS } from '@svc/engine';
 import { Verifier, verifierConfig, type CachePort } from '@svc/verifier';
 import { nodeDns, netSmtpConnector, tcpReachable } from '@svc/verifier/adapters';
 import { isConnectionFailure } from '@svc/billing';
@@ -95,11 +96,12 @@ export async function createServices(config: Config, opts: { store?: Store } = {
       return (await mc.get<number>('ready:ping')) === 1;
     };
   }
-  const verifier = new Verifier({
+  const engine = new Engine({
     dns,
     smtp: netSmtpConnector,
     cache,
-    config: verifierConfig({
+    config: {
+      ...ENGINE_DEFAULTS,
       smtpPort: config.smtpPort,
       heloName: config.heloName,
       mailFrom: config.mailFrom,
@@ -107,6 +109,15 @@ export async function createServices(config: Config, opts: { store?: Store } = {
       smtpRetries: config.smtpRetries,
       smtpRetryDelayMs: config.smtpRetryDelayMs,
       maxConnectionsPerMx: config.maxConnectionsPerMx,
+      ...('smtpIdleMs' in config ? { idleMs: (config as { smtpIdleMs: number }).smtpIdleMs } : {}),
+    },
+  });
+  const verifier = new Verifier({
+    dns,
+    probe: engine,
+    cache,
+    config: verifierConfig({
+      smtpRetries: config.smtpRetries,
       resultCacheTtlMs: config.resultCacheTtlMs,
       deadlineMs: config.validationTimeoutMs,
     }),

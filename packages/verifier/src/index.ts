@@ -3,8 +3,10 @@
 export * from './types.ts';
 export type * from './ports.ts';
 export { Verifier, verifierConfig, type VerifierConfig, type VerifierDeps, type Plan, type PlanItem, type RunOptions } from './verifier.ts';
-export { Prober, type ProberConfig, type ProbeOutcome } from './prober.ts';
 export { parseAddress } from './syntax.ts';
 export { buildVerdict } from './verdict.ts';
-export { classifyRcpt } from './smtp/classify.ts';
+export { classifyRcpt, type RcptClass } from './smtp/classify.ts';
+// The session reducer (STYLE 2), as one namespace: plan, step, capacity, abandon…
+export * as smtpSession from './smtp/session.ts';
+export type { SentCommand, SessionBudget, SessionEffect, SessionState } from './smtp/session.ts';
 export { parseReply, ReplyReader, SmtpProtocolError, formatReply } from './smtp/reply.ts';

@@ -1,7 +1,8 @@
 // The verifier core talks to the outside world only through these ports. Adapters live in
 // ./adapters (node:dns, node:net) and in @svc/store (caches); the core never imports them.
 
-import type { MxAnswer, SmtpReply } from './types.ts';
+import type { RcptClass } from './smtp/classify.ts';
+import type { MxAnswer, MxHost, SmtpReply } from './types.ts';
 
 export interface DnsPort {
   /** MX answer for an ASCII domain, with RFC 5321 5.1 implicit MX and RFC 7505 null MX applied. */
@@ -33,6 +34,11 @@ export interface SmtpSession {
   send(phase: SmtpPhase, line: string): Promise<SendResult>;
   /** Writes several commands at once and returns one reply each, in order (RFC 2920 PIPELINING). */
   sendMany(phase: SmtpPhase, lines: readonly string[]): Promise<SendResult[]>;
+  /**
+   * Writes several commands at once and returns one promise per reply, so each reply can be acted
+   * on as it arrives (and a pipelined QUIT's reply need not be waited for).
+   */
+  write(phase: SmtpPhase, lines: readonly string[]): Promise<SendResult>[];
   /** Sends QUIT (politely, bounded by the timeout) and closes the socket. Never throws. */
   quit(): Promise<void>;
   /** Closes at once (no QUIT). */
@@ -58,4 +64,37 @@ export interface SmtpConnector {
 export interface CachePort {
   get<T>(key: string): T | undefined | Promise<T | undefined>;
   set<T>(key: string, value: T, ttlMs: number): void | Promise<void>;
+}
+
+/** What the catch-all probe of a domain found, and on which MX (index in its MX list). */
+export interface CatchallEvidence {
+  catchall: boolean;
+  mxIndex: number;
+}
+
+/** What the SMTP layer found for one recipient. Plain data. */
+export type ProbeOutcome =
+  | { kind: 'answer'; cls: RcptClass; reply: SmtpReply; mxIndex: number; attempts: number; catchall?: CatchallEvidence }
+  | { kind: 'smtputf8_unsupported'; mxIndex: number }
+  | { kind: 'failure'; failure: SessionFailure };
+
+export interface ProbeRequest {
+  /** ASCII domain. */
+  domain: string;
+  /** Its MX hosts in priority order (implicit MX included). */
+  hosts: MxHost[];
+  local: string;
+  /** The local part needs SMTPUTF8 (RFC 6531). */
+  utf8: boolean;
+  /** How often a 4xx answer is asked again (greylisting) before it is the answer. */
+  retries: number;
+  /** The most this recipient may take; past it the outcome is a `deadline` timeout. */
+  deadlineMs?: number;
+}
+
+/** The probe engine (packages/engine): SMTP checks of recipients, scheduled by MX host. */
+export interface ProbePort {
+  check(req: ProbeRequest): Promise<ProbeOutcome>;
+  /** Stops retrying, finishes what is queued, ends every session. */
+  close(): Promise<void>;
 }

@@ -1,7 +1,7 @@
 // From evidence to a verdict: the result table of spec core 2.1, in one place.
 
 import { isDisposable, isFreeProvider, roleType } from './lists.ts';
-import type { ProbeOutcome } from './prober.ts';
+import type { ProbeOutcome } from './ports.ts';
 import type { SessionFailure } from './ports.ts';
 import { formatReply } from './smtp/reply.ts';
 import { didYouMean } from './typo.ts';

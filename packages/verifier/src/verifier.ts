@@ -2,18 +2,19 @@
 // Two steps so the caller can price the work before it is done: plan() parses and reads the
 // verdict cache (so the most the work can cost is known), run() does the rest.
 
-import type { CachePort, DnsPort, SmtpConnector } from './ports.ts';
-import { Prober, type ProbeOutcome, type ProberConfig } from './prober.ts';
+import type { CachePort, DnsPort, ProbePort } from './ports.ts';
 import { parseAddress } from './syntax.ts';
 import type { MxAnswer, ParsedAddress, Verdict } from './types.ts';
 import { buildVerdict } from './verdict.ts';
 
-export interface VerifierConfig extends ProberConfig {
+export interface VerifierConfig {
   /** How long a definite verdict (valid, invalid, risky…) is reused. Unknown is never cached. */
   resultCacheTtlMs: number;
   mxCacheTtlMs: number;
   /** NXDOMAIN, no records and null MX: cached shorter. SERVFAIL and timeouts are not cached. */
   negativeDnsCacheTtlMs: number;
+  /** Sync requests: how often a 4xx RCPT answer (greylisting) is asked again before `unknown`. */
+  smtpRetries: number;
   /**
    * The most one address may take end to end (every MX, every phase, retries). Past it the
    * answer is `unknown`; the SMTP session goes on in the background within its own timeouts.
@@ -21,18 +22,10 @@ export interface VerifierConfig extends ProberConfig {
   deadlineMs?: number;
 }
 
-/**
- * The production settings that are not operator configuration: callers give the identity and
- * the network settings, and may override the rest (tests, benchmarks).
- */
-export function verifierConfig(c: Pick<VerifierConfig, 'smtpPort' | 'heloName' | 'mailFrom'> & Partial<VerifierConfig>): VerifierConfig {
+/** The production settings that are not operator configuration; callers may override any. */
+export function verifierConfig(c: Partial<VerifierConfig> = {}): VerifierConfig {
   return {
-    smtpTimeoutMs: 10_000,
     smtpRetries: 1,
-    smtpRetryDelayMs: 1_500,
-    maxConnectionsPerMx: 4,
-    maxRcptsPerTransaction: 50,
-    catchallTtlMs: 3_600_000,
     resultCacheTtlMs: 6 * 3_600_000,
     mxCacheTtlMs: 300_000,
     negativeDnsCacheTtlMs: 60_000,
@@ -43,10 +36,10 @@ export function verifierConfig(c: Pick<VerifierConfig, 'smtpPort' | 'heloName' |
 
 export interface VerifierDeps {
   dns: DnsPort;
-  smtp: SmtpConnector;
+  /** The SMTP layer: the probe engine (@svc/engine). */
+  probe: ProbePort;
   cache: CachePort;
   config: VerifierConfig;
-  randomLocal?: () => string;
 }
 
 type Stored = Omit<Verdict, 'email'>;
@@ -76,26 +69,15 @@ export interface Plan {
   settled: boolean;
 }
 
-function withDeadline(check: Promise<ProbeOutcome>, deadlineMs: number): Promise<ProbeOutcome> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<ProbeOutcome>((resolve) => {
-    timer = setTimeout(() => resolve({ kind: 'failure', failure: { phase: 'rcpt', kind: 'timeout', detail: 'deadline', deadlineMs } }), deadlineMs);
-  });
-  return Promise.race([check, late]).finally(() => clearTimeout(timer));
-}
-
 const withEmail = (email: string, s: Stored): Verdict => ({ email, ...s });
 
 export class Verifier {
-  readonly prober: Prober;
   #inflight = new Map<string, Promise<Stored>>();
   #mxInflight = new Map<string, Promise<MxAnswer>>();
   /** Parsed addresses by input string: the hot path of cached validations parses the same few. */
   #parsed = new Map<string, ParsedAddress>();
 
-  constructor(readonly deps: VerifierDeps) {
-    this.prober = new Prober(deps);
-  }
+  constructor(readonly deps: VerifierDeps) {}
 
   async plan(emails: readonly string[]): Promise<Plan> {
     const items: PlanItem[] = [];
@@ -163,7 +145,14 @@ export class Verifier {
     const mx = await this.#mx(ok.asciiDomain);
     let verdict: Verdict;
     if (mx.kind === 'mx' || mx.kind === 'implicit') {
-      const outcome = await withDeadline(this.prober.check(ok.asciiDomain, mx.hosts, ok.local, ok.utf8Local, opts.smtpRetries), this.deps.config.deadlineMs ?? 30_000);
+      const outcome = await this.deps.probe.check({
+        domain: ok.asciiDomain,
+        hosts: mx.hosts,
+        local: ok.local,
+        utf8: ok.utf8Local,
+        retries: opts.smtpRetries ?? this.deps.config.smtpRetries,
+        deadlineMs: this.deps.config.deadlineMs ?? 30_000,
+      });
       verdict = buildVerdict(key, parsed, { layer: 'smtp', outcome, implicitMx: mx.kind === 'implicit' });
     } else {
       verdict = buildVerdict(key, parsed, { layer: 'dns', answer: mx });
@@ -193,8 +182,8 @@ export class Verifier {
     return answer;
   }
 
-  /** Drains: no new retries, every domain actor finishes and QUITs its session. */
+  /** Drains: no new retries, every recipient answered, every session ended with QUIT. */
   close(): Promise<void> {
-    return this.prober.close();
+    return this.deps.probe.close();
   }
 }

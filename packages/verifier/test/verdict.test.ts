@@ -2,12 +2,14 @@
 
 import t from 'tap';
 import type { SessionFailure } from '../src/ports.ts';
-import type { ProbeOutcome } from '../src/prober.ts';
+import type { ProbeOutcome } from '../src/ports.ts';
 import type { RcptClass } from '../src/smtp/classify.ts';
 import { parseAddress } from '../src/syntax.ts';
 import type { Verdict } from '../src/types.ts';
 import { buildVerdict, type Evidence } from '../src/verdict.ts';
-import { reply } from './fakes.ts';
+import { parseReply } from '../src/smtp/reply.ts';
+
+const reply = (...lines: string[]) => parseReply(lines);
 
 const verdict = (email: string, evidence: Evidence): Verdict => buildVerdict(email, parseAddress(email), evidence);
 const smtp = (outcome: ProbeOutcome, implicitMx = false): Evidence => ({ layer: 'smtp', outcome, implicitMx });

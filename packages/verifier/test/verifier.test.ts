@@ -2,9 +2,11 @@
 // answered from the same entry even if the cache changes between reads.
 
 import t from 'tap';
-import type { CachePort } from '../src/ports.ts';
+import type { CachePort, DnsPort, ProbePort } from '../src/ports.ts';
 import { Verifier, verifierConfig } from '../src/verifier.ts';
-import { FakeDns, FakeSmtp } from './fakes.ts';
+
+const noDns: DnsPort = { resolveMail: async () => ({ kind: 'nxdomain' }), resolveAddresses: async () => [] };
+const noProbe: ProbePort = { check: async () => ({ kind: 'failure', failure: { phase: 'connect', kind: 'connection', detail: 'unused' } }), close: async () => {} };
 
 t.test('a repeated address is read from the cache once', async (t) => {
   const risky = { result: 'risky', chargeable: false, reason_code: 'catch_all' };
@@ -15,7 +17,7 @@ t.test('a repeated address is read from the cache once', async (t) => {
     get: <T>(key: string) => (key === 'v:a@x.test' ? ((reads++ === 0 ? risky : valid) as T) : undefined),
     set: () => {},
   };
-  const v = new Verifier({ dns: new FakeDns(), smtp: new FakeSmtp({}), cache, config: verifierConfig({ smtpPort: 25, heloName: 'h.test', mailFrom: 'p@h.test' }) });
+  const v = new Verifier({ dns: noDns, probe: noProbe, cache, config: verifierConfig() });
   const plan = await v.plan(['a@x.test', 'a@x.test']);
   t.equal(reads, 1);
   t.equal(plan.maxCost, 0);

@@ -111,7 +111,11 @@ class NetSession implements SmtpSession {
    * one command, a plain exchange). Anything that breaks the dialogue fails every later reply.
    */
   sendMany(phase: SmtpPhase, lines: readonly string[]): Promise<SendResult[]> {
-    const all = (failure: SessionFailure) => Promise.resolve(lines.map((): SendResult => ({ ok: false, failure })));
+    return Promise.all(this.write(phase, lines));
+  }
+
+  write(phase: SmtpPhase, lines: readonly string[]): Promise<SendResult>[] {
+    const all = (failure: SessionFailure) => lines.map(() => Promise.resolve<SendResult>({ ok: false, failure }));
     if (this.#closed) return all({ ...this.#closed, phase });
     if (this.#waiters.length > 0) return all({ phase, kind: 'protocol', detail: 'command sent while another is in flight' });
     const stray = this.#pending.shift();
@@ -131,7 +135,7 @@ class NetSession implements SmtpSession {
     }
     const results = lines.map(() => this.next(phase));
     this.#socket.write(text);
-    return Promise.all(results);
+    return results;
   }
 
   async upgrade(): Promise<SendResult | undefined> {

@@ -1,9 +1,7 @@
 // Scripted fakes for the verifier's ports: an SMTP connector whose servers answer from a script
 // and record every command, a DNS port from a table, and an in-memory cache that records writes.
 
-import type { CachePort, DnsPort, SendResult, SessionFailure, SmtpConnectOptions, SmtpConnector, SmtpPhase, SmtpSession } from '../src/ports.ts';
-import { parseReply } from '../src/smtp/reply.ts';
-import type { MxAnswer, SmtpReply } from '../src/types.ts';
+import { parseReply, type CachePort, type DnsPort, type MxAnswer, type SendResult, type SessionFailure, type SmtpConnectOptions, type SmtpConnector, type SmtpPhase, type SmtpReply, type SmtpSession } from '@svc/verifier';
 
 /** A reply from its wire lines (without CRLF), parsed the real way. */
 export const reply = (...lines: string[]): SmtpReply => parseReply(lines);
@@ -78,6 +76,10 @@ export interface FakeServer {
   latencyMs?: number;
   /** Accept the catch-all probe too. */
   catchAll?: boolean;
+  /** Per-client connection cap: past it, a 421 at the banner (Postfix's smtpd_client_connection_count_limit). */
+  maxSessions?: number;
+  /** Extra delay before answering this command (a server sleeping on purpose). */
+  delay?: (cmd: Command, session: FakeSession) => number;
   /** Scripted answer; undefined falls back to the default (MAIL/RSET 250, RCPT 250, probe 550 5.1.1). */
   handle?: (cmd: Command, session: FakeSession) => Answer | undefined;
 }
@@ -133,6 +135,19 @@ export class FakeSession implements SmtpSession {
     return out;
   }
 
+  /** The fake answers pipelined commands in order, one after another. */
+  write(phase: SmtpPhase, lines: readonly string[]): Promise<SendResult>[] {
+    this.pipelined.push(lines.length);
+    const out: Promise<SendResult>[] = [];
+    let prev: Promise<unknown> = Promise.resolve();
+    for (const line of lines) {
+      const p = prev.then(() => this.send(phase, line));
+      out.push(p);
+      prev = p;
+    }
+    return out;
+  }
+
   /** Sizes of the sendMany batches, in order. */
   readonly pipelined: number[] = [];
 
@@ -142,6 +157,8 @@ export class FakeSession implements SmtpSession {
     const cmd = this.#record(phase, line);
     if (this.spec.latencyMs) await sleep(this.spec.latencyMs);
     else await Promise.resolve();
+    const extra = this.spec.delay?.(cmd, this) ?? 0;
+    if (extra > 0) await sleep(extra);
     if (this.closed) return { ok: false, failure: { phase, kind: 'connection', detail: 'closed while waiting' } };
     const answer = this.spec.handle?.(cmd, this) ?? this.#default(cmd);
     if (answer === 'drop') {
@@ -190,6 +207,7 @@ export class FakeSmtp implements SmtpConnector {
   readonly active = new Map<string, number>();
   readonly peak = new Map<string, number>();
   activeTotal = 0;
+  refusedAtBanner = 0;
   peakTotal = 0;
 
   constructor(readonly servers: Record<string, FakeServer>) {}
@@ -201,6 +219,10 @@ export class FakeSmtp implements SmtpConnector {
     if (!spec) return { ok: false, failure: { phase: 'connect', kind: 'connection', detail: 'ECONNREFUSED' } };
     if (spec.connectFailure) return { ok: false, failure: spec.connectFailure };
     if (spec.refuseIps?.includes(opts.host)) return { ok: false, failure: { phase: 'connect', kind: 'connection', detail: 'ECONNREFUSED' } };
+    if (spec.maxSessions !== undefined && (this.active.get(opts.servername) ?? 0) >= spec.maxSessions) {
+      this.refusedAtBanner++;
+      return { ok: false, failure: { phase: 'greeting', kind: 'reply', detail: 'server refused the session', reply: reply('421 4.7.0 mx Error: too many connections from 192.0.2.99') } };
+    }
     const session = new FakeSession(this, opts.servername, spec, this.sessions.length);
     this.sessions.push(session);
     const n = (this.active.get(opts.servername) ?? 0) + 1;

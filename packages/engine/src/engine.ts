@@ -1,0 +1,293 @@
+// The probe engine (DESIGN 4): domain actors and MX actors, in-process. A domain actor (key =
+// domain) holds its domain's catch-all verdict and routes recipients to the MX actor of its first
+// MX host, failing over in priority order; an MX actor (key = MX host) owns the sessions to that
+// host, shared by every domain on it. The cluster profile runs the same actors behind Kafka
+// partitions.
+
+import type { CatchallEvidence, ProbeOutcome, ProbePort, ProbeRequest, SessionFailure, SmtpReply } from '@svc/verifier';
+import { MemoryMxThrottle } from './throttle.ts';
+import { MxActor, mailRefusalClass, type EngineCounters } from './mx-actor.ts';
+import type { EngineDeps, Item, ItemSink, Resolve } from './types.ts';
+import { classifyRcpt } from '@svc/verifier';
+
+const defaultRandomLocal = () => `svc-probe-${Math.random().toString(36).slice(2, 10)}${Date.now().toString(36)}`;
+
+const NOWHERE: ItemSink = { answered() {}, smtputf8Unsupported() {}, hostFailed() {} };
+
+interface Pending {
+  item: Item;
+  resolve: Resolve;
+  hosts: string[];
+  timer?: NodeJS.Timeout;
+}
+
+class DomainActor implements ItemSink {
+  catchall: CatchallEvidence | undefined;
+  #loadedAt: number | undefined;
+  #loading: Promise<void> | undefined;
+  /** One probe local part per actor: a retried probe is the same (sender, recipient) pair greylisting remembers. */
+  #probeLocal: string | undefined;
+  #probe: Item | undefined;
+  /** Accepted recipients waiting for the catch-all probe's answer. */
+  #parked: Array<{ pending: Pending; outcome: Extract<ProbeOutcome, { kind: 'answer' }> }> = [];
+  /** Recipients given to this actor and not yet resolved. */
+  readonly open = new Map<number, Pending>();
+  #timers = new Set<NodeJS.Timeout>();
+
+  constructor(
+    readonly domain: string,
+    readonly engine: Engine,
+  ) {}
+
+  get idle(): boolean {
+    return this.open.size === 0 && this.#probe === undefined && this.#timers.size === 0;
+  }
+
+  /** Reads the domain's catch-all evidence from the shared cache, again once older than its TTL. */
+  async ready(): Promise<void> {
+    const ttl = this.engine.deps.config.catchallTtlMs;
+    if (this.#loadedAt !== undefined && Date.now() - this.#loadedAt <= ttl) return;
+    this.#loading ??= (async () => {
+      this.catchall = await this.engine.deps.cache.get<CatchallEvidence>(`ca:${this.domain}`);
+      this.#loadedAt = Date.now();
+    })().finally(() => (this.#loading = undefined));
+    await this.#loading;
+  }
+
+  submit(pending: Pending): void {
+    this.open.set(pending.item.id, pending);
+    this.#ensureProbe(pending.hosts);
+    this.#route(pending.item, pending.hosts);
+  }
+
+  /** One catch-all probe per domain per TTL, in the same stream as the domain's first recipients. */
+  #ensureProbe(hosts: string[]): void {
+    if (this.catchall !== undefined || this.#probe !== undefined) return;
+    const local = (this.#probeLocal ??= (this.engine.deps.randomLocal ?? defaultRandomLocal)());
+    const item = this.engine.newItem(this.domain, local, false, true, 0);
+    this.#probe = item;
+    this.#probeHosts = hosts;
+    this.#route(item, hosts);
+  }
+
+  #probeHosts: string[] = [];
+
+  #hostsOf(item: Item): string[] {
+    return item.probe ? this.#probeHosts : (this.open.get(item.id)?.hosts ?? []);
+  }
+
+  #route(item: Item, hosts: string[]): void {
+    this.engine.mx(hosts[item.mxIndex]!).enqueue(item);
+  }
+
+  answered(item: Item, reply: SmtpReply, session: number, viaMail: boolean): void {
+    if (item.done || (item.probe && item !== this.#probe)) return;
+    const cls = viaMail ? mailRefusalClass(reply) : classifyRcpt(reply);
+    if (item.probe) {
+      item.done = true;
+      this.#probe = undefined;
+      if (cls === 'accepted' || cls === 'rejected') {
+        this.catchall = { catchall: cls === 'accepted', mxIndex: item.mxIndex };
+        this.#loadedAt = Date.now();
+        void this.engine.deps.cache.set(`ca:${this.domain}`, this.catchall, this.engine.deps.config.catchallTtlMs);
+      }
+      this.#releaseParked();
+      return;
+    }
+    const pending = this.open.get(item.id);
+    if (!pending) return;
+    if (cls === 'tempfail' && item.attempts < item.retries && !this.engine.closing) {
+      // Greylisting (RFC 6647) wants the same triple again later, here on a new session.
+      item.attempts++;
+      item.notSession = session;
+      const timer = setTimeout(() => {
+        this.#timers.delete(timer);
+        if (item.done) return;
+        this.#ensureProbe(pending.hosts);
+        this.#route(item, pending.hosts);
+      }, this.engine.deps.config.smtpRetryDelayMs);
+      this.#timers.add(timer);
+      return;
+    }
+    const outcome: Extract<ProbeOutcome, { kind: 'answer' }> = { kind: 'answer', cls, reply, mxIndex: item.mxIndex, attempts: item.attempts + 1 };
+    if (cls === 'accepted' && this.catchall === undefined && this.#probe !== undefined) {
+      // The probe's answer decides what this acceptance is worth: wait for it.
+      this.#parked.push({ pending, outcome });
+      return;
+    }
+    this.#finish(pending, outcome);
+  }
+
+  smtputf8Unsupported(item: Item): void {
+    const pending = this.open.get(item.id);
+    if (pending) this.#finish(pending, { kind: 'smtputf8_unsupported', mxIndex: item.mxIndex });
+  }
+
+  hostFailed(item: Item, failure: SessionFailure): void {
+    if (item.done || (item.probe && item !== this.#probe)) return;
+    const hosts = this.#hostsOf(item);
+    if (item.mxIndex + 1 < hosts.length) {
+      // RFC 5321 5.1: the next MX in priority order.
+      item.mxIndex++;
+      item.interruptions = 0;
+      item.done = false;
+      this.#route(item, hosts);
+      return;
+    }
+    if (item.probe) {
+      item.done = true;
+      this.#probe = undefined;
+      this.#releaseParked();
+      return;
+    }
+    const pending = this.open.get(item.id);
+    if (pending) this.#finish(pending, { kind: 'failure', failure });
+  }
+
+  #releaseParked(): void {
+    for (const { pending, outcome } of this.#parked.splice(0)) this.#finish(pending, outcome);
+    if (this.idle) this.engine.settled(this);
+  }
+
+  #finish(pending: Pending, outcome: ProbeOutcome): void {
+    pending.item.done = true;
+    this.open.delete(pending.item.id);
+    clearTimeout(pending.timer);
+    if (outcome.kind === 'answer' && this.catchall) outcome.catchall = this.catchall;
+    pending.resolve(outcome);
+    if (this.idle) this.engine.settled(this);
+  }
+
+  /** Answered with a failure before it was routed (a port that threw). */
+  fail(pending: Pending, failure: SessionFailure): void {
+    if (this.open.has(pending.item.id)) this.#finish(pending, { kind: 'failure', failure });
+  }
+
+  /** Past its deadline: answered now, skipped wherever it waits. */
+  expire(pending: Pending, deadlineMs: number): void {
+    if (!this.open.has(pending.item.id)) return;
+    const i = this.#parked.findIndex((p) => p.pending === pending);
+    if (i >= 0) this.#parked.splice(i, 1);
+    this.#finish(pending, { kind: 'failure', failure: { phase: 'rcpt', kind: 'timeout', detail: 'deadline', deadlineMs } });
+  }
+
+  /** Any timer or probe left when the actor is forgotten (close). */
+  clearTimers(): void {
+    for (const t of this.#timers) clearTimeout(t);
+    this.#timers.clear();
+  }
+}
+
+export class Engine implements ProbePort {
+  readonly #domains = new Map<string, DomainActor>();
+  readonly #mxs = new Map<string, MxActor>();
+  readonly #idleWaiters: Array<() => void> = [];
+  readonly throttle;
+  readonly counters: EngineCounters = { sessionsOpened: 0, transactions: 0, rcpts: 0, requeuedForCap: 0, requeuedForClosing: 0, throttled: 0, slowReplies: 0 };
+  closing = false;
+  #nextItem = 0;
+  #nextSession = 0;
+
+  constructor(readonly deps: EngineDeps) {
+    this.throttle = deps.throttle ?? new MemoryMxThrottle(deps.config.maxConnectionsPerMx);
+  }
+
+  async check(req: ProbeRequest): Promise<ProbeOutcome> {
+    if (req.hosts.length === 0) return { kind: 'failure', failure: { phase: 'connect', kind: 'connection', detail: 'no MX host' } };
+    let actor = this.#domains.get(req.domain);
+    if (!actor) {
+      actor = new DomainActor(req.domain, this);
+      this.#domains.set(req.domain, actor);
+    }
+    const item = this.newItem(req.domain, req.local, req.utf8, false, req.retries);
+    const hosts = req.hosts.map((h) => h.exchange.toLowerCase());
+    return new Promise<ProbeOutcome>((resolve) => {
+      const pending: Pending = { item, resolve, hosts };
+      actor.open.set(item.id, pending); // counted before the cache read, so the actor stays
+      if (req.deadlineMs !== undefined) pending.timer = setTimeout(() => actor.expire(pending, req.deadlineMs!), req.deadlineMs);
+      actor.ready().then(
+        () => {
+          if (!item.done) actor.submit(pending);
+        },
+        (err: unknown) => actor.fail(pending, { phase: 'connect', kind: 'protocol', detail: `internal error: ${(err as Error).message}` }),
+      );
+    });
+  }
+
+  newItem(domain: string, local: string, utf8: boolean, probe: boolean, retries: number): Item {
+    return { id: ++this.#nextItem, domain, local, utf8, probe, mxIndex: 0, attempts: 0, retries, interruptions: 0, done: false };
+  }
+
+  /** The MX actor of a host, created on first use. */
+  mx(host: string): MxActor {
+    let actor = this.#mxs.get(host);
+    if (!actor) {
+      actor = new MxActor(host, {
+        smtp: this.deps.smtp,
+        throttle: this.throttle,
+        config: this.deps.config,
+        addresses: (h) => this.#addresses(h),
+        // An item whose actor is gone (it expired, the actor went idle) is answered into the void.
+        sinkOf: (item) => this.#domains.get(item.domain) ?? NOWHERE,
+        closing: () => this.closing,
+        idle: (a) => this.#mxIdle(a),
+        nextSessionId: () => ++this.#nextSession,
+        counters: this.counters,
+      });
+      this.#mxs.set(host, actor);
+    }
+    return actor;
+  }
+
+  /** Addresses of an MX host, cached: thousands of domains share a few MX hosts. */
+  async #addresses(host: string): Promise<string[]> {
+    const { dns, cache, config } = this.deps;
+    const key = `addr:${host}`;
+    const cached = await cache.get<string[]>(key);
+    if (cached) return cached;
+    const ips = await dns.resolveAddresses(host);
+    if (ips.length > 0) await cache.set(key, ips, config.addressCacheTtlMs);
+    return ips;
+  }
+
+  #mxIdle(actor: MxActor): void {
+    // An MX actor keeps what it learnt (budget, limit) while the engine runs; it only has to be
+    // idle for close() to finish.
+    void actor;
+    this.#checkIdle();
+  }
+
+  settled(actor: DomainActor): void {
+    if (actor.idle && this.#domains.get(actor.domain) === actor) this.#domains.delete(actor.domain);
+    this.#checkIdle();
+  }
+
+  #checkIdle(): void {
+    if (!this.idle) return;
+    for (const w of this.#idleWaiters.splice(0)) w();
+  }
+
+  get idle(): boolean {
+    if (this.#domains.size > 0) return false;
+    for (const mx of this.#mxs.values()) if (mx.busy) return false;
+    return true;
+  }
+
+  get activeDomains(): number {
+    return this.#domains.size;
+  }
+
+  /** MX actors (for tests and operators): host → sessions open now, limit, learnt budget. */
+  mxState(host: string): { sessions: number; limit: number; budget: MxActor['budget'] } | undefined {
+    const a = this.#mxs.get(host);
+    return a && { sessions: a.sessions, limit: a.limit, budget: { ...a.budget } };
+  }
+
+  /** Stops retrying, lets every recipient be answered, ends every warm session with QUIT. */
+  async close(): Promise<void> {
+    this.closing = true;
+    for (const mx of this.#mxs.values()) mx.wake();
+    if (this.idle) return;
+    await new Promise<void>((resolve) => this.#idleWaiters.push(resolve));
+  }
+}

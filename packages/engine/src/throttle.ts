@@ -1,0 +1,49 @@
+// The MxThrottle port: the most SMTP sessions one egress IP holds to one MX host at a time. In
+// the embedded profile one process is the only client, so an in-process semaphore is the whole
+// truth; the cluster profile puts the same port on Redis so every process sharing an egress IP
+// counts against one limit.
+
+export interface MxThrottle {
+  /** Waits for a session permit for `host`; the returned function gives it back (idempotent). */
+  acquire(host: string): Promise<() => void>;
+}
+
+/** In-process adapter: at most `max` permits per host, handed over in arrival order. */
+export class MemoryMxThrottle implements MxThrottle {
+  #active = new Map<string, number>();
+  #waiting = new Map<string, Array<() => void>>();
+
+  constructor(readonly max: number) {
+    if (!Number.isInteger(max) || max < 1) throw new RangeError('max must be a positive integer');
+  }
+
+  async acquire(host: string): Promise<() => void> {
+    const n = this.#active.get(host) ?? 0;
+    if (n < this.max) this.#active.set(host, n + 1);
+    else {
+      await new Promise<void>((resolve) => {
+        const q = this.#waiting.get(host) ?? [];
+        q.push(resolve);
+        this.#waiting.set(host, q);
+      });
+    }
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const q = this.#waiting.get(host);
+      const next = q?.shift();
+      if (q && q.length === 0) this.#waiting.delete(host);
+      if (next) next(); // the permit passes on: the count stays
+      else {
+        const left = (this.#active.get(host) ?? 1) - 1;
+        if (left === 0) this.#active.delete(host);
+        else this.#active.set(host, left);
+      }
+    };
+  }
+
+  active(host: string): number {
+    return this.#active.get(host) ?? 0;
+  }
+}

@@ -1,0 +1,90 @@
+// Shared shapes of the engine's two kinds of actor.
+
+import type { CachePort, DnsPort, ProbeOutcome, SessionFailure, SmtpConnector, SmtpReply } from '@svc/verifier';
+import type { MxThrottle } from './throttle.ts';
+
+export interface EngineConfig {
+  smtpPort: number;
+  heloName: string;
+  mailFrom: string;
+  /** Per-phase SMTP timeout (connect, greeting, EHLO, STARTTLS, MAIL, RCPT, RSET, QUIT). */
+  smtpTimeoutMs: number;
+  /** Sync requests: how often a 4xx RCPT answer is asked again (on another session). */
+  smtpRetries: number;
+  smtpRetryDelayMs: number;
+  /** Sessions per MX host (per egress IP). */
+  maxConnectionsPerMx: number;
+  /** How long a warm session waits for more recipients before QUIT (SVC_SMTP_IDLE_MS). */
+  idleMs: number;
+  /** Recipients per transaction until the server says less (RFC 5321 4.5.3.1.8: at least 100). */
+  maxRcptsPerTransaction: number;
+  /** Most RCPT commands written at once (RFC 2920). */
+  pipelineDepth: number;
+  /** Rejections allowed per session before it is retired (below Postfix's smtpd_soft_error_limit, 10). */
+  errorBudget: number;
+  /** RSETs allowed per session (below Postfix's smtpd_junk_command_limit, 100). */
+  junkBudget: number;
+  catchallTtlMs: number;
+  /** How long the addresses of an MX host are reused. */
+  addressCacheTtlMs: number;
+  /** After a throttling sign (421 at the banner, refused connection, 4.7.x), how long before one more session is tried. */
+  throttleCooldownMs: number;
+  /** A host that could not be reached at all is skipped (its recipients fail over) this long. */
+  hostDownMs: number;
+}
+
+export const ENGINE_DEFAULTS = {
+  smtpTimeoutMs: 10_000,
+  smtpRetries: 1,
+  smtpRetryDelayMs: 1_500,
+  maxConnectionsPerMx: 5,
+  idleMs: 2_000,
+  maxRcptsPerTransaction: 100,
+  pipelineDepth: 50,
+  errorBudget: 9,
+  junkBudget: 90,
+  catchallTtlMs: 3_600_000,
+  addressCacheTtlMs: 300_000,
+  throttleCooldownMs: 10_000,
+  hostDownMs: 10_000,
+} satisfies Partial<EngineConfig>;
+
+export interface EngineDeps {
+  dns: DnsPort;
+  smtp: SmtpConnector;
+  cache: CachePort;
+  config: EngineConfig;
+  throttle?: MxThrottle;
+  /** Local part of catch-all probes (tests make it deterministic). */
+  randomLocal?: () => string;
+}
+
+/** One recipient on its way through a domain actor and an MX actor. */
+export interface Item {
+  readonly id: number;
+  readonly domain: string;
+  readonly local: string;
+  readonly utf8: boolean;
+  /** The catch-all probe of its domain (a local part that cannot exist). */
+  readonly probe: boolean;
+  /** Index of the MX host it is routed to. */
+  mxIndex: number;
+  /** 4xx answers so far. */
+  attempts: number;
+  readonly retries: number;
+  /** Sessions that ended under it without an answer (dropped line, protocol error, 421). */
+  interruptions: number;
+  /** A session it must not use (the one that deferred it: retry on a new session). */
+  notSession?: number;
+  /** Answered, or past its deadline: skipped wherever it is found. */
+  done: boolean;
+}
+
+/** What an MX actor reports to the domain actor of an item. */
+export interface ItemSink {
+  answered(item: Item, reply: SmtpReply, session: number, viaMail: boolean): void;
+  smtputf8Unsupported(item: Item): void;
+  hostFailed(item: Item, failure: SessionFailure): void;
+}
+
+export type Resolve = (o: ProbeOutcome) => void;

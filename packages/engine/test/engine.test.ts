@@ -1,0 +1,285 @@
+// The engine over a scripted SMTP connector: sessions shared by every domain of an MX host,
+// pipelined rounds in one transaction, error budgets, recipient caps, connection caps, 421,
+// catch-all probes, greylisting retries, failover, deadlines and close().
+
+import t from 'tap';
+import type { MxHost, ProbeOutcome } from '@svc/verifier';
+import { Engine } from '../src/engine.ts';
+import { ENGINE_DEFAULTS, type EngineConfig } from '../src/types.ts';
+import { FakeDns, FakeSmtp, MemoryCache, PROBE_PREFIX, probeLocals, reply, type FakeServer } from './fakes.ts';
+
+const CONFIG: EngineConfig = {
+  ...ENGINE_DEFAULTS,
+  smtpPort: 25,
+  heloName: 'verifier.test',
+  mailFrom: 'probe@verifier.test',
+  smtpTimeoutMs: 1000,
+  smtpRetries: 1,
+  smtpRetryDelayMs: 20,
+  maxConnectionsPerMx: 2,
+  idleMs: 0,
+  throttleCooldownMs: 60_000,
+};
+
+const ADDRESSES: Record<string, string[]> = {
+  'mx1.alpha.test': ['192.0.2.1'],
+  'mx2.alpha.test': ['192.0.2.2', '2001:db8::2'],
+  'mx.shared.test': ['192.0.2.9'],
+};
+const SHARED: MxHost[] = [{ exchange: 'mx.shared.test', priority: 10 }];
+const ALPHA2: MxHost[] = [
+  { exchange: 'mx1.alpha.test', priority: 10 },
+  { exchange: 'mx2.alpha.test', priority: 20 },
+];
+
+function setup(servers: Record<string, FakeServer>, config: Partial<EngineConfig> = {}) {
+  const smtp = new FakeSmtp(servers);
+  const dns = new FakeDns(ADDRESSES);
+  const cache = new MemoryCache();
+  const engine = new Engine({ dns, smtp, cache, config: { ...CONFIG, ...config }, randomLocal: probeLocals() });
+  const check = (domain: string, local: string, o: { hosts?: MxHost[]; retries?: number; utf8?: boolean; deadlineMs?: number } = {}) =>
+    engine.check({ domain, hosts: o.hosts ?? SHARED, local, utf8: o.utf8 ?? false, retries: o.retries ?? 0, ...(o.deadlineMs !== undefined ? { deadlineMs: o.deadlineMs } : {}) });
+  return { smtp, dns, cache, engine, check };
+}
+
+const UNKNOWN = reply('550 5.1.1 <x>: Recipient address rejected: User unknown in virtual mailbox table');
+const answer = (o: ProbeOutcome) => {
+  if (o.kind !== 'answer') throw new Error(`expected an answer, got ${JSON.stringify(o)}`);
+  return o;
+};
+const classes = (os: ProbeOutcome[]) => os.map((o) => (o.kind === 'answer' ? o.cls : o.kind === 'failure' ? `failure:${o.failure.kind}` : o.kind));
+
+t.test('three domains on one MX host share its sessions: one transaction each, pipelined, no RSET', async (t) => {
+  const { smtp, engine, check } = setup({ 'mx.shared.test': {} });
+  const domains = ['a.test', 'b.test', 'c.test'];
+  const outcomes = await Promise.all(domains.flatMap((d) => Array.from({ length: 20 }, (_, i) => check(d, `u${i}`))));
+  t.strictSame(new Set(classes(outcomes)), new Set(['accepted']));
+  t.ok(outcomes.every((o) => answer(o).catchall?.catchall === false), 'every answer carries its domain catch-all evidence');
+  t.ok(smtp.sessions.length <= 2, `at most the MX limit of sessions (${smtp.sessions.length})`);
+  t.equal(smtp.peak.get('mx.shared.test'), smtp.sessions.length <= 2 ? smtp.peak.get('mx.shared.test') : -1);
+  t.ok((smtp.peak.get('mx.shared.test') ?? 0) <= 2);
+  t.equal(smtp.count('MAIL'), smtp.sessions.length, 'one MAIL transaction per session');
+  t.equal(smtp.count('RSET'), 0, 'no RSET: later rounds join the open transaction');
+  const probes = smtp.rcpts().filter((c) => c.local?.startsWith(PROBE_PREFIX));
+  t.strictSame(probes.map((c) => c.domain).sort(), domains, 'one catch-all probe per domain');
+  t.equal(smtp.rcpts().length, 63);
+  // Sessions served more than one domain each.
+  const domainsPerSession = smtp.sessions.map((s) => new Set(s.commands.filter((c) => c.domain).map((c) => c.domain)).size);
+  t.ok(domainsPerSession.some((n) => n > 1), `a session served several domains (${domainsPerSession})`);
+  t.ok(smtp.sessions.every((s) => s.pipelined[0]! >= 2 && s.commands[0]!.verb === 'MAIL'), 'MAIL FROM goes out with the first RCPT batch');
+  await engine.close();
+  t.equal(smtp.activeTotal, 0, 'every session ended');
+});
+
+t.test('rejections stay below the error budget: sessions retire before the soft limit', async (t) => {
+  const { smtp, engine, check } = setup({ 'mx.shared.test': { handle: (c) => (c.verb === 'RCPT' && c.local?.startsWith('nobody') ? UNKNOWN : undefined) } }, { maxConnectionsPerMx: 1, errorBudget: 9 });
+  const locals = [...Array.from({ length: 30 }, (_, i) => `nobody${i}`), ...Array.from({ length: 10 }, (_, i) => `real${i}`)];
+  const outcomes = await Promise.all(locals.map((l) => check('a.test', l)));
+  t.strictSame(classes(outcomes), [...Array(30).fill('rejected'), ...Array(10).fill('accepted')]);
+  for (const s of smtp.sessions) {
+    const rejected = s.commands.filter((c) => c.verb === 'RCPT' && (c.local?.startsWith('nobody') || c.local?.startsWith(PROBE_PREFIX))).length;
+    t.ok(rejected <= 9, `session ${s.id}: ${rejected} rejections`);
+  }
+  t.equal(smtp.sessions.length, 4, '31 rejections (with the probe) need 4 sessions of 9');
+  await engine.close();
+});
+
+t.test('replies a second late after N rejections lower the budget for the host', async (t) => {
+  // A server whose soft error limit is 4: every reply after the 4th error sleeps.
+  const errors = new Map<number, number>();
+  const { smtp, engine, check } = setup(
+    {
+      'mx.shared.test': {
+        delay: (c, s) => ((errors.get(s.id) ?? 0) >= 4 ? 900 : 0),
+        handle: (c, s) => {
+          if (c.verb === 'RCPT' && (c.local?.startsWith('nobody') || c.local?.startsWith(PROBE_PREFIX))) {
+            errors.set(s.id, (errors.get(s.id) ?? 0) + 1);
+            return UNKNOWN;
+          }
+          return undefined;
+        },
+      },
+    },
+    { maxConnectionsPerMx: 1, pipelineDepth: 1 },
+  );
+  const outcomes = await Promise.all(Array.from({ length: 16 }, (_, i) => check('a.test', `nobody${i}`)));
+  t.strictSame(new Set(classes(outcomes)), new Set(['rejected']));
+  t.equal(engine.mxState('mx.shared.test')?.budget.errors, 3, 'learnt: stay at 3 rejections per session');
+  t.ok(engine.counters.slowReplies >= 1);
+  const later = smtp.sessions.slice(1);
+  t.ok(later.length >= 3);
+  for (const s of later) t.ok((errors.get(s.id) ?? 0) <= 3, `session ${s.id} kept below the limit (${errors.get(s.id)})`);
+  await engine.close();
+});
+
+for (const capReply of ['452 4.5.3 Error: too many recipients', '451 4.5.3 Too many recipients, try again later']) {
+  t.test(`a recipient cap (${capReply.slice(0, 9)}) continues in a new transaction, never costs a verdict`, async (t) => {
+    const { smtp, engine, check } = setup(
+      {
+        'mx.shared.test': {
+          handle: (c, s) => {
+            if (c.verb !== 'RCPT') return undefined;
+            // Recipients of the current transaction: RCPTs since the last MAIL.
+            const sinceMail = s.commands.slice(s.commands.map((x) => x.verb).lastIndexOf('MAIL') + 1).filter((x) => x.verb === 'RCPT').length;
+            if (sinceMail > 3) return reply(capReply);
+            return c.local?.startsWith(PROBE_PREFIX) ? UNKNOWN : undefined;
+          },
+        },
+      },
+      { maxConnectionsPerMx: 1 },
+    );
+    const outcomes = await Promise.all(Array.from({ length: 20 }, (_, i) => check('a.test', `u${i}`)));
+    t.strictSame(new Set(classes(outcomes)), new Set(['accepted']));
+    t.ok(outcomes.every((o) => answer(o).attempts === 1), 'no attempt counted for a cap');
+    t.equal(engine.mxState('mx.shared.test')?.budget.rcptsPerTransaction, 3, 'cap learnt');
+    t.ok(smtp.count('RSET') >= 6, 'RSET + MAIL between transactions');
+    t.ok(engine.counters.requeuedForCap >= 1);
+    await engine.close();
+  });
+}
+
+t.test('a per-client connection cap (421 at the banner) lowers the session limit; nobody gets unknown', async (t) => {
+  const { smtp, engine, check } = setup({ 'mx.shared.test': { maxSessions: 2, latencyMs: 5 } }, { maxConnectionsPerMx: 5 });
+  const outcomes = await Promise.all(Array.from({ length: 60 }, (_, i) => check(`d${i % 6}.test`, `u${i}`)));
+  t.strictSame(new Set(classes(outcomes)), new Set(['accepted']));
+  t.ok(smtp.refusedAtBanner >= 1, 'the server refused some connections');
+  t.equal(engine.mxState('mx.shared.test')?.limit, 2, `the limit came down to what the server allows (${JSON.stringify(engine.mxState('mx.shared.test'))}, peak ${smtp.peak.get('mx.shared.test')})`);
+  t.ok((smtp.peak.get('mx.shared.test') ?? 0) <= 2);
+  await engine.close();
+});
+
+t.test('421 in the middle of a round: the unanswered recipients go to a new session without an attempt', async (t) => {
+  const { smtp, engine, check } = setup({
+    'mx.shared.test': {
+      handle: (c, s) => {
+        if (c.verb !== 'RCPT') return undefined;
+        if (s.commands.filter((x) => x.verb === 'RCPT').length > 5) return reply('421 4.4.2 mx Error: timeout exceeded');
+        return c.local?.startsWith(PROBE_PREFIX) ? UNKNOWN : undefined;
+      },
+    },
+  });
+  const outcomes = await Promise.all(Array.from({ length: 30 }, (_, i) => check('a.test', `u${i}`)));
+  t.strictSame(new Set(classes(outcomes)), new Set(['accepted']));
+  t.ok(outcomes.every((o) => answer(o).attempts === 1));
+  t.ok(smtp.sessions.length >= 6);
+  await engine.close();
+});
+
+t.test('the catch-all probe: accepted means catch-all evidence on every answer, cached once', async (t) => {
+  const { smtp, engine, check, cache } = setup({ 'mx.shared.test': { catchAll: true } });
+  const outcomes = await Promise.all(Array.from({ length: 5 }, (_, i) => check('ca.test', `u${i}`)));
+  t.ok(outcomes.every((o) => answer(o).catchall?.catchall === true && answer(o).catchall?.mxIndex === 0));
+  t.strictSame(cache.sets.map((s) => [s.key, s.value]), [['ca:ca.test', { catchall: true, mxIndex: 0 }]]);
+  const again = await check('ca.test', 'later');
+  t.equal(answer(again).catchall?.catchall, true);
+  t.equal(smtp.rcpts().filter((c) => c.local?.startsWith(PROBE_PREFIX)).length, 1, 'one probe per TTL');
+  await engine.close();
+});
+
+t.test('failover: MX0 refuses connections, MX1 answers; the host is skipped for a while', async (t) => {
+  const { smtp, engine, check } = setup({ 'mx1.alpha.test': { refuseIps: ['192.0.2.1'] }, 'mx2.alpha.test': {} });
+  const o = await check('alpha.test', 'jane', { hosts: ALPHA2 });
+  t.equal(answer(o).mxIndex, 1);
+  t.equal(answer(o).cls, 'accepted');
+  const opensBefore = smtp.opens.filter((x) => x.servername === 'mx1.alpha.test').length;
+  const o2 = await check('alpha.test', 'john', { hosts: ALPHA2 });
+  t.equal(answer(o2).mxIndex, 1);
+  t.equal(smtp.opens.filter((x) => x.servername === 'mx1.alpha.test').length, opensBefore, 'a down host is not asked again at once');
+  await engine.close();
+});
+
+t.test('every MX fails: the recipient gets the last failure', async (t) => {
+  const { engine, check } = setup({});
+  const o = await check('alpha.test', 'jane', { hosts: ALPHA2 });
+  t.equal(o.kind, 'failure');
+  if (o.kind === 'failure') t.strictSame([o.failure.phase, o.failure.kind, o.failure.detail], ['connect', 'connection', 'ECONNREFUSED']);
+  await engine.close();
+});
+
+t.test('greylisting: a sync retry goes to a new session and is accepted', async (t) => {
+  const seen = new Set<string>();
+  const { smtp, engine, check } = setup({
+    'mx.shared.test': {
+      handle: (c) => {
+        if (c.verb !== 'RCPT') return undefined;
+        const key = `${c.local}@${c.domain}`;
+        if (!seen.has(key)) {
+          seen.add(key);
+          return reply('450 4.2.0 <x>: Recipient address rejected: Greylisted, see http://postgrey.schweikert.ch/');
+        }
+        return c.local?.startsWith(PROBE_PREFIX) ? UNKNOWN : undefined;
+      },
+    },
+  });
+  const o = answer(await check('grey.test', 'jane', { retries: 1 }));
+  t.equal(o.cls, 'accepted');
+  t.equal(o.attempts, 2);
+  t.equal(o.catchall?.catchall, false, 'the probe was asked again with the same local part');
+  const janes = smtp.rcpts().filter((c) => c.local === 'jane');
+  t.equal(janes.length, 2);
+  t.not(janes[0]!.session, janes[1]!.session, 'the retry used a new session');
+  t.equal(new Set(smtp.rcpts().filter((c) => c.local?.startsWith(PROBE_PREFIX)).map((c) => c.local)).size, 1);
+  await engine.close();
+});
+
+t.test('greylisting for a job (retries 0): the 4xx is the answer at once', async (t) => {
+  const { engine, check } = setup({ 'mx.shared.test': { handle: (c) => (c.verb === 'RCPT' ? reply('451 4.7.1 Greylisting in action, please come back later') : undefined) } });
+  const o = answer(await check('grey.test', 'jane', { retries: 0 }));
+  t.equal(o.cls, 'tempfail');
+  t.equal(o.attempts, 1);
+  await engine.close();
+});
+
+t.test('SMTPUTF8 needed but not offered: answered without a RCPT', async (t) => {
+  const { smtp, engine, check } = setup({ 'mx.shared.test': {} });
+  const o = await check('a.test', 'ñandú', { utf8: true });
+  t.equal(o.kind, 'smtputf8_unsupported');
+  t.equal(smtp.rcpts().filter((c) => c.local === 'ñandú').length, 0);
+  await engine.close();
+});
+
+t.test('MAIL FROM refused: the recipients behind it are never rejected', async (t) => {
+  const { engine, check } = setup({ 'mx.shared.test': { handle: (c) => (c.verb === 'MAIL' ? reply('550 5.1.0 <probe@verifier.test>: Sender address rejected: User unknown') : undefined) } });
+  const outcomes = await Promise.all([check('a.test', 'x'), check('a.test', 'y')]);
+  t.strictSame(classes(outcomes), ['unclassified', 'unclassified']);
+  await engine.close();
+});
+
+t.test('a deadline answers a recipient stuck behind a silent server', async (t) => {
+  const { engine, check } = setup({ 'mx.shared.test': { delay: (c) => (c.verb === 'RCPT' ? 400 : 0) } }, { smtpTimeoutMs: 5000 });
+  const t0 = Date.now();
+  const o = await check('slow.test', 'x', { deadlineMs: 100 });
+  t.ok(Date.now() - t0 < 350);
+  t.equal(o.kind, 'failure');
+  if (o.kind === 'failure') t.strictSame([o.failure.kind, o.failure.detail, o.failure.deadlineMs], ['timeout', 'deadline', 100]);
+  await engine.close();
+});
+
+t.test('a warm session serves later requests; close() ends it with QUIT', async (t) => {
+  const { smtp, engine, check } = setup({ 'mx.shared.test': {} }, { idleMs: 5_000 });
+  t.equal(answer(await check('a.test', 'one')).cls, 'accepted');
+  t.equal(answer(await check('b.test', 'two')).cls, 'accepted');
+  t.equal(smtp.sessions.length, 1, 'the second request reused the warm session');
+  t.equal(smtp.count('MAIL'), 1, 'and its open transaction');
+  await engine.close();
+  t.equal(smtp.sessions[0]!.quits, 1);
+  t.equal(smtp.activeTotal, 0);
+});
+
+t.test('a dropped line: the recipients are asked again on a new session', async (t) => {
+  let drops = 0;
+  const { engine, check } = setup({
+    'mx.shared.test': {
+      handle: (c) => {
+        if (c.verb === 'RCPT' && c.local === 'u3' && drops < 1) {
+          drops++;
+          return 'drop';
+        }
+        return c.local?.startsWith(PROBE_PREFIX) ? UNKNOWN : undefined;
+      },
+    },
+  });
+  const outcomes = await Promise.all(Array.from({ length: 8 }, (_, i) => check('a.test', `u${i}`)));
+  t.strictSame(new Set(classes(outcomes)), new Set(['accepted']));
+  await engine.close();
+});
