@@ -42,6 +42,8 @@ export interface Sim {
   statsFor(domain: string): MxStats;
   /** DNS queries received, keyed `name/TYPE` (e.g. `accept.test/MX`); for cache tests. */
   dnsQueries(): Record<string, number>;
+  /** How often the `postfix-limits` servers' limits bit, keyed `<mx host> <event>` (error_sleep, hard_limit, banner_421, rcpt_cap, in_flow_delay). */
+  limitEvents(): Record<string, number>;
   /** Zeroes SMTP counters and DNS query counts (greylist memory is kept). */
   resetStats(): void;
   /** Closes every server and socket at once, pending tarpits included. Safe to call twice. */
@@ -121,6 +123,7 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
     errorSleepMs: opts.errorSleepMs ?? 1000,
     inFlowDelayMs: opts.inFlowDelayMs ?? 1000,
     timers: new Timers(),
+    limitEvents: new Map<string, number>(),
   };
   const { live, dead } = mxSpecs();
 
@@ -160,8 +163,12 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
     dnsQueries() {
       return Object.fromEntries(dns.queries);
     },
+    limitEvents() {
+      return Object.fromEntries(ctx.limitEvents);
+    },
     resetStats() {
       for (const s of statsByIp.values()) Object.assign(s, emptyStats());
+      ctx.limitEvents.clear();
       dns.queries.clear();
     },
     close() {

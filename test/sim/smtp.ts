@@ -88,6 +88,13 @@ export interface SmtpContext {
   errorSleepMs: number;
   inFlowDelayMs: number;
   timers: Timers;
+  /** How often a `postfix-limits` server's limits bit, keyed `<host> <event>`: error_sleep, hard_limit, banner_421, rcpt_cap, in_flow_delay. */
+  limitEvents: Map<string, number>;
+}
+
+function countLimit(ctx: SmtpContext, host: string, event: 'error_sleep' | 'hard_limit' | 'banner_421' | 'rcpt_cap' | 'in_flow_delay'): void {
+  const key = `${host} ${event}`;
+  ctx.limitEvents.set(key, (ctx.limitEvents.get(key) ?? 0) + 1);
 }
 
 export interface MxServerSpec {
@@ -595,6 +602,7 @@ async function startRawServer(spec: MxServerSpec, port: number, ctx: SmtpContext
           if (mailFrom === null) return { lines: [style.needMail], error: true };
           // smtpd_recipient_limit: refused without counting an error (within the overshoot limit).
           if (limits && ++recipients > limits.recipientsPerTransaction) {
+            countLimit(ctx, spec.host, 'rcpt_cap');
             return { lines: [limits.recipientLimitCode === 452 ? '452 4.5.3 Error: too many recipients' : '451 4.5.3 Too many recipients'] };
           }
           const address = m[1] ?? '';
@@ -609,6 +617,7 @@ async function startRawServer(spec: MxServerSpec, port: number, ctx: SmtpContext
             if (flowTokens > 0) flowTokens--;
             else waits = true;
           }
+          if (waits) countLimit(ctx, spec.host, 'in_flow_delay');
           return { lines: [style.rcptOk], ...(waits ? { delayMs: ctx.inFlowDelayMs } : {}) };
         }
         case 'RSET':
@@ -635,6 +644,8 @@ async function startRawServer(spec: MxServerSpec, port: number, ctx: SmtpContext
       if (r.error && limits) errors++;
       // smtpd_error_sleep_time: every reply once the session has made more than the soft limit of errors.
       const sleep = limits && errors > limits.softErrors ? ctx.errorSleepMs : 0;
+      if (sleep > 0) countLimit(ctx, spec.host, 'error_sleep');
+      if (limits && r.close && errors >= limits.hardErrors) countLimit(ctx, spec.host, 'hard_limit');
       const send = (): void => {
         if (closed || socket.destroyed) return;
         if (r.close) hangUp(r.lines);
@@ -687,6 +698,7 @@ async function startRawServer(spec: MxServerSpec, port: number, ctx: SmtpContext
       if (socket.destroyed) return;
       if (spec.kind === 'banner421') return hangUp([BANNER_421]);
       // smtpd_client_connection_count_limit (Postfix's anvil): refused at the banner.
+      if (tooManyConnections) countLimit(ctx, spec.host, 'banner_421');
       if (tooManyConnections) return hangUp([`421 4.7.0 ${spec.host} Error: too many connections from ${client}`]);
       write(style.banner);
       busy = false;
