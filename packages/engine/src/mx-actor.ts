@@ -96,7 +96,7 @@ const SLOW_REPLY_MS = 800;
 /** A 421 at the banner with none of our sessions open: asked again this many times before failing over. */
 const BANNER_RETRIES = 2;
 /** Replies that ask a client to slow down (rate limits), as opposed to greylisting's "come back later". */
-const RATE_TEXT = /\brate\b|too (many|fast|frequent)|slow down|exceeded/i;
+const RATE_TEXT = /\brate\b|too (fast|frequent)|too many (messages|mails|requests|commands|recipients per)|slow down/i;
 /** A recipient whose sessions keep breaking under it is failed over after this many. */
 const MAX_INTERRUPTIONS = 3;
 
