@@ -119,9 +119,9 @@ for (const capReply of ['452 4.5.3 Error: too many recipients', '451 4.5.3 Too m
         'mx.shared.test': {
           handle: (c, s) => {
             if (c.verb !== 'RCPT') return undefined;
-            // Recipients of the current transaction: RCPTs since the last MAIL.
-            const sinceMail = s.commands.slice(s.commands.map((x) => x.verb).lastIndexOf('MAIL') + 1).filter((x) => x.verb === 'RCPT').length;
-            if (sinceMail > 3) return reply(capReply);
+            // Like Postfix's smtpd_recipient_limit: recipients accepted since the last MAIL (the probe is rejected).
+            const sinceMail = s.commands.slice(s.commands.map((x) => x.verb).lastIndexOf('MAIL') + 1).filter((x) => x.verb === 'RCPT' && !x.local?.startsWith(PROBE_PREFIX)).length;
+            if (sinceMail > 3 && !c.local?.startsWith(PROBE_PREFIX)) return reply(capReply);
             return c.local?.startsWith(PROBE_PREFIX) ? UNKNOWN : undefined;
           },
         },

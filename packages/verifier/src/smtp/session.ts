@@ -37,8 +37,10 @@ export interface SessionState {
   /** Replies of class 4 or 5 so far (the server's error count, as far as we can tell). */
   errors: number;
   junk: number;
-  /** Recipients accepted (or answered) in the open transaction. */
+  /** Recipients answered in the open transaction. */
   txnRcpts: number;
+  /** Recipients accepted (2xx) in the open transaction: what Postfix's smtpd_recipient_limit counts. */
+  txnAccepted: number;
   /** RCPTs written in the open transaction, answered or not. */
   txnSent: number;
   /** The transaction must end (a recipient cap was hit) before more RCPTs. */
@@ -62,7 +64,7 @@ export type SessionEffect =
   | { type: 'closed'; reply: SmtpReply };
 
 export function initialState(): SessionState {
-  return { phase: 'open', errors: 0, junk: 0, txnRcpts: 0, txnSent: 0, mustReset: false, inFlight: [] };
+  return { phase: 'open', errors: 0, junk: 0, txnRcpts: 0, txnAccepted: 0, txnSent: 0, mustReset: false, inFlight: [] };
 }
 
 /** Is this reply "too many recipients" (RFC 5321 4.5.3.1.10; Postfix 452, Exim ACLs 451)? */
@@ -100,6 +102,7 @@ export function plan(state: SessionState, budget: SessionBudget, ids: readonly n
     next.phase = 'open';
     next.mustReset = false;
     next.txnRcpts = 0;
+    next.txnAccepted = 0;
     next.txnSent = 0;
   }
   if (next.phase === 'open') {
@@ -162,12 +165,14 @@ export function step(state: SessionState, reply: SmtpReply): { state: SessionSta
       if (next.mailRefusal) {
         effects.push({ type: 'answer', id: cmd.id, reply: next.mailRefusal, viaMail: true });
       } else if (isRecipientCap(reply) && next.txnRcpts > 0) {
-        // The cap says nothing about the mailbox; the server took txnRcpts in this transaction.
-        if (!next.mustReset) effects.push({ type: 'rcpt_cap', rcpts: next.txnRcpts });
+        // The cap says nothing about the mailbox. Servers count the recipients they accepted
+        // (Postfix's smtpd_recipient_limit), so that is the cap learnt.
+        if (!next.mustReset) effects.push({ type: 'rcpt_cap', rcpts: Math.max(1, next.txnAccepted) });
         next.mustReset = true;
         effects.push({ type: 'requeue', id: cmd.id, why: 'rcpt_cap' });
       } else {
         next.txnRcpts++;
+        if (reply.code < 300) next.txnAccepted++;
         effects.push({ type: 'answer', id: cmd.id, reply });
       }
       break;
