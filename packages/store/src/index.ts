@@ -9,6 +9,26 @@ export { AccountsRepo, type AccountListing } from './accounts.ts';
 export { KeysRepo, hashKey, keyKindOf, displayPrefix, KEY_PREFIX, type KeyRecord, type KeyListing, type KeyKind, type KeyState } from './keys.ts';
 export { LedgerRepo, type LedgerEntry, type Balance, type ReserveResult, type DebitResult } from './ledger.ts';
 export { IdempotencyRepo, type IdempotencyBegin, type IdempotentCompletion } from './idempotency.ts';
+export {
+  JobsRepo,
+  encodeJobCursor,
+  decodeJobCursor,
+  type JobRecord,
+  type JobSource,
+  type NewJob,
+  type QueuedInput,
+  type CreateJobResult,
+  type QueueJobResult,
+  type CancelJobResult,
+  type JobResultInput,
+  type RecordOutcome,
+  type StoredResult,
+  type DueRow,
+  type InFinalTx,
+} from './jobs.ts';
+export { SettingsRepo } from './settings.ts';
+export { DirBlobStore, BlobTooLargeError, checkBlobKey, type BlobStore, type BlobPutOptions } from './blob.ts';
+export { reserveIn, settleIn } from './ledger.ts';
 export { MemoryCache } from './memory-cache.ts';
 export { MemoryRateLimiter, type RateLimiterPort, type RateDecision } from './rate-limit.ts';
 export { connectRedis, RedisCache, RedisRateLimiter } from './redis.ts';

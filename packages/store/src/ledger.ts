@@ -64,21 +64,7 @@ export class LedgerRepo {
    * re-checks the WHERE after waiting for the row lock; PGlite runs one transaction at a time).
    */
   async reserve(accountId: string, amount: number, purpose: string): Promise<ReserveResult> {
-    if (!Number.isSafeInteger(amount) || amount <= 0) throw new RangeError('amount must be a positive integer');
-    return this.db.transaction(async (tx) => {
-      const hold = 'UPDATE accounts SET reserved = reserved + $2 WHERE id = $1 AND balance - reserved >= $2 RETURNING id';
-      if ((await tx.query(hold, [accountId, amount])).length === 0) {
-        // Refused: lock the row and look again. A settle may have released credits between the
-        // two statements; a refusal must never report `available >= amount`, so hold them then.
-        const available = await availableIn(tx, accountId, true);
-        if (available < amount) return { ok: false as const, available };
-        if ((await tx.query(hold, [accountId, amount])).length === 0) throw new Error('reserve: row changed under its lock');
-      }
-      const id = newId('res');
-      await tx.query('INSERT INTO credit_reservations (id, account_id, amount, purpose) VALUES ($1, $2, $3, $4)', [id, accountId, amount, purpose]);
-      await tx.query("INSERT INTO credit_ledger (account_id, kind, amount, reservation_id) VALUES ($1, 'reserve', $2, $3)", [accountId, amount, id]);
-      return { ok: true as const, reservationId: id };
-    });
+    return this.db.transaction((tx) => reserveIn(tx, accountId, amount, purpose));
   }
 
   /**
@@ -86,23 +72,10 @@ export class LedgerRepo {
    * the same reservation changes nothing and returns false.
    */
   async settle(reservationId: string, charged: number, completes?: IdempotentCompletion): Promise<boolean> {
-    if (!Number.isSafeInteger(charged) || charged < 0) throw new RangeError('charged must be a non-negative integer');
     return this.db.transaction(async (tx) => {
-      const rows = await tx.query<{ account_id: string; amount: number }>(
-        "UPDATE credit_reservations SET status = 'settled', charged = $2, settled_at = now() WHERE id = $1 AND status = 'open' AND amount >= $2 RETURNING account_id, amount",
-        [reservationId, charged],
-      );
-      const r = rows[0];
-      if (!r) {
-        const exists = await tx.query<{ amount: number; status: string }>('SELECT amount, status FROM credit_reservations WHERE id = $1', [reservationId]);
-        if (exists[0]?.status === 'open') throw new RangeError(`cannot charge ${charged} of a reservation of ${exists[0].amount}`);
-        return false;
-      }
-      await tx.query('UPDATE accounts SET reserved = reserved - $2, balance = balance - $3 WHERE id = $1', [r.account_id, r.amount, charged]);
-      if (charged > 0) await tx.query("INSERT INTO credit_ledger (account_id, kind, amount, reservation_id) VALUES ($1, 'charge', $2, $3)", [r.account_id, charged, reservationId]);
-      if (r.amount > charged) await tx.query("INSERT INTO credit_ledger (account_id, kind, amount, reservation_id) VALUES ($1, 'release', $2, $3)", [r.account_id, r.amount - charged, reservationId]);
-      if (completes) await completeIn(tx, completes);
-      return true;
+      const done = await settleIn(tx, reservationId, charged);
+      if (done && completes) await completeIn(tx, completes);
+      return done;
     });
   }
 
@@ -209,6 +182,50 @@ export class LedgerRepo {
     )[0]!;
     return { balance: Number(r.balance), reserved: Number(r.reserved) };
   }
+}
+
+/**
+ * reserve() inside the caller's transaction (a job's hold commits with the job row, or neither
+ * does). One conditional UPDATE does the check and the hold, so concurrent callers can never take
+ * more than the balance (READ COMMITTED re-checks the WHERE after waiting for the row lock; PGlite
+ * runs one transaction at a time).
+ */
+export async function reserveIn(tx: Queryable, accountId: string, amount: number, purpose: string): Promise<ReserveResult> {
+  if (!Number.isSafeInteger(amount) || amount <= 0) throw new RangeError('amount must be a positive integer');
+  const hold = 'UPDATE accounts SET reserved = reserved + $2 WHERE id = $1 AND balance - reserved >= $2 RETURNING id';
+  if ((await tx.query(hold, [accountId, amount])).length === 0) {
+    // Refused: lock the row and look again. A settle may have released credits between the
+    // two statements; a refusal must never report `available >= amount`, so hold them then.
+    const available = await availableIn(tx, accountId, true);
+    if (available < amount) return { ok: false as const, available };
+    if ((await tx.query(hold, [accountId, amount])).length === 0) throw new Error('reserve: row changed under its lock');
+  }
+  const id = newId('res');
+  await tx.query('INSERT INTO credit_reservations (id, account_id, amount, purpose) VALUES ($1, $2, $3, $4)', [id, accountId, amount, purpose]);
+  await tx.query("INSERT INTO credit_ledger (account_id, kind, amount, reservation_id) VALUES ($1, 'reserve', $2, $3)", [accountId, amount, id]);
+  return { ok: true as const, reservationId: id };
+}
+
+/**
+ * settle() inside the caller's transaction: charges `charged` of an open reservation and releases
+ * the rest, exactly once (false: it was settled already, nothing changed).
+ */
+export async function settleIn(tx: Queryable, reservationId: string, charged: number): Promise<boolean> {
+  if (!Number.isSafeInteger(charged) || charged < 0) throw new RangeError('charged must be a non-negative integer');
+  const rows = await tx.query<{ account_id: string; amount: number }>(
+    "UPDATE credit_reservations SET status = 'settled', charged = $2, settled_at = now() WHERE id = $1 AND status = 'open' AND amount >= $2 RETURNING account_id, amount",
+    [reservationId, charged],
+  );
+  const r = rows[0];
+  if (!r) {
+    const exists = await tx.query<{ amount: number; status: string }>('SELECT amount, status FROM credit_reservations WHERE id = $1', [reservationId]);
+    if (exists[0]?.status === 'open') throw new RangeError(`cannot charge ${charged} of a reservation of ${exists[0].amount}`);
+    return false;
+  }
+  await tx.query('UPDATE accounts SET reserved = reserved - $2, balance = balance - $3 WHERE id = $1', [r.account_id, r.amount, charged]);
+  if (charged > 0) await tx.query("INSERT INTO credit_ledger (account_id, kind, amount, reservation_id) VALUES ($1, 'charge', $2, $3)", [r.account_id, charged, reservationId]);
+  if (r.amount > charged) await tx.query("INSERT INTO credit_ledger (account_id, kind, amount, reservation_id) VALUES ($1, 'release', $2, $3)", [r.account_id, r.amount - charged, reservationId]);
+  return true;
 }
 
 /** One debit in one statement: the UPDATE's condition and the ledger row together. */

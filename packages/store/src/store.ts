@@ -4,17 +4,21 @@
 import type { Db } from './db.ts';
 import { AccountsRepo } from './accounts.ts';
 import { IdempotencyRepo } from './idempotency.ts';
+import { JobsRepo } from './jobs.ts';
 import { KeysRepo } from './keys.ts';
 import { LedgerRepo } from './ledger.ts';
 import { migrate } from './migrate.ts';
 import { openPglite } from './pglite.ts';
 import { openPostgres } from './postgres.ts';
+import { SettingsRepo } from './settings.ts';
 
 export class Store {
   readonly accounts: AccountsRepo;
   readonly keys: KeysRepo;
   readonly ledger: LedgerRepo;
   readonly idempotency: IdempotencyRepo;
+  readonly jobs: JobsRepo;
+  readonly settings: SettingsRepo;
   readonly #db: Db;
 
   constructor(db: Db) {
@@ -23,6 +27,8 @@ export class Store {
     this.keys = new KeysRepo(db);
     this.ledger = new LedgerRepo(db);
     this.idempotency = new IdempotencyRepo(db);
+    this.jobs = new JobsRepo(db);
+    this.settings = new SettingsRepo(db);
   }
 
   /**

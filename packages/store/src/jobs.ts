@@ -1,0 +1,453 @@
+// Asynchronous validation jobs (migration 005): the job rows with their progress counters and
+// credit reservation, and one result row per unique email. Every money move happens in the same
+// transaction as the job's state change, through the ledger's own reserve/settle statements:
+// - create / queue: the hold and the job row commit together (a crash leaves neither or both);
+// - recordResults: rows inserted once per (job, idx) and the counters advanced by exactly the rows
+//   that statement inserted or finished, so a result delivered twice counts once;
+// - finalize / fail / cancel: the settlement and the final state together, exactly once (the job
+//   row is locked, and only a running job moves).
+
+import type { JobState, ValidationResultBody } from '@svc/contracts';
+import type { Db, Queryable } from './db.ts';
+import { completeIn, type IdempotentCompletion } from './idempotency.ts';
+import { reserveIn, settleIn } from './ledger.ts';
+
+export type JobSource = 'json' | 'csv';
+
+/** One row of `jobs`. */
+export interface JobRecord {
+  id: string;
+  account_id: string;
+  status: JobState;
+  source: JobSource;
+  filename: string | null;
+  webhook_url: string | null;
+  email_column: string | null;
+  total_rows: number;
+  unique_emails: number;
+  reservation_id: string | null;
+  credits_reserved: number;
+  processed: number;
+  valid: number;
+  valid_role_based: number;
+  invalid: number;
+  risky: number;
+  unknown: number;
+  role_based: number;
+  high_value: number;
+  catch_all: number;
+  credits_charged: number;
+  credits_refunded: number;
+  finalized: boolean;
+  created_at: Date;
+  started_at: Date | null;
+  completed_at: Date | null;
+  error: string | null;
+  input_key: string | null;
+  results_key: string | null;
+}
+
+/** What a job is created with: its input is in the blob store already (inputKey). */
+export interface NewJob {
+  id: string;
+  accountId: string;
+  source: JobSource;
+  filename?: string | null;
+  webhookUrl?: string | null;
+  emailColumn?: string | null;
+  totalRows: number;
+  uniqueEmails: number;
+  inputKey: string;
+}
+
+/** The work a job is queued with (its counts and input), for a job that was awaiting its upload. */
+export type QueuedInput = Pick<NewJob, 'totalRows' | 'uniqueEmails' | 'inputKey'> & { emailColumn?: string | null };
+
+export type CreateJobResult = { ok: true; job: JobRecord } | { ok: false; available: number };
+export type QueueJobResult = CreateJobResult | { ok: false; reason: 'not_found' | 'invalid_state'; job?: JobRecord };
+export type CancelJobResult = { ok: true; job: JobRecord } | { ok: false; reason: 'not_found' | 'invalid_state'; job?: JobRecord };
+
+/** The result of one unique email, as the aggregator records it. */
+export interface JobResultInput {
+  idx: number;
+  email: string;
+  /** The priced validation result (credits_charged and charge_reason included). */
+  verdict: ValidationResultBody;
+  chargeable: boolean;
+  /** Probes made so far for this email, this one included. */
+  attempts: number;
+  /** `deferred`: greylisted, probed again at nextAttemptAt. */
+  state: 'done' | 'deferred';
+  nextAttemptAt?: Date;
+}
+
+export interface RecordOutcome {
+  /** False: the job is no longer running (canceled, failed, completed); nothing was written. */
+  accepted: boolean;
+  /** Rows this call wrote (inserted, or a deferred row moved on). */
+  written: number;
+  /** Of those, rows that are now done (counted in processed). */
+  finished: number;
+  /** The job after the call (undefined when it does not exist). */
+  job?: JobRecord;
+}
+
+/** A stored result, for rendering the results CSV. */
+export interface StoredResult {
+  idx: number;
+  email: string;
+  verdict: ValidationResultBody;
+  state: 'done' | 'deferred';
+}
+
+/** A deferred email whose re-probe is due. */
+export interface DueRow {
+  jobId: string;
+  idx: number;
+  email: string;
+  attempts: number;
+}
+
+/** Runs inside the transaction that makes a job final (an outbox row commits with it, or not at all). */
+export type InFinalTx = (tx: Queryable, job: JobRecord) => Promise<void>;
+
+const ACTIVE = "('queued', 'processing')";
+
+const COLUMNS = `id, account_id, status, source, filename, webhook_url, email_column, total_rows, unique_emails, reservation_id,
+  credits_reserved, processed, valid, valid_role_based, invalid, risky, unknown, role_based, high_value, catch_all,
+  credits_charged, credits_refunded, finalized, created_at, started_at, completed_at, error, input_key, results_key`;
+
+const dateOrNull = (d: unknown): Date | null => (d === null || d === undefined ? null : new Date(d as string));
+
+function toJob(r: Record<string, unknown>): JobRecord {
+  return { ...(r as unknown as JobRecord), created_at: new Date(r.created_at as string), started_at: dateOrNull(r.started_at), completed_at: dateOrNull(r.completed_at) };
+}
+
+/** Opaque list cursor: the (created_at, id) of the last job of a page, microseconds kept. */
+export function encodeJobCursor(createdKey: string, id: string): string {
+  return Buffer.from(JSON.stringify([createdKey, id])).toString('base64url');
+}
+
+/** The (created_at, id) of a cursor, or undefined when it is not one of ours. */
+export function decodeJobCursor(cursor: string): { createdKey: string; id: string } | undefined {
+  try {
+    const v = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as unknown;
+    if (!Array.isArray(v) || v.length !== 2) return undefined;
+    const [createdKey, id] = v as unknown[];
+    if (typeof createdKey !== 'string' || typeof id !== 'string' || !/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/.test(createdKey) || Number.isNaN(Date.parse(createdKey)) || id.length > 64) return undefined;
+    return { createdKey, id };
+  } catch {
+    return undefined;
+  }
+}
+
+export class JobsRepo {
+  constructor(private readonly db: Db) {}
+
+  /**
+   * Records a job whose input is stored, and holds its credits (`credits_reserved` = unique
+   * emails), in one transaction: `insufficient` (ok false, with the available credits) writes
+   * nothing. `completes`: an idempotent request's response, recorded in the same transaction.
+   */
+  async create(job: NewJob, completes?: (job: JobRecord) => IdempotentCompletion): Promise<CreateJobResult> {
+    return this.db.transaction(async (tx) => {
+      const hold = await reserveIn(tx, job.accountId, job.uniqueEmails, 'job');
+      if (!hold.ok) return hold;
+      const rows = await tx.query(
+        `INSERT INTO jobs (id, account_id, status, source, filename, webhook_url, email_column, total_rows, unique_emails, reservation_id, credits_reserved, input_key)
+         VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $8, $10) RETURNING ${COLUMNS}`,
+        [job.id, job.accountId, job.source, job.filename ?? null, job.webhookUrl ?? null, job.emailColumn ?? null, job.totalRows, job.uniqueEmails, hold.reservationId, job.inputKey],
+      );
+      const created = toJob(rows[0]!);
+      if (completes) await completeIn(tx, completes(created));
+      return { ok: true as const, job: created };
+    });
+  }
+
+  /** A CSV job waiting for its upload (no input, no credits held yet). */
+  async createAwaitingUpload(job: { id: string; accountId: string; filename: string; webhookUrl?: string | null }): Promise<JobRecord> {
+    const rows = await this.db.query(
+      `INSERT INTO jobs (id, account_id, status, source, filename, webhook_url) VALUES ($1, $2, 'awaiting_upload', 'csv', $3, $4) RETURNING ${COLUMNS}`,
+      [job.id, job.accountId, job.filename, job.webhookUrl ?? null],
+    );
+    return toJob(rows[0]!);
+  }
+
+  /**
+   * Moves a job awaiting its upload to `queued` with its input and counts, holding its credits,
+   * in one transaction. Another account's job is not_found; a job not awaiting its upload (started
+   * twice) is invalid_state.
+   */
+  async queue(accountId: string, id: string, input: QueuedInput, completes?: (job: JobRecord) => IdempotentCompletion): Promise<QueueJobResult> {
+    return this.db.transaction(async (tx) => {
+      const cur = await lockJob(tx, id, accountId);
+      if (!cur) return { ok: false as const, reason: 'not_found' as const };
+      if (cur.status !== 'awaiting_upload') return { ok: false as const, reason: 'invalid_state' as const, job: cur };
+      const hold = await reserveIn(tx, accountId, input.uniqueEmails, 'job');
+      if (!hold.ok) return hold;
+      const rows = await tx.query(
+        `UPDATE jobs SET status = 'queued', total_rows = $2, unique_emails = $3, credits_reserved = $3, reservation_id = $4, input_key = $5, email_column = COALESCE($6, email_column)
+          WHERE id = $1 RETURNING ${COLUMNS}`,
+        [id, input.totalRows, input.uniqueEmails, hold.reservationId, input.inputKey, input.emailColumn ?? null],
+      );
+      const job = toJob(rows[0]!);
+      if (completes) await completeIn(tx, completes(job));
+      return { ok: true as const, job };
+    });
+  }
+
+  /** The job, if it belongs to the account. */
+  async get(accountId: string, id: string): Promise<JobRecord | undefined> {
+    const r = (await this.db.query(`SELECT ${COLUMNS} FROM jobs WHERE id = $1 AND account_id = $2`, [id, accountId]))[0];
+    return r ? toJob(r) : undefined;
+  }
+
+  /** The job, whoever owns it (workers, the aggregator, operators). */
+  async byId(id: string): Promise<JobRecord | undefined> {
+    const r = (await this.db.query(`SELECT ${COLUMNS} FROM jobs WHERE id = $1`, [id]))[0];
+    return r ? toJob(r) : undefined;
+  }
+
+  /**
+   * The account's jobs, newest first, `limit` at a time; `cursor` is the `next` of the page before
+   * (undefined after the last page). A cursor that is not ours throws RangeError.
+   */
+  async list(accountId: string | undefined, opts: { limit: number; cursor?: string; status?: JobState }): Promise<{ jobs: JobRecord[]; next?: string }> {
+    const params: unknown[] = [opts.limit + 1];
+    const where: string[] = [];
+    if (accountId !== undefined) {
+      params.push(accountId);
+      where.push(`account_id = $${params.length}`);
+    }
+    if (opts.status) {
+      params.push(opts.status);
+      where.push(`status = $${params.length}`);
+    }
+    if (opts.cursor !== undefined) {
+      const c = decodeJobCursor(opts.cursor);
+      if (!c) throw new RangeError('not a job list cursor');
+      params.push(c.createdKey, c.id);
+      where.push(`(created_at, id) < ($${params.length - 1}::timestamptz, $${params.length})`);
+    }
+    const rows = await this.db.query(
+      `SELECT ${COLUMNS}, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_key FROM jobs
+        ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY created_at DESC, id DESC LIMIT $1`,
+      params,
+    );
+    const page = rows.slice(0, opts.limit);
+    const last = page[page.length - 1];
+    const jobs = page.map(({ created_key: _k, ...r }) => toJob(r));
+    return rows.length > opts.limit && last ? { jobs, next: encodeJobCursor(last.created_key as string, last.id as string) } : { jobs };
+  }
+
+  /**
+   * Marks a job as being worked on (queued → processing, started_at set once) and says whether
+   * it is still running: false for a canceled, failed or completed job, whose work is dropped.
+   */
+  async claimForWork(id: string): Promise<boolean> {
+    const rows = await this.db.query(
+      `UPDATE jobs SET status = 'processing', started_at = COALESCE(started_at, now()) WHERE id = $1 AND status IN ${ACTIVE} RETURNING id`,
+      [id],
+    );
+    return rows.length > 0;
+  }
+
+  /**
+   * Writes results idempotently in one transaction: a new (job, idx) row is inserted; an existing
+   * row changes only when it is deferred and this is a later attempt; anything else (a duplicate
+   * delivery) changes nothing. The counters advance by the rows that became done in this call. A
+   * job that is not running (canceled, failed, completed) takes nothing.
+   */
+  async recordResults(jobId: string, results: readonly JobResultInput[]): Promise<RecordOutcome> {
+    // One row per idx (ON CONFLICT cannot touch a row twice in one statement): the latest attempt.
+    const byIdx = new Map<number, JobResultInput>();
+    for (const r of results) {
+      const prev = byIdx.get(r.idx);
+      if (!prev || r.attempts > prev.attempts) byIdx.set(r.idx, r);
+    }
+    const rows = [...byIdx.values()];
+    return this.db.transaction(async (tx) => {
+      const cur = await lockJob(tx, jobId);
+      if (!cur) return { accepted: false, written: 0, finished: 0 };
+      if (cur.status !== 'queued' && cur.status !== 'processing') return { accepted: false, written: 0, finished: 0, job: cur };
+      if (rows.length === 0) return { accepted: true, written: 0, finished: 0, job: cur };
+      const written = await tx.query<{ idx: number }>(
+        `INSERT INTO job_results (job_id, idx, email, verdict, chargeable, attempts, state, next_attempt_at)
+         SELECT $1, r.idx, r.email, r.verdict::jsonb, r.chargeable, r.attempts, r.state, r.next_at
+           FROM unnest($2::int[], $3::text[], $4::text[], $5::boolean[], $6::int[], $7::text[], $8::timestamptz[]) AS r(idx, email, verdict, chargeable, attempts, state, next_at)
+         ON CONFLICT (job_id, idx) DO UPDATE SET verdict = EXCLUDED.verdict, chargeable = EXCLUDED.chargeable, attempts = EXCLUDED.attempts,
+                                                 state = EXCLUDED.state, next_attempt_at = EXCLUDED.next_attempt_at, leased_until = NULL
+          WHERE job_results.state = 'deferred' AND job_results.attempts < EXCLUDED.attempts
+         RETURNING idx`,
+        [
+          jobId,
+          rows.map((r) => r.idx),
+          rows.map((r) => r.email),
+          rows.map((r) => JSON.stringify(r.verdict)),
+          rows.map((r) => r.chargeable),
+          rows.map((r) => r.attempts),
+          rows.map((r) => r.state),
+          rows.map((r) => (r.state === 'deferred' ? (r.nextAttemptAt ?? new Date()).toISOString() : null)),
+        ],
+      );
+      const d = { processed: 0, valid: 0, valid_role_based: 0, invalid: 0, risky: 0, unknown: 0, role_based: 0, high_value: 0, catch_all: 0 };
+      for (const { idx } of written) {
+        const r = byIdx.get(idx)!;
+        if (r.state !== 'done') continue;
+        d.processed++;
+        d[r.verdict.result]++;
+        if (r.verdict.is_role_based) d.role_based++;
+        if (r.chargeable) d.high_value++;
+        if (r.verdict.is_catchall) d.catch_all++;
+      }
+      const after = await tx.query(
+        `UPDATE jobs SET status = 'processing', started_at = COALESCE(started_at, now()), processed = processed + $2, valid = valid + $3,
+                valid_role_based = valid_role_based + $4, invalid = invalid + $5, risky = risky + $6, unknown = unknown + $7,
+                role_based = role_based + $8, high_value = high_value + $9, catch_all = catch_all + $10
+          WHERE id = $1 RETURNING ${COLUMNS}`,
+        [jobId, d.processed, d.valid, d.valid_role_based, d.invalid, d.risky, d.unknown, d.role_based, d.high_value, d.catch_all],
+      );
+      return { accepted: true, written: written.length, finished: d.processed, job: toJob(after[0]!) };
+    });
+  }
+
+  /** The idx of every unique email that has a result row (done or deferred). */
+  async resultIdxs(jobId: string): Promise<number[]> {
+    return (await this.db.query<{ idx: number }>('SELECT idx FROM job_results WHERE job_id = $1', [jobId])).map((r) => r.idx);
+  }
+
+  /** Stored results in idx order after `afterIdx`, `limit` at a time (rendering the results CSV). */
+  async results(jobId: string, afterIdx: number, limit: number): Promise<StoredResult[]> {
+    const rows = await this.db.query<{ idx: number; email: string; verdict: unknown; state: 'done' | 'deferred' }>(
+      'SELECT idx, email, verdict, state FROM job_results WHERE job_id = $1 AND idx > $2 ORDER BY idx LIMIT $3',
+      [jobId, afterIdx, limit],
+    );
+    return rows.map((r) => ({ idx: r.idx, email: r.email, state: r.state, verdict: (typeof r.verdict === 'string' ? JSON.parse(r.verdict) : r.verdict) as ValidationResultBody }));
+  }
+
+  /**
+   * Takes the deferred emails of running jobs that are due at `now` (soonest first, at most
+   * `limit`) for a re-probe: each is leased until `now + leaseMs`, so no other call takes it
+   * meanwhile; its next result clears the lease, and a lease that passes (the process died)
+   * makes it due again. Rows another transaction is taking are skipped.
+   */
+  async claimDue(now: Date, limit: number, leaseMs: number): Promise<DueRow[]> {
+    const rows = await this.db.query<{ job_id: string; idx: number; email: string; attempts: number; next_attempt_at: string }>(
+      `UPDATE job_results r SET leased_until = $1::timestamptz + ($3::bigint * interval '1 millisecond')
+         FROM (SELECT r2.job_id, r2.idx FROM job_results r2 JOIN jobs j ON j.id = r2.job_id
+                WHERE r2.state = 'deferred' AND r2.next_attempt_at <= $1 AND (r2.leased_until IS NULL OR r2.leased_until <= $1) AND j.status IN ${ACTIVE}
+                ORDER BY r2.next_attempt_at LIMIT $2 FOR UPDATE OF r2 SKIP LOCKED) due
+        WHERE r.job_id = due.job_id AND r.idx = due.idx
+        RETURNING r.job_id, r.idx, r.email, r.attempts, r.next_attempt_at`,
+      [now.toISOString(), limit, leaseMs],
+    );
+    return rows
+      .sort((a, b) => new Date(a.next_attempt_at).getTime() - new Date(b.next_attempt_at).getTime())
+      .map((r) => ({ jobId: r.job_id, idx: r.idx, email: r.email, attempts: r.attempts }));
+  }
+
+  /**
+   * Ends every re-probe lease, so the deferred emails they held are due at once (when one
+   * process owns all the work: the embedded profile at start, where no lease can be alive).
+   */
+  async releaseLeases(): Promise<number> {
+    return (await this.db.query("UPDATE job_results SET leased_until = NULL WHERE state = 'deferred' AND leased_until IS NOT NULL RETURNING idx")).length;
+  }
+
+  /** When the next deferred email of a running job is due, its lease counted (undefined: none is deferred). */
+  async nextDeferredAt(): Promise<Date | undefined> {
+    const r = (
+      await this.db.query<{ at: string | null }>(
+        `SELECT min(GREATEST(r.next_attempt_at, COALESCE(r.leased_until, r.next_attempt_at))) AS at FROM job_results r JOIN jobs j ON j.id = r.job_id
+          WHERE r.state = 'deferred' AND j.status IN ${ACTIVE}`,
+      )
+    )[0];
+    return r?.at ? new Date(r.at) : undefined;
+  }
+
+  /**
+   * Completes a job whose every unique email is done, exactly once: the reservation settled with
+   * one credit per chargeable result (the rest released), the job `completed` with its results
+   * CSV, and `inTx` (an outbox row), in one transaction. Returns the completed job if this call
+   * did it, undefined otherwise (not finished yet, or already final).
+   */
+  async finalize(jobId: string, resultsKey: string, inTx?: InFinalTx): Promise<JobRecord | undefined> {
+    return this.db.transaction(async (tx) => {
+      const cur = await lockJob(tx, jobId);
+      if (!cur || (cur.status !== 'queued' && cur.status !== 'processing') || cur.processed < cur.unique_emails) return undefined;
+      const charged = await chargedIn(tx, jobId);
+      if (cur.reservation_id) await settleIn(tx, cur.reservation_id, charged);
+      const job = await finishIn(tx, jobId, 'completed', charged, { results_key: resultsKey });
+      if (inTx) await inTx(tx, job);
+      return job;
+    });
+  }
+
+  /**
+   * Fails a running job, refunding its whole reservation (a failed job delivers no results), in one
+   * transaction with `inTx`. Idempotent: a job already final is left alone (undefined).
+   */
+  async fail(jobId: string, error: string, inTx?: InFinalTx): Promise<JobRecord | undefined> {
+    return this.db.transaction(async (tx) => {
+      const cur = await lockJob(tx, jobId);
+      if (!cur || (cur.status !== 'queued' && cur.status !== 'processing' && cur.status !== 'awaiting_upload')) return undefined;
+      if (cur.reservation_id) await settleIn(tx, cur.reservation_id, 0);
+      const job = await finishIn(tx, jobId, 'failed', 0, { error: error.slice(0, 1000) });
+      if (inTx) await inTx(tx, job);
+      return job;
+    });
+  }
+
+  /**
+   * Cancels a queued or processing job of the account: the High-Value Validations already done
+   * are charged (their results are delivered in the partial results CSV), the rest of the
+   * reservation is released, in one transaction. Anything else is invalid_state.
+   */
+  async cancel(accountId: string, id: string): Promise<CancelJobResult> {
+    return this.db.transaction(async (tx) => {
+      const cur = await lockJob(tx, id, accountId);
+      if (!cur) return { ok: false as const, reason: 'not_found' as const };
+      if (cur.status !== 'queued' && cur.status !== 'processing') return { ok: false as const, reason: 'invalid_state' as const, job: cur };
+      const charged = await chargedIn(tx, id);
+      if (cur.reservation_id) await settleIn(tx, cur.reservation_id, charged);
+      return { ok: true as const, job: await finishIn(tx, id, 'canceled', charged, {}) };
+    });
+  }
+
+  /** Records the results CSV of a job that is final already (a canceled job's partial results). */
+  async setResultsKey(jobId: string, key: string): Promise<void> {
+    await this.db.query('UPDATE jobs SET results_key = $2 WHERE id = $1', [jobId, key]);
+  }
+
+  /** Jobs still running (queued or processing), oldest first: what a restart resumes. */
+  async listUnfinished(): Promise<JobRecord[]> {
+    return (await this.db.query(`SELECT ${COLUMNS} FROM jobs WHERE status IN ${ACTIVE} ORDER BY created_at`)).map(toJob);
+  }
+
+  /** Canceled jobs whose partial results CSV was not written yet (a crash came first). */
+  async listCanceledUnrendered(): Promise<JobRecord[]> {
+    return (await this.db.query(`SELECT ${COLUMNS} FROM jobs WHERE status = 'canceled' AND results_key IS NULL AND input_key IS NOT NULL ORDER BY created_at`)).map(toJob);
+  }
+}
+
+async function lockJob(tx: Queryable, id: string, accountId?: string): Promise<JobRecord | undefined> {
+  const r = (
+    await tx.query(`SELECT ${COLUMNS} FROM jobs WHERE id = $1${accountId === undefined ? '' : ' AND account_id = $2'} FOR UPDATE`, accountId === undefined ? [id] : [id, accountId])
+  )[0];
+  return r ? toJob(r) : undefined;
+}
+
+/** Credits a job's results cost: one per chargeable (High-Value) result that is done. */
+async function chargedIn(tx: Queryable, jobId: string): Promise<number> {
+  return (await tx.query<{ n: number }>("SELECT count(*)::int AS n FROM job_results WHERE job_id = $1 AND state = 'done' AND chargeable", [jobId]))[0]!.n;
+}
+
+async function finishIn(tx: Queryable, id: string, status: 'completed' | 'failed' | 'canceled', charged: number, extra: { results_key?: string; error?: string }): Promise<JobRecord> {
+  const rows = await tx.query(
+    `UPDATE jobs SET status = $2, credits_charged = $3, credits_refunded = credits_reserved - $3, finalized = true, completed_at = now(),
+            results_key = COALESCE($4, results_key), error = COALESCE($5, error)
+      WHERE id = $1 RETURNING ${COLUMNS}`,
+    [id, status, charged, extra.results_key ?? null, extra.error ?? null],
+  );
+  return toJob(rows[0]!);
+}
