@@ -9,6 +9,7 @@ export { AccountsRepo, type AccountListing } from './accounts.ts';
 export { KeysRepo, hashKey, keyKindOf, displayPrefix, KEY_PREFIX, type KeyRecord, type KeyListing, type KeyKind, type KeyState } from './keys.ts';
 export { LedgerRepo, type LedgerEntry, type Balance, type ReserveResult, type DebitResult } from './ledger.ts';
 export { IdempotencyRepo, type IdempotencyBegin, type IdempotentCompletion } from './idempotency.ts';
+export { WebhooksRepo, webhookEventId, enqueueWebhookIn, DEFAULT_WEBHOOK_LEASE_MS, type WebhookEvent, type NewWebhookEvent, type WebhookEventType, type WebhookStatus } from './webhooks.ts';
 export {
   JobsRepo,
   encodeJobCursor,

@@ -7,6 +7,7 @@ import { IdempotencyRepo } from './idempotency.ts';
 import { JobsRepo } from './jobs.ts';
 import { KeysRepo } from './keys.ts';
 import { LedgerRepo } from './ledger.ts';
+import { WebhooksRepo } from './webhooks.ts';
 import { migrate } from './migrate.ts';
 import { openPglite } from './pglite.ts';
 import { openPostgres } from './postgres.ts';
@@ -19,6 +20,7 @@ export class Store {
   readonly idempotency: IdempotencyRepo;
   readonly jobs: JobsRepo;
   readonly settings: SettingsRepo;
+  readonly webhooks: WebhooksRepo;
   readonly #db: Db;
 
   constructor(db: Db) {
@@ -29,6 +31,7 @@ export class Store {
     this.idempotency = new IdempotencyRepo(db);
     this.jobs = new JobsRepo(db);
     this.settings = new SettingsRepo(db);
+    this.webhooks = new WebhooksRepo(db);
   }
 
   /**
