@@ -1,5 +1,5 @@
 // The layering of DESIGN 2 and STYLE 1, as a test:
-// - packages import each other one way: contracts ← verifier ← store ← billing ← api, and
+// - packages import each other one way: contracts ← verifier ← store ← billing ← jobs ← api, and
 //   runtime composes them; runtime is imported only by entry points (cluster/, test/, bench/),
 //   so api receives its services and settings and never reads the environment;
 // - across packages only through the entries a package exports (no `./*` wildcards, no deep
@@ -23,8 +23,9 @@ const ALLOWED: Record<string, string[]> = {
   engine: ['contracts', 'verifier'],
   store: ['contracts', 'verifier'],
   billing: ['contracts', 'verifier', 'store'],
-  api: ['contracts', 'verifier', 'store', 'billing'],
-  runtime: ['contracts', 'verifier', 'engine', 'store', 'billing', 'api'],
+  jobs: ['contracts', 'verifier', 'store', 'billing'],
+  api: ['contracts', 'verifier', 'store', 'billing', 'jobs'],
+  runtime: ['contracts', 'verifier', 'engine', 'store', 'billing', 'jobs', 'api'],
 };
 
 function tsFiles(dir: string): string[] {

@@ -1,6 +1,14 @@
 // @svc/jobs: job intake (JSON, CSV), dedupe, reservation, aggregation, finalization, result CSV, webhooks.
-export { WebhookDispatcher, buildJobEvent, jobWebhookEvent, webhookRetryDelayMs, WEBHOOK_FIRST_RETRY_MS, WEBHOOK_MAX_RETRY_MS, WEBHOOK_RETRY_FOR_MS, type WebhookDispatcherOptions, type DeliveryOutcome, type JobWebhookBody, type WebhookLogger } from './webhooks.ts';
-export { validateWebhookUrl, guardTarget, classifyAddress, pinnedLookup, systemResolver, MAX_WEBHOOK_URL_LENGTH, type WebhookUrlCheck, type WebhookUrlProblem, type GuardResult, type GuardOptions, type GuardRefusal, type AddressClass, type Resolver, type ResolvedAddress } from './net-guard.ts';
+export { JobsService, MAX_JOB_EMAILS, resultsPath, type JobsServiceOptions, type DownloadLink } from './service.ts';
+export { JobAggregator, silentLogger, type JobsLogger, type OnFinal } from './aggregator.ts';
+export { JobWorker, priceVerdict, type JobVerifier, type WorkerOptions } from './worker.ts';
+export { intake, dedupeKey, newJobId, type IntakeInput, type IntakeRow, type IntakeDeps } from './intake.ts';
+export { jobStatus, downloadable, CREDITS_PER_HIGH_VALUE_VALIDATION, type JobStatus } from './status.ts';
+export { resultsCsv, type RowRenderer, type ResultsCsvDeps } from './results-csv.ts';
+export { rowsKey, dupsKey, resultsKey, openRows, type RowsHeader, type StoredRow, type StoredRows } from './rows.ts';
+export { InProcessBus, TimerScheduler, fnv1a, type Bus, type BusMessage, type BusHandler, type SubscribeOptions, type Scheduler, type DelayedWork, type InProcessBusOptions, type TimerSchedulerOptions } from './ports.ts';
+export { WORK_TOPIC, RESULTS_TOPIC, WORK_CHUNK, DOMAIN_BUCKETS, publishWork, bucketKey, type WorkItem, type WorkMessageV1, type ResultItem, type ResultsMessageV1 } from './messages.ts';
+export { signQuery, verifyQuery, type SignatureCheck, type SignedQuery } from './signing.ts';
 export { readCsv, parseCsvChunk, serializeFields, formatCell, findEmailColumn, detectDelimiter, MAX_FIELD_CHARS, MAX_RECORD_BYTES, type CsvChunk, type CsvFailure, type CsvRow, type CsvErrorCode, type ChunkParser, type LineEnd, type ParseTask, type ParseResult, type ReadCsvOptions } from './csv.ts';
 export { createCsvPool, type CsvPool, type CsvPoolOptions } from './csv-pool.ts';
 export type { RenderTask, RenderResult } from './csv-task.ts';

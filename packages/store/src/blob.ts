@@ -8,7 +8,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
-import { chmod, mkdir, open, readdir, rename, rm, stat, unlink } from 'node:fs/promises';
+import { chmod, mkdir, open, readdir, rename, rm, rmdir, stat, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { Readable, Transform, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -125,7 +125,11 @@ export class DirBlobStore implements BlobStore {
   }
 
   async delete(key: string): Promise<void> {
-    await rm(this.#path(key), { force: true });
+    const file = this.#path(key);
+    await rm(file, { force: true });
+    // A directory the deleted blob leaves empty goes too (one level: `jobs/<id>/`).
+    const dir = path.dirname(file);
+    if (dir !== this.root) await rmdir(dir).catch(() => {});
   }
 
   /** Removes temporary files a crash left behind (call at start-up, before any put). Returns how many. */

@@ -1,0 +1,115 @@
+// The job aggregator (DESIGN 4; key = job id): writes results idempotently (job + row), wakes
+// the scheduler for greylisted emails, and once every unique email is done renders the results
+// CSV into the blob store and finalizes the job exactly once (credits settled, `completed`, and the
+// in-transaction hook: a webhook outbox row), then calls the after-commit hook.
+//
+// Every step may run twice after a crash and changes nothing the second time: a result row is
+// written once per (job, idx), the CSV is rendered from stored data only (same bytes, replaced
+// atomically), and only the finalize that moves the job from running to completed settles.
+
+import type { BlobStore, InFinalTx, JobRecord, JobResultInput, Store } from '@svc/store';
+import { RESULTS_TOPIC, isResultsMessage } from './messages.ts';
+import type { Bus, BusMessage, Scheduler } from './ports.ts';
+import { resultsCsv, type RowRenderer } from './results-csv.ts';
+import { resultsKey } from './rows.ts';
+
+/** The part of a pino logger the job pipeline uses. */
+export interface JobsLogger {
+  info(obj: object, msg: string): void;
+  warn(obj: object, msg: string): void;
+  error(obj: object, msg: string): void;
+}
+
+export const silentLogger: JobsLogger = { info: () => {}, warn: () => {}, error: () => {} };
+
+/** Called after a job became final (completed or failed) and that was committed. */
+export type OnFinal = (job: JobRecord) => void | Promise<void>;
+
+export interface AggregatorOptions {
+  store: Pick<Store, 'jobs'>;
+  blobs: BlobStore;
+  bus: Bus;
+  scheduler: Scheduler;
+  renderer?: RowRenderer;
+  onFinal?: OnFinal;
+  onFinalTx?: InFinalTx;
+  log: JobsLogger;
+}
+
+const RUNNING = new Set(['queued', 'processing']);
+
+export class JobAggregator {
+  #finishing = new Map<string, Promise<void>>();
+
+  constructor(private readonly opts: AggregatorOptions) {}
+
+  start(partitions: number): void {
+    this.opts.bus.subscribe(RESULTS_TOPIC, (m) => this.handle(m), { partitions });
+  }
+
+  async handle(message: BusMessage): Promise<void> {
+    if (!isResultsMessage(message)) throw new Error(`unknown results message v${message.v}`);
+    const rows: JobResultInput[] = message.results.map((r) => ({
+      idx: r.idx,
+      email: r.email,
+      verdict: r.verdict,
+      chargeable: r.chargeable,
+      attempts: r.attempts,
+      state: r.state,
+      ...(r.next_attempt_at ? { nextAttemptAt: new Date(r.next_attempt_at) } : {}),
+    }));
+    const out = await this.opts.store.jobs.recordResults(message.job_id, rows);
+    if (!out.accepted || !out.job) return; // canceled or final: late results are dropped
+    let soonest: number | undefined;
+    for (const r of rows) if (r.nextAttemptAt && (soonest === undefined || r.nextAttemptAt.getTime() < soonest)) soonest = r.nextAttemptAt.getTime();
+    if (soonest !== undefined) this.opts.scheduler.wake(new Date(soonest));
+    if (out.job.processed >= out.job.unique_emails) await this.complete(out.job.id);
+  }
+
+  /** Renders and finalizes a job whose every unique email is done (once per process at a time). */
+  complete(jobId: string): Promise<void> {
+    let p = this.#finishing.get(jobId);
+    if (!p) {
+      p = this.#complete(jobId).finally(() => this.#finishing.delete(jobId));
+      this.#finishing.set(jobId, p);
+    }
+    return p;
+  }
+
+  async #complete(jobId: string): Promise<void> {
+    const { store, blobs, log } = this.opts;
+    const job = await store.jobs.byId(jobId);
+    if (!job || !RUNNING.has(job.status) || job.processed < job.unique_emails) return;
+    const key = resultsKey(jobId);
+    const { bytes } = await blobs.put(key, resultsCsv(this.opts, job));
+    const done = await store.jobs.finalize(jobId, key, this.opts.onFinalTx);
+    if (!done) return;
+    log.info({ job_id: jobId, rows: done.total_rows, unique: done.unique_emails, charged: done.credits_charged, refunded: done.credits_refunded, bytes }, 'job completed');
+    await this.#after(done);
+  }
+
+  /** Fails a running job (its whole reservation refunded), once. */
+  async fail(jobId: string, error: string): Promise<JobRecord | undefined> {
+    const failed = await this.opts.store.jobs.fail(jobId, error, this.opts.onFinalTx);
+    if (failed) {
+      this.opts.log.error({ job_id: jobId, error }, 'job failed');
+      await this.#after(failed);
+    }
+    return failed;
+  }
+
+  /** Writes a canceled job's partial results CSV (what was validated before the cancel). */
+  async renderCanceled(job: JobRecord): Promise<void> {
+    const key = resultsKey(job.id);
+    await this.opts.blobs.put(key, resultsCsv(this.opts, job));
+    await this.opts.store.jobs.setResultsKey(job.id, key);
+  }
+
+  async #after(job: JobRecord): Promise<void> {
+    try {
+      await this.opts.onFinal?.(job);
+    } catch (err) {
+      this.opts.log.error({ err, job_id: job.id }, 'onFinal hook failed');
+    }
+  }
+}

@@ -1,0 +1,159 @@
+// Job intake (DESIGN 4): rows in input order → dedupe → the input stored in the blob store
+// (rows.ts) → the job recorded with its credits held (one transaction) → work published on the
+// bus. JSON jobs and CSV jobs come through the same function; rows arrive in chunks and are
+// written out as they come, so nothing but the dedupe index (one entry per unique email) grows
+// with the input.
+//
+// Dedupe (spec core 3.1, docs/decisions.md "Jobs"): two strings are the same email when the
+// verifier's parser gives them the same mailbox (exact local part, canonical form of a quoted one;
+// the domain case-insensitive, in ASCII): the same key sync pricing uses, so one mailbox is never
+// probed or charged twice in a job. Strings that are not addresses are deduplicated by their exact
+// (trimmed) text. Credits reserved = unique emails.
+
+import { randomBytes } from 'node:crypto';
+import { ServiceError } from '@svc/contracts';
+import type { BlobStore, IdempotentCompletion, JobRecord, JobSource, Store } from '@svc/store';
+import { parseAddress } from '@svc/verifier';
+import { publishWork, type WorkItem } from './messages.ts';
+import type { Bus } from './ports.ts';
+import { BitSet, dupsKey, rowLine, rowsKey, type RowsHeader } from './rows.ts';
+
+/** One input row: its cells (the input columns of the results CSV) and its email, trimmed. */
+export interface IntakeRow {
+  fields: readonly string[];
+  email: string;
+}
+
+export interface IntakeInput {
+  accountId: string;
+  source: JobSource;
+  /** The input columns (JSON jobs: `['email']`). */
+  columns: readonly string[];
+  /** Which column holds the email. */
+  emailIndex: number;
+  /** The upload started with a UTF-8 BOM. */
+  bom?: boolean;
+  /**
+   * The rows in input order, in chunks. To refuse the input (a CSV error), throw a ServiceError
+   * from the iterable: nothing is kept and the error reaches the caller.
+   */
+  rows: AsyncIterable<readonly IntakeRow[]> | Iterable<readonly IntakeRow[]>;
+  webhookUrl?: string | null;
+  filename?: string | null;
+  emailColumn?: string | null;
+  /** A CSV job made by prepare-upload (awaiting its upload): it is queued instead of created. */
+  jobId?: string;
+  /** An idempotent request's response, recorded in the transaction that creates the job. */
+  completion?: (job: JobRecord) => IdempotentCompletion;
+}
+
+export interface IntakeDeps {
+  store: Pick<Store, 'jobs'>;
+  blobs: BlobStore;
+  bus: Bus;
+  /** Publishing the work of a created job failed (it is published again at the next start). */
+  onPublishError?: (err: unknown, jobId: string) => void;
+}
+
+export const newJobId = (): string => `job_${randomBytes(12).toString('hex')}`;
+
+/** The dedupe key of an email (see the file comment). */
+export function dedupeKey(email: string): string {
+  const p = parseAddress(email);
+  return p.ok ? `${p.local}@${p.asciiDomain}` : `\u0000${email}`;
+}
+
+const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+/** Rows per written line batch; the event loop gets a turn between batches. */
+const LINE_BATCH = 2000;
+
+/**
+ * Runs the intake of one job and returns it queued. Throws ServiceError `insufficient_credits`
+ * (with `required` and `available`), `job_not_found` / `invalid_job_state` (a CSV job that is not
+ * awaiting its upload), or whatever the rows throw; in every case the stored input is deleted.
+ */
+export async function intake(deps: IntakeDeps, input: IntakeInput): Promise<JobRecord> {
+  const { store, blobs, bus } = deps;
+  const id = input.jobId ?? newJobId();
+  const rKey = rowsKey(id);
+  const dKey = dupsKey(id);
+  const index = new Map<string, number>();
+  const uniques: string[] = [];
+  const dups = new BitSet();
+  let total = 0;
+
+  const header: RowsHeader = { v: 1, columns: [...input.columns], email_index: input.emailIndex, bom: input.bom ?? false };
+  async function* lines(): AsyncGenerator<string> {
+    yield `${JSON.stringify(header)}\n`;
+    let out = '';
+    let n = 0;
+    for await (const chunk of input.rows) {
+      for (const row of chunk) {
+        const key = dedupeKey(row.email);
+        let idx = index.get(key);
+        if (idx === undefined) {
+          idx = uniques.length;
+          index.set(key, idx);
+          uniques.push(row.email);
+        } else dups.set(idx);
+        total++;
+        out += `${rowLine(idx, row.fields)}\n`;
+        if (++n >= LINE_BATCH) {
+          yield out;
+          out = '';
+          n = 0;
+          await yieldToLoop();
+        }
+      }
+    }
+    if (out) yield out;
+  }
+
+  const cleanup = async () => {
+    await blobs.delete(rKey).catch(() => {});
+    await blobs.delete(dKey).catch(() => {});
+  };
+  let job: JobRecord;
+  try {
+    await blobs.put(rKey, lines());
+    index.clear();
+    if (total === 0) throw new ServiceError('emails_required');
+    await blobs.put(dKey, [Buffer.from(dups.slice(uniques.length))]);
+    const counts = { totalRows: total, uniqueEmails: uniques.length, inputKey: rKey };
+    if (input.jobId) {
+      const r = await store.jobs.queue(input.accountId, input.jobId, { ...counts, emailColumn: input.emailColumn ?? null }, input.completion);
+      if (!r.ok) {
+        if ('available' in r) throw insufficient(uniques.length, r.available);
+        throw new ServiceError(r.reason === 'not_found' ? 'job_not_found' : 'invalid_job_state');
+      }
+      job = r.job;
+    } else {
+      const r = await store.jobs.create(
+        { id, accountId: input.accountId, source: input.source, filename: input.filename ?? null, webhookUrl: input.webhookUrl ?? null, emailColumn: input.emailColumn ?? null, ...counts },
+        input.completion,
+      );
+      if (!r.ok) throw insufficient(uniques.length, r.available);
+      job = r.job;
+    }
+  } catch (err) {
+    await cleanup();
+    throw err;
+  }
+  // The job is durable from here: if publishing fails (or the process dies), a restart finds the
+  // job queued without results and publishes its work again (JobsService.start).
+  try {
+    await publishWork(bus, job.id, uniqueItems(uniques));
+  } catch (err) {
+    deps.onPublishError?.(err, job.id);
+  }
+  return job;
+}
+
+function* uniqueItems(uniques: readonly string[]): Generator<WorkItem> {
+  for (let i = 0; i < uniques.length; i++) yield [i, uniques[i]!, 0];
+}
+
+export function insufficient(required: number, available: number): ServiceError {
+  return new ServiceError('insufficient_credits', `This job needs ${required} credits (one per unique email); ${available} available`, { required, available });
+}

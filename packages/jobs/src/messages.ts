@@ -1,0 +1,88 @@
+// The messages of the job pipeline (STYLE 6: versioned plain data, keyed for partitioning):
+// - `jobs.work` (key: a bucket of the recipient domain, so one partition owner sees every address
+//   of a domain, as the cluster's domain actors need): unique emails of one job to probe;
+// - `jobs.results` (key: the job id, so one aggregator owns a job): their priced results.
+// Dates travel as ISO 8601 strings.
+
+import type { ValidationResultBody } from '@svc/contracts';
+import { fnv1a, type Bus } from './ports.ts';
+
+export const WORK_TOPIC = 'jobs.work';
+export const RESULTS_TOPIC = 'jobs.results';
+
+/** Unique emails per work message. */
+export const WORK_CHUNK = 500;
+/** Domain buckets: the work topic's keys (`d0` … `d63`). */
+export const DOMAIN_BUCKETS = 64;
+
+/** [idx, email, probes made before this one] */
+export type WorkItem = [idx: number, email: string, attempts: number];
+
+export interface WorkMessageV1 {
+  v: 1;
+  job_id: string;
+  items: WorkItem[];
+}
+
+export interface ResultItem {
+  idx: number;
+  email: string;
+  verdict: ValidationResultBody;
+  chargeable: boolean;
+  /** Probes made for this email, this one included. */
+  attempts: number;
+  state: 'done' | 'deferred';
+  /** For a deferred email: when to probe it again (ISO 8601). */
+  next_attempt_at?: string;
+}
+
+export interface ResultsMessageV1 {
+  v: 1;
+  job_id: string;
+  results: ResultItem[];
+}
+
+/** The domain part of an address as written, lower-cased: enough to bucket it (the verifier canonicalises). */
+export function domainOf(email: string): string {
+  const at = email.lastIndexOf('@');
+  return at < 0 ? '' : email.slice(at + 1).toLowerCase();
+}
+
+export const bucketKey = (email: string): string => `d${fnv1a(domainOf(email)) % DOMAIN_BUCKETS}`;
+
+/**
+ * Publishes work for a job: items grouped by domain bucket, at most WORK_CHUNK per message, each
+ * message keyed by its bucket. Returns the number of messages.
+ */
+export async function publishWork(bus: Bus, jobId: string, items: Iterable<WorkItem>): Promise<number> {
+  const open = new Map<string, WorkItem[]>();
+  let sent = 0;
+  const flush = async (key: string, chunk: WorkItem[]) => {
+    const message: WorkMessageV1 = { v: 1, job_id: jobId, items: chunk };
+    await bus.publish(WORK_TOPIC, key, message as unknown as WorkMessageV1 & { readonly [k: string]: unknown });
+    sent++;
+  };
+  for (const item of items) {
+    const key = bucketKey(item[1]);
+    let chunk = open.get(key);
+    if (!chunk) open.set(key, (chunk = []));
+    chunk.push(item);
+    if (chunk.length >= WORK_CHUNK) {
+      open.delete(key);
+      await flush(key, chunk);
+    }
+  }
+  for (const [key, chunk] of open) await flush(key, chunk);
+  return sent;
+}
+
+/** Whether a bus message is a work message this code understands. */
+export function isWorkMessage(m: { v: number }): m is WorkMessageV1 {
+  const w = m as Partial<WorkMessageV1>;
+  return w.v === 1 && typeof w.job_id === 'string' && Array.isArray(w.items);
+}
+
+export function isResultsMessage(m: { v: number }): m is ResultsMessageV1 {
+  const r = m as Partial<ResultsMessageV1>;
+  return r.v === 1 && typeof r.job_id === 'string' && Array.isArray(r.results);
+}

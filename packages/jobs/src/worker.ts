@@ -1,0 +1,81 @@
+// The job worker: takes work messages (unique emails of one job), probes them through the
+// verifier with no in-session greylist retry, prices each result with @svc/billing (the same
+// pricing as sync requests) and publishes the results for the job's aggregator.
+//
+// Greylisting (DESIGN 4, docs/decisions.md "Jobs"): a result with reason_code `smtp_tempfail` is
+// stored deferred, to be probed again after `greylistDelayMs` by the scheduler (durably: the due
+// time is in the store), up to `greylistAttempts` probes in all; the last one's `unknown` stands.
+
+import { chargeReasonFor, type ChargedResult } from '@svc/billing';
+import type { Store } from '@svc/store';
+import type { RunOptions, Verdict } from '@svc/verifier';
+import { RESULTS_TOPIC, WORK_TOPIC, isWorkMessage, type ResultItem, type ResultsMessageV1, type WorkMessageV1 } from './messages.ts';
+import type { Bus, BusMessage } from './ports.ts';
+
+/** The verifier as the worker uses it. */
+export interface JobVerifier {
+  verify(emails: readonly string[], opts?: RunOptions): Promise<Verdict[]>;
+}
+
+export interface WorkerOptions {
+  store: Pick<Store, 'jobs'>;
+  verifier: JobVerifier;
+  bus: Bus;
+  /** SVC_JOB_GREYLIST_DELAY_MS */
+  greylistDelayMs: number;
+  /** SVC_JOB_GREYLIST_ATTEMPTS: probes in all, the first included. */
+  greylistAttempts: number;
+  now?: () => number;
+}
+
+/** A verdict with its price (the wire shape), as sync pricing makes it for a first occurrence. */
+export function priceVerdict(v: Verdict): ChargedResult {
+  const { chargeable, ...rest } = v;
+  return { ...rest, credits_charged: chargeable ? 1 : 0, charge_reason: chargeReasonFor(v) };
+}
+
+export class JobWorker {
+  readonly #now: () => number;
+
+  constructor(private readonly opts: WorkerOptions) {
+    this.#now = opts.now ?? Date.now;
+  }
+
+  /** Consumes the work topic with `partitions` messages at a time. */
+  start(partitions: number): void {
+    this.opts.bus.subscribe(WORK_TOPIC, (m) => this.handle(m), { partitions });
+  }
+
+  async handle(message: BusMessage): Promise<void> {
+    if (!isWorkMessage(message)) throw new Error(`unknown work message v${message.v}`);
+    const { store, verifier, bus } = this.opts;
+    // A canceled or finished job's work is dropped here (and its late results by the aggregator).
+    if (!(await store.jobs.claimForWork(message.job_id))) return;
+    const results = await this.probe(message);
+    const out: ResultsMessageV1 = { v: 1, job_id: message.job_id, results };
+    await bus.publish(RESULTS_TOPIC, message.job_id, out as unknown as BusMessage);
+  }
+
+  async probe(message: WorkMessageV1): Promise<ResultItem[]> {
+    const { verifier, greylistAttempts, greylistDelayMs } = this.opts;
+    const verdicts = await verifier.verify(
+      message.items.map(([, email]) => email),
+      { smtpRetries: 0 },
+    );
+    const now = this.#now();
+    return message.items.map(([idx, email, before], i) => {
+      const v = verdicts[i]!;
+      const attempts = before + 1;
+      const again = v.reason_code === 'smtp_tempfail' && attempts < greylistAttempts;
+      return {
+        idx,
+        email,
+        verdict: priceVerdict(v),
+        chargeable: v.chargeable,
+        attempts,
+        state: again ? 'deferred' : 'done',
+        ...(again ? { next_attempt_at: new Date(now + greylistDelayMs).toISOString() } : {}),
+      };
+    });
+  }
+}

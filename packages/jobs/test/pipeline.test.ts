@@ -1,0 +1,396 @@
+// The job pipeline in one process over its real adapters (PGlite, a blob directory, the
+// in-process bus and timer scheduler) and a scripted verifier: dedupe, exact counters and credits,
+// greylist re-probes, the results CSV byte for byte, cancel, signed downloads, and restart
+// recovery (a second service on the same store finishes what the first left, nothing twice).
+
+import t from 'tap';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { ServiceError } from '@svc/contracts';
+import { DirBlobStore, Store, type JobRecord } from '@svc/store';
+import type { Verdict } from '@svc/verifier';
+import { InProcessBus, JobsService, dedupeKey, intake, resultsPath, type JobsServiceOptions, type JobVerifier } from '../src/index.ts';
+import { migratedPglite } from '../../../test/helpers/pglite.ts';
+
+type Tap = Parameters<Parameters<typeof t.test>[0]>[0];
+
+/** A verdict as the verifier would give it, by domain: v.test valid (info@ role-based), c.test catch-all, x.test no such user, g.test greylists twice, gf.test greylists forever. */
+function scripted(tries: Map<string, number>) {
+  return (email: string): Verdict => {
+    const base = {
+      email,
+      reason: '',
+      syntax_valid: true,
+      dns_valid: true,
+      smtp_valid: true,
+      is_role_based: false,
+      is_free_provider: false,
+      is_disposable: false,
+      is_catchall: false,
+      flags: [],
+    };
+    const at = email.lastIndexOf('@');
+    const local = email.slice(0, at);
+    const domain = email.slice(at + 1).toLowerCase();
+    if (at <= 0 || !domain.includes('.')) {
+      return { ...base, result: 'invalid', reason: 'Invalid syntax', reason_code: 'invalid_syntax', syntax_valid: false, dns_valid: false, smtp_valid: false, b2b_outbound_quality: 'none', b2b_quality: 'none', validation_layer: 'syntax', chargeable: false };
+    }
+    const n = (tries.get(email) ?? 0) + 1;
+    tries.set(email, n);
+    const tempfail: Verdict = { ...base, result: 'unknown', reason: 'Greylisted', reason_code: 'smtp_tempfail', smtp_valid: false, b2b_outbound_quality: 'unknown', b2b_quality: 'unknown', validation_layer: 'smtp', smtp_response: '450 4.7.1 try later', chargeable: false };
+    switch (domain) {
+      case 'c.test':
+        return { ...base, result: 'risky', reason: 'Catch-all', reason_code: 'catch_all', smtp_valid: false, is_catchall: true, catchall_confidence: 'high', b2b_outbound_quality: 'none', b2b_quality: 'none', validation_layer: 'catchall', chargeable: false };
+      case 'x.test':
+        return { ...base, result: 'invalid', reason: 'No such user', reason_code: 'mailbox_not_found', smtp_valid: false, b2b_outbound_quality: 'none', b2b_quality: 'none', validation_layer: 'smtp', smtp_response: '550 5.1.1 no, "really"', chargeable: false };
+      case 'gf.test':
+        return tempfail;
+      default:
+        if (domain === 'g.test' && n < 3) return tempfail; // the third probe is accepted
+        if (local === 'info') return { ...base, result: 'valid_role_based', reason: 'Role account', reason_code: 'role_account', is_role_based: true, role_type: 'information', b2b_outbound_quality: 'low', b2b_quality: 'low', validation_layer: 'smtp', chargeable: false };
+        return { ...base, result: 'valid', reason_code: 'accepted', b2b_outbound_quality: 'high', b2b_quality: 'high', validation_layer: 'smtp', smtp_response: '250 2.1.5 OK', chargeable: true };
+    }
+  };
+}
+
+interface FakeVerifier extends JobVerifier {
+  tries: Map<string, number>;
+  calls: Array<{ emails: string[]; smtpRetries: number | undefined }>;
+  /** Emails of these domains wait until release() (a probe in flight when the process dies). */
+  hold: Set<string>;
+  release(): void;
+}
+
+function fakeVerifier(): FakeVerifier {
+  const tries = new Map<string, number>();
+  const verdict = scripted(tries);
+  let open!: () => void;
+  let gate = new Promise<void>((r) => (open = r));
+  const v: FakeVerifier = {
+    tries,
+    calls: [],
+    hold: new Set(),
+    release: () => {
+      open();
+      gate = new Promise<void>((r) => (open = r));
+    },
+    async verify(emails, opts) {
+      v.calls.push({ emails: [...emails], smtpRetries: opts?.smtpRetries });
+      if (emails.some((e) => v.hold.has(e.slice(e.lastIndexOf('@') + 1).toLowerCase()))) await gate;
+      return emails.map(verdict);
+    },
+  };
+  return v;
+}
+
+const dirs: string[] = [];
+t.teardown(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+
+interface World {
+  store: Store;
+  blobs: DirBlobStore;
+  verifier: FakeVerifier;
+  service(opts?: Partial<JobsServiceOptions>): Promise<{ svc: JobsService; bus: InProcessBus }>;
+}
+
+// One database and blob directory for the file (a fresh PGlite costs seconds on a busy machine);
+// every test has its own accounts, verifier, bus and services, all stopped when it ends.
+let shared: Promise<{ store: Store; blobs: DirBlobStore }> | undefined;
+function sharedStore(): Promise<{ store: Store; blobs: DirBlobStore }> {
+  shared ??= (async () => {
+    const db = await migratedPglite();
+    t.teardown(() => db.close());
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'svc-jobs-'));
+    dirs.push(dir);
+    return { store: new Store(db), blobs: new DirBlobStore(path.join(dir, 'blobs')) };
+  })();
+  return shared;
+}
+
+async function world(t: Tap): Promise<World> {
+  const { store, blobs } = await sharedStore();
+  const verifier = fakeVerifier();
+  const stops: Array<() => Promise<void>> = [];
+  t.teardown(async () => {
+    verifier.release();
+    for (const s of stops.reverse()) await s();
+  });
+  return {
+    store,
+    blobs,
+    verifier,
+    async service(opts = {}) {
+      const bus = new InProcessBus({ retryDelayMs: 20 });
+      const svc = new JobsService({ store, blobs, bus, verifier, publicUrl: 'http://svc.test', secret: 'a-test-secret-of-32-characters!!', greylistDelayMs: 40, greylistAttempts: 3, ownsAllWork: true, ...opts });
+      await svc.start();
+      stops.push(async () => {
+        await svc.stop();
+        await bus.close();
+      });
+      return { svc, bus };
+    },
+  };
+}
+
+async function waitFor(store: Store, id: string, pred: (j: JobRecord) => boolean, ms = 8000): Promise<JobRecord> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const j = await store.jobs.byId(id);
+    if (j && pred(j)) return j;
+    if (Date.now() > end) throw new Error(`job ${id} did not get there: ${JSON.stringify(j && { status: j.status, processed: j.processed, unique: j.unique_emails })}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+async function text(body: AsyncIterable<unknown>): Promise<string> {
+  let s = '';
+  for await (const c of body) s += typeof c === 'string' ? c : Buffer.from(c as Buffer).toString('utf8');
+  return s;
+}
+
+const HEADER = 'email,result,reason_code,reason,b2b_outbound_quality,is_role_based,role_type,is_free_provider,is_disposable,is_catchall,catchall_confidence,did_you_mean,credits_charged,charge_reason,validation_layer,smtp_response';
+
+t.test('dedupe keys: exact local part, domain without case, canonical quoted forms; non-addresses by exact text', async (t) => {
+  t.equal(dedupeKey('jane.doe@Accept.TEST'), dedupeKey('jane.doe@accept.test'));
+  t.equal(dedupeKey('"jane.doe"@accept.test'), dedupeKey('jane.doe@accept.test'));
+  t.not(dedupeKey('Jane.Doe@accept.test'), dedupeKey('jane.doe@accept.test'), 'the local part is exact');
+  t.equal(dedupeKey('not an email'), dedupeKey('not an email'));
+  t.not(dedupeKey('not an email'), dedupeKey('Not an email'));
+});
+
+t.test('a JSON job end to end: counters, credits, greylist re-probes, the results CSV', async (t) => {
+  const w = await world(t);
+  const acc = await w.store.accounts.create({ credits: 20 });
+  const { svc } = await w.service();
+  const emails = [
+    'jane@v.test',
+    'info@v.test',
+    'jane@V.Test', // same mailbox: the domain's case does not matter
+    ' "jane"@v.test ', // same mailbox once trimmed and canonical; the input cell keeps the spaces
+    'a@c.test',
+    'b@x.test',
+    'not-an-email',
+    'not-an-email', // same string
+    '=cmd@v.test', // formula characters: valid addresses, escaped cells
+    '+1@v.test',
+    '-x@v.test',
+    '@lead',
+    'g1@g.test', // greylisted twice, then accepted
+    'gf@gf.test', // greylisted on every probe: unknown after 3
+    'a@c.test',
+  ];
+  const job = await svc.createJsonJob(acc, emails, { webhookUrl: 'https://hooks.example.com/x' });
+  t.strictSame([job.status, job.source, job.total_rows, job.unique_emails, job.credits_reserved, job.webhook_url], ['queued', 'json', 15, 11, 11, 'https://hooks.example.com/x']);
+  t.strictSame(await w.store.ledger.balance(acc).then((b) => [b!.balance, b!.reserved]), [20, 11], 'unique emails reserved');
+
+  const done = await waitFor(w.store, job.id, (j) => j.status === 'completed');
+  const status = svc.status(done);
+  t.strictSame(status.progress, { processed: 11, total: 11, percent: 100 });
+  t.strictSame(status.results, {
+    total_rows: 15,
+    unique_emails: 11,
+    valid: 5, // jane, =cmd, +1, -x, g1
+    valid_role_based: 1,
+    invalid: 3, // b@x, not-an-email, @lead
+    risky: 1,
+    unknown: 1,
+    role_based: 1,
+    high_value: 5,
+    catch_all: 1,
+    credits_reserved: 11,
+    credits_charged: 5,
+    credits_consumed: 5,
+    credits_refunded: 6,
+    credits_per_high_value_validation: 1,
+  });
+  t.strictSame(status.credit_reservation, { reserved: true, reserved_credits: 11, credits_charged: 5, credits_consumed: 5, refunded_credits: 6, credits_per_high_value_validation: 1, finalized: true });
+  t.strictSame(status.download, { available: true, url: `http://svc.test/v1/csv/jobs/${job.id}/download` });
+  t.strictSame([status.source, status.filename, status.webhook_url], ['json', null, 'https://hooks.example.com/x']);
+  t.ok(status.started_at && status.completed_at && status.created_at <= status.started_at && status.started_at <= status.completed_at, 'created ≤ started ≤ completed');
+  t.strictSame(await w.store.ledger.balance(acc).then((b) => [b!.balance, b!.reserved]), [15, 0]);
+  t.strictSame(await w.store.ledger.totals(acc), { balance: 15, reserved: 0 }, 'the ledger agrees');
+
+  t.equal(w.verifier.tries.get('g1@g.test'), 3, 'the greylisted address was probed three times');
+  t.equal(w.verifier.tries.get('gf@gf.test'), 3, 'the one greylisted forever three times, then unknown');
+  t.equal(w.verifier.tries.get('jane@v.test'), 1, 'each unique email once');
+  t.ok(w.verifier.calls.every((c) => c.smtpRetries === 0), 'jobs ask for no in-session greylist retry');
+  const attempts = await w.store.jobs.results(job.id, -1, 100);
+  t.strictSame(attempts.map((r) => r.state), new Array(11).fill('done'));
+
+  const link = await svc.downloadLink(acc, job.id);
+  const q = Object.fromEntries(new URL(link.url).searchParams);
+  t.ok(link.url.startsWith(`http://svc.test${resultsPath(job.id)}?`));
+  const csv = await text((await svc.openResults(job.id, q)).body as AsyncIterable<unknown>);
+  const lines = csv.split('\r\n');
+  t.equal(lines.pop(), '', 'CRLF after every line');
+  t.strictSame(lines, [
+    HEADER,
+    'jane@v.test,valid,accepted,,high,false,,false,false,false,,,1,high_value_validation,smtp,250 2.1.5 OK',
+    'info@v.test,valid_role_based,role_account,Role account,low,true,information,false,false,false,,,0,role_based_not_charged,smtp,',
+    'jane@V.Test,valid,accepted,,high,false,,false,false,false,,,0,duplicate_in_job,smtp,250 2.1.5 OK',
+    ' "jane"@v.test ,valid,accepted,,high,false,,false,false,false,,,0,duplicate_in_job,smtp,250 2.1.5 OK'.replace(' "jane"@v.test ', '" ""jane""@v.test "'),
+    'a@c.test,risky,catch_all,Catch-all,none,false,,false,false,true,high,,0,catchall_not_charged,catchall,',
+    'b@x.test,invalid,mailbox_not_found,No such user,none,false,,false,false,false,,,0,invalid_not_charged,smtp,"550 5.1.1 no, ""really"""',
+    'not-an-email,invalid,invalid_syntax,Invalid syntax,none,false,,false,false,false,,,0,invalid_not_charged,syntax,',
+    'not-an-email,invalid,invalid_syntax,Invalid syntax,none,false,,false,false,false,,,0,duplicate_in_job,syntax,',
+    "'=cmd@v.test,valid,accepted,,high,false,,false,false,false,,,1,high_value_validation,smtp,250 2.1.5 OK",
+    "'+1@v.test,valid,accepted,,high,false,,false,false,false,,,1,high_value_validation,smtp,250 2.1.5 OK",
+    "'-x@v.test,valid,accepted,,high,false,,false,false,false,,,1,high_value_validation,smtp,250 2.1.5 OK",
+    "'@lead,invalid,invalid_syntax,Invalid syntax,none,false,,false,false,false,,,0,invalid_not_charged,syntax,",
+    'g1@g.test,valid,accepted,,high,false,,false,false,false,,,1,high_value_validation,smtp,250 2.1.5 OK',
+    'gf@gf.test,unknown,smtp_tempfail,Greylisted,unknown,false,,false,false,false,,,0,unknown_not_charged,smtp,450 4.7.1 try later',
+    'a@c.test,risky,catch_all,Catch-all,none,false,,false,false,true,high,,0,duplicate_in_job,catchall,',
+  ]);
+  const charged = lines.slice(1).reduce((n, l) => n + Number(l.split(',').at(-4) === '1' || l.includes(',1,high_value_validation,')), 0);
+  t.equal(charged, 5, 'the CSV charges what the ledger charged');
+
+  const seg = await svc.downloadLink(acc, job.id, 'risky,unknown');
+  const segCsv = await text((await svc.openResults(job.id, Object.fromEntries(new URL(seg.url).searchParams))).body as AsyncIterable<unknown>);
+  t.strictSame(segCsv.split('\r\n').filter(Boolean).map((l) => l.split(',')[0]), ['email', 'a@c.test', 'gf@gf.test', 'a@c.test'], 'segment: only those results');
+});
+
+t.test('bad input and refusals write nothing', async (t) => {
+  const w = await world(t);
+  const acc = await w.store.accounts.create({ credits: 2 });
+  const other = await w.store.accounts.create({ credits: 100 });
+  const { svc } = await w.service();
+  const err = await svc.createJsonJob(acc, ['a@v.test', 'b@v.test', 'c@v.test', 'a@v.test']).catch((e: unknown) => e);
+  t.ok(err instanceof ServiceError);
+  t.strictSame((err as ServiceError).body(), { error: 'Payment Required', message: 'This job needs 3 credits (one per unique email); 2 available', code: 'insufficient_credits', required: 3, available: 2 });
+  t.strictSame(await w.store.jobs.list(acc, { limit: 10 }), { jobs: [] }, 'no job');
+  const { readdirSync } = await import('node:fs');
+  const inputs = () => readdirSync(path.join(w.blobs.root, 'jobs'));
+  const before = inputs().length;
+  await svc.createJsonJob(acc, ['a@v.test', 'b@v.test', 'c@v.test']).catch(() => undefined);
+  t.equal(inputs().length, before, 'no stored input left behind');
+  t.strictSame(await w.store.ledger.balance(acc).then((b) => [b!.balance, b!.reserved]), [2, 0]);
+  await t.rejects(svc.createJsonJob(acc, []), { code: 'emails_required' });
+  await t.rejects(svc.createJsonJob(acc, new Array(500_001).fill('a@v.test')), { code: 'too_many_emails', message: 'maximum 500,000 emails per job' });
+  await t.rejects(svc.createJsonJob(acc, ['a@v.test'], { webhookUrl: 'ftp://x.example.com/' }), { code: 'invalid_webhook_url' });
+  await t.rejects(svc.createJsonJob(acc, ['a@v.test'], { webhookUrl: 'not a url' }), { code: 'invalid_webhook_url' });
+
+  const job = await svc.createJsonJob(other, ['a@v.test']);
+  await t.rejects(svc.get(acc, job.id), { code: 'job_not_found' }, "another account's job");
+  await t.rejects(svc.cancel(acc, job.id), { code: 'job_not_found' });
+  await t.rejects(svc.downloadLink(acc, job.id), { code: 'job_not_found' });
+  await waitFor(w.store, job.id, (j) => j.status === 'completed');
+  await t.rejects(svc.cancel(other, job.id), { code: 'invalid_job_state' }, 'cancel a finished job');
+  await t.rejects(svc.list(acc, { limit: 5, cursor: 'junk' }), { code: 'invalid_request' });
+  await t.rejects(svc.downloadLink(other, job.id, 'valid,nope'), { code: 'invalid_request' });
+});
+
+t.test('signed download URLs: tampered, expired, not yet available', async (t) => {
+  const w = await world(t);
+  const acc = await w.store.accounts.create({ credits: 10 });
+  let now = Date.now();
+  const { svc } = await w.service({ now: () => now });
+  w.verifier.hold.add('v.test');
+  const job = await svc.createJsonJob(acc, ['a@v.test', 'b@x.test']);
+  await t.rejects(svc.downloadLink(acc, job.id), { code: 'invalid_job_state' }, 'before completion');
+  w.verifier.release();
+  await waitFor(w.store, job.id, (j) => j.status === 'completed');
+  const link = await svc.downloadLink(acc, job.id, 'valid');
+  t.equal(link.expires_at, new Date(Math.floor((now + 3_600_000) / 1000) * 1000).toISOString(), 'valid for an hour');
+  const q = Object.fromEntries(new URL(link.url).searchParams);
+  t.equal(q.segment, 'valid');
+  await t.rejects(svc.openResults(job.id, { ...q, segment: 'valid,invalid' }), { code: 'invalid_signature' }, 'a changed parameter');
+  await t.rejects(svc.openResults(job.id, { ...q, signature: q.signature!.replace(/^./, (c) => (c === 'a' ? 'b' : 'a')) }), { code: 'invalid_signature' }, 'a changed signature');
+  await t.rejects(svc.openResults('job_other', q), { code: 'invalid_signature' }, 'another job');
+  const { signature: _s, ...unsigned } = q;
+  await t.rejects(svc.openResults(job.id, unsigned), { code: 'invalid_signature' }, 'no signature');
+  t.equal(await text((await svc.openResults(job.id, q)).body as AsyncIterable<unknown>), `${HEADER}\r\na@v.test,valid,accepted,,high,false,,false,false,false,,,1,high_value_validation,smtp,250 2.1.5 OK\r\n`);
+  now += 3_601_000;
+  await t.rejects(svc.openResults(job.id, q), { code: 'invalid_signature', message: 'The signed URL has expired; ask for a new one' });
+});
+
+t.test('cancel: work in flight is dropped, done High-Value results charged, the rest refunded, partial CSV', async (t) => {
+  const w = await world(t);
+  const acc = await w.store.accounts.create({ credits: 10 });
+  const { svc } = await w.service();
+  w.verifier.hold.add('slow.test');
+  const job = await svc.createJsonJob(acc, ['a@v.test', 'c@slow.test', 'b@v.test', 'd@slow.test']);
+  await waitFor(w.store, job.id, (j) => j.processed === 2);
+  const canceled = await svc.cancel(acc, job.id);
+  t.strictSame([canceled.status, canceled.credits_reserved, canceled.credits_charged, canceled.credits_refunded, canceled.finalized], ['canceled', 4, 2, 2, true]);
+  await t.rejects(svc.cancel(acc, job.id), { code: 'invalid_job_state' }, 'cancel twice');
+  w.verifier.release(); // the held probes finish after the cancel: their results are dropped
+  const rendered = await waitFor(w.store, job.id, (j) => j.results_key !== null);
+  t.equal(rendered.processed, 2, 'late results were not recorded');
+  t.strictSame(await w.store.ledger.totals(acc), { balance: 8, reserved: 0 });
+  const link = await svc.downloadLink(acc, job.id);
+  const csv = await text((await svc.openResults(job.id, Object.fromEntries(new URL(link.url).searchParams))).body as AsyncIterable<unknown>);
+  t.strictSame(csv.split('\r\n').slice(1, -1).map((l) => l.split(',').slice(0, 2).join(',')), ['a@v.test,valid', 'c@slow.test,', 'b@v.test,valid', 'd@slow.test,'], 'rows never validated keep their input, result cells empty');
+  t.equal(csv.split('\r\n')[2], `c@slow.test${','.repeat(15)}`);
+});
+
+t.test('restart recovery: a second process finishes the job, every row once, credits exact', async (t) => {
+  const w = await world(t);
+  const acc = await w.store.accounts.create({ credits: 100 });
+  const first = await w.service();
+  // The first process gets the v.test and x.test answers; the h.test probes hang, and the g.test
+  // address is greylisted (deferred) when the process "dies".
+  w.verifier.hold.add('h.test');
+  const emails = ['a@v.test', 'b@v.test', 'c@h.test', 'd@h.test', 'e@x.test', 'g1@g.test', 'a@v.test', 'c@h.test'];
+  const job = await first.svc.createJsonJob(acc, emails);
+  await waitFor(w.store, job.id, (j) => j.processed === 3);
+  for (let i = 0; i < 300 && !(await w.store.jobs.results(job.id, -1, 100)).some((r) => r.state === 'deferred'); i++) await new Promise((r) => setTimeout(r, 10));
+  // The crash: the first service is never asked again (its bus and scheduler are stopped).
+  await first.svc.stop();
+  void first.bus.close();
+  w.verifier.hold.clear();
+  const second = await w.service();
+  const done = await waitFor(w.store, job.id, (j) => j.status === 'completed');
+  t.strictSame([done.total_rows, done.unique_emails, done.processed, done.valid, done.invalid, done.high_value, done.credits_charged, done.credits_refunded], [8, 6, 6, 5, 1, 5, 5, 1]);
+  t.equal(w.verifier.tries.get('g1@g.test'), 3, 'the greylisted address kept its attempts across the restart');
+  // The probes the first process had in flight finish now: their results change nothing.
+  w.verifier.release();
+  await new Promise((r) => setTimeout(r, 100));
+  const after = await w.store.jobs.byId(job.id);
+  t.strictSame([after!.processed, after!.valid, after!.credits_charged], [6, 5, 5], 'no row counted twice');
+  t.strictSame(await w.store.ledger.totals(acc), { balance: 95, reserved: 0 });
+  const rows = await w.store.jobs.results(job.id, -1, 100);
+  t.strictSame(rows.map((r) => r.idx), [0, 1, 2, 3, 4, 5], 'one result row per unique email');
+  const link = await second.svc.downloadLink(acc, job.id);
+  const csv = await text((await second.svc.openResults(job.id, Object.fromEntries(new URL(link.url).searchParams))).body as AsyncIterable<unknown>);
+  t.equal(csv.split('\r\n').length - 2, 8, 'one line per input row');
+});
+
+t.test('restart recovery: a job whose results are all stored but that was not finalized is finalized', async (t) => {
+  const w = await world(t);
+  const acc = await w.store.accounts.create({ credits: 10 });
+  // Intake with nobody consuming the bus (the process dies right after the 202).
+  const dead = new InProcessBus();
+  const job = await intake({ store: w.store, blobs: w.blobs, bus: dead }, { accountId: acc, source: 'json', columns: ['email'], emailIndex: 0, rows: [[{ fields: ['a@v.test'], email: 'a@v.test' }, { fields: ['b@x.test'], email: 'b@x.test' }]] });
+  await dead.close();
+  const v = scripted(new Map());
+  const { priceVerdict } = await import('../src/index.ts');
+  for (const [idx, email] of [[0, 'a@v.test'], [1, 'b@x.test']] as const) {
+    const verdict = v(email);
+    await w.store.jobs.recordResults(job.id, [{ idx, email, verdict: priceVerdict(verdict), chargeable: verdict.chargeable, attempts: 1, state: 'done' }]);
+  }
+  t.equal((await w.store.jobs.byId(job.id))!.status, 'processing');
+  await w.service();
+  const done = await waitFor(w.store, job.id, (j) => j.status === 'completed');
+  t.strictSame([done.credits_charged, done.credits_refunded, done.results_key], [1, 1, `jobs/${job.id}/results.csv`]);
+  t.equal(w.verifier.calls.length, 0, 'nothing was probed again');
+});
+
+t.test('onFinal and onFinalTx run once per job', async (t) => {
+  const w = await world(t);
+  const acc = await w.store.accounts.create({ credits: 10 });
+  const finals: string[] = [];
+  const inTx: string[] = [];
+  const { svc } = await w.service({
+    onFinal: (job) => void finals.push(`${job.id}:${job.status}`),
+    onFinalTx: async (tx, job) => {
+      await tx.query('SELECT 1');
+      inTx.push(`${job.id}:${job.status}`);
+    },
+  });
+  const job = await svc.createJsonJob(acc, ['a@v.test', 'b@v.test']);
+  await waitFor(w.store, job.id, (j) => j.status === 'completed');
+  await new Promise((r) => setTimeout(r, 20));
+  t.strictSame(finals, [`${job.id}:completed`]);
+  t.strictSame(inTx, [`${job.id}:completed`]);
+});
