@@ -11,6 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as httpCached from './api/http-cached.ts';
+import * as csv from './jobs/csv.ts';
 import type { BenchResult, Row } from './lib/result.ts';
 import { fmt } from './lib/stats.ts';
 import * as connections from './verifier/connections-per-domain.ts';
@@ -20,6 +21,7 @@ const BENCHES: { name: string; run: () => Promise<BenchResult> }[] = [
   { name: cpu.NAME, run: () => cpu.run() },
   { name: httpCached.NAME, run: () => httpCached.run() },
   { name: connections.NAME, run: () => connections.run() },
+  { name: csv.NAME, run: () => csv.run() },
 ];
 
 const RESULTS = path.join(path.dirname(fileURLToPath(import.meta.url)), 'RESULTS.md');

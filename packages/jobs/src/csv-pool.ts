@@ -5,9 +5,11 @@
 //
 // The worker is TypeScript run by tsx, like the rest of the service. A worker thread does not
 // inherit the main thread's module hooks, only its execArgv, so each worker loads tsx itself:
-// `--import <tsx's loader>` is added to the workers' execArgv unless the process already has a
-// tsx import there (as under `node --import tsx`, tap and `npm start`). The loader is named by an
-// absolute URL, so the workers find it whatever the current directory is.
+// when the process was started with a tsx import (`node --import tsx`, tap, `npm start`, the tsx
+// CLI), the workers inherit it with the rest of execArgv; otherwise (tsx registered from code)
+// they get `--import <tsx's loader>` alone, named by an absolute URL so the current directory
+// does not matter. Never the process's whole execArgv plus tsx: a worker refuses process-wide
+// flags such as --expose-gc (ERR_WORKER_INVALID_EXEC_ARGV), which inheritance skips quietly.
 
 import os from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -34,20 +36,21 @@ export interface CsvPool extends ChunkParser {
 
 const TASK_FILE = fileURLToPath(new URL('./csv-task.ts', import.meta.url));
 
-/** The execArgv that lets a worker thread load .ts files: ours, plus tsx's loader if it is not there. */
-export function workerExecArgv(execArgv: readonly string[] = process.execArgv): string[] {
+/** The workers' execArgv: undefined (inherit the process's, which loads tsx), or tsx's loader alone. */
+export function workerExecArgv(execArgv: readonly string[] = process.execArgv): string[] | undefined {
   const hasTsx = execArgv.some((a) => /(^|[=/\\@])tsx([/\\@]|$)|tsx[/\\]dist[/\\]loader/.test(a));
-  return hasTsx ? [...execArgv] : [...execArgv, '--import', import.meta.resolve('tsx')];
+  return hasTsx ? undefined : ['--import', import.meta.resolve('tsx')];
 }
 
 export function createCsvPool(opts: CsvPoolOptions = {}): CsvPool {
   const threads = Math.max(1, Math.floor(opts.threads ?? Math.min(4, Math.max(1, os.availableParallelism() - 1))));
+  const argv = workerExecArgv();
   const pool = new Piscina({
     filename: TASK_FILE,
     minThreads: threads,
     maxThreads: threads,
     idleTimeout: opts.idleTimeoutMs ?? 30_000,
-    execArgv: workerExecArgv(),
+    ...(argv ? { execArgv: argv } : {}),
     name: 'parse',
   });
   let closed: Promise<void> | undefined;

@@ -35,14 +35,14 @@ const verdict: ResultCells = {
   smtp_response: '250 ok',
 };
 
-t.test('workerExecArgv adds tsx only when the process does not load it already', async (t) => {
-  t.same(workerExecArgv(['--import=tsx']), ['--import=tsx']);
-  t.same(workerExecArgv(['--import', 'tsx']), ['--import', 'tsx']);
-  t.same(workerExecArgv(['--require', '/x/node_modules/tsx/dist/preflight.cjs', '--import', 'file:///x/node_modules/tsx/dist/loader.mjs']).length, 4);
-  const added = workerExecArgv(['--enable-source-maps']);
-  t.equal(added.length, 3);
-  t.equal(added[1], '--import');
-  t.match(added[2], /^file:\/\/.*\/tsx\//, 'an absolute URL, so the cwd does not matter');
+t.test('workerExecArgv: inherit when the process loads tsx, else tsx alone', async (t) => {
+  t.equal(workerExecArgv(['--import=tsx']), undefined);
+  t.equal(workerExecArgv(['--expose-gc', '--import', 'tsx']), undefined);
+  t.equal(workerExecArgv(['--require', '/x/node_modules/tsx/dist/preflight.cjs', '--import', 'file:///x/node_modules/tsx/dist/loader.mjs']), undefined);
+  const added = workerExecArgv(['--expose-gc']);
+  t.equal(added?.length, 2, 'process-wide flags are not passed (a worker refuses them)');
+  t.equal(added?.[0], '--import');
+  t.match(added?.[1], /^file:\/\/.*\/tsx\//, 'an absolute URL, so the cwd does not matter');
 });
 
 t.test('a pool parses like inline, in order, with coded failures as plain data', async (t) => {
