@@ -71,7 +71,7 @@ export function documentRoute({ schema, url, route }: { schema: FastifySchema; u
       ...requestIdHeader,
       ...(gated && rateLimitHeaders),
       ...(status === '429' && retryAfterHeader),
-      ...(status === '200' && codes.includes('idempotency_key_conflict') && replayedHeader),
+      ...((status === '200' || status === '202') && codes.includes('idempotency_key_conflict') && replayedHeader),
     };
     const description = own.length ? `${STATUS_CODES[status]}: ${own.map((c) => `\`${c}\``).join(', ')}` : (STATUS_CODES[status] ?? status);
     // @fastify/swagger takes `x-response-description` as the response's description (and leaves

@@ -1,7 +1,7 @@
 // JSON schemas of the public resources. They validate requests, serialise responses fast and
 // generate the OpenAPI 3.1 document (GET /openapi.json). Enumerations come from @svc/contracts.
 
-import { CHARGE_REASONS, CONFIDENCES, ERROR_CODES, ERRORS, LAYERS, QUALITIES, REASON_CODES, VALIDATION_RESULTS, type ErrorCode, type Scope } from '@svc/contracts';
+import { CHARGE_REASONS, CONFIDENCES, ERROR_CODES, ERRORS, JOB_STATES, LAYERS, QUALITIES, REASON_CODES, VALIDATION_RESULTS, type ErrorCode, type Scope } from '@svc/contracts';
 import { BILLABLE_GATE_CODES, GATE_CODES } from './plugins/auth.ts';
 
 export const errorSchema = {
@@ -90,7 +90,84 @@ export const creditsSchema = {
   },
 } as const;
 
-export const sharedSchemas = [errorSchema, validationResultSchema, bulkResponseSchema, creditsSchema];
+const int = { type: 'integer' } as const;
+const intFields = <const K extends string>(keys: readonly K[]) => Object.fromEntries(keys.map((k) => [k, int])) as Record<K, typeof int>;
+const JOB_RESULT_FIELDS = [
+  'total_rows', 'unique_emails', 'valid', 'valid_role_based', 'invalid', 'risky', 'unknown', 'role_based', 'high_value', 'catch_all',
+  'credits_reserved', 'credits_charged', 'credits_consumed', 'credits_refunded', 'credits_per_high_value_validation',
+] as const;
+
+/** The job status resource: spec core 2.2 plus the DESIGN 6 extras (@svc/jobs JobStatus). */
+export const jobStatusSchema = {
+  $id: 'JobStatus',
+  type: 'object',
+  additionalProperties: false,
+  required: ['id', 'status', 'progress', 'results', 'credit_reservation', 'created_at', 'started_at', 'completed_at', 'source', 'filename', 'webhook_url', 'download'],
+  properties: {
+    id: { type: 'string' },
+    status: { type: 'string', enum: JOB_STATES },
+    progress: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['processed', 'total', 'percent'],
+      description: 'Unique emails with a final result, of all unique emails.',
+      properties: { processed: int, total: int, percent: { type: 'number' } },
+    },
+    results: {
+      type: 'object',
+      additionalProperties: false,
+      required: [...JOB_RESULT_FIELDS],
+      description: 'Result counts are over unique emails; until the job is finalized, credits_charged counts the High-Value Validations found so far and credits_refunded is 0.',
+      properties: intFields(JOB_RESULT_FIELDS),
+    },
+    credit_reservation: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['reserved', 'reserved_credits', 'credits_charged', 'credits_consumed', 'refunded_credits', 'credits_per_high_value_validation', 'finalized'],
+      properties: {
+        reserved: { type: 'boolean' },
+        reserved_credits: int,
+        credits_charged: int,
+        credits_consumed: int,
+        refunded_credits: int,
+        credits_per_high_value_validation: int,
+        finalized: { type: 'boolean' },
+      },
+    },
+    created_at: { type: 'string', format: 'date-time' },
+    started_at: { type: ['string', 'null'], format: 'date-time' },
+    completed_at: { type: ['string', 'null'], format: 'date-time' },
+    source: { type: 'string', enum: ['json', 'csv'] },
+    filename: { type: ['string', 'null'] },
+    webhook_url: { type: ['string', 'null'] },
+    download: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['available', 'url'],
+      properties: {
+        available: { type: 'boolean', description: 'The results CSV can be downloaded (the job is completed, or canceled with partial results).' },
+        url: { type: 'string', description: 'The download route (GET it with the API key).' },
+      },
+    },
+  },
+} as const;
+
+export const jobCreatedSchema = {
+  $id: 'JobCreated',
+  type: 'object',
+  additionalProperties: false,
+  required: ['id', 'status', 'total_rows', 'unique_emails', 'credits_reserved', 'created_at'],
+  properties: {
+    id: { type: 'string' },
+    status: { type: 'string', enum: ['queued'] },
+    total_rows: int,
+    unique_emails: int,
+    credits_reserved: { type: 'integer', description: 'One per unique email; what is not charged is refunded when the job finishes.' },
+    created_at: { type: 'string', format: 'date-time' },
+  },
+} as const;
+
+export const sharedSchemas = [errorSchema, validationResultSchema, bulkResponseSchema, creditsSchema, jobStatusSchema, jobCreatedSchema];
 
 /** What decides a route's error codes: its gates (scope, billable) and its own `errors`. */
 export interface RouteErrors {

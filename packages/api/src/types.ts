@@ -1,6 +1,7 @@
 // What the front receives from the composition root (@svc/runtime): its services and settings.
 
 import type { ReadinessState } from '@svc/contracts';
+import type { JobsService } from '@svc/jobs';
 import type { RateLimiterPort, Store } from '@svc/store';
 import type { Verifier } from '@svc/verifier';
 
@@ -10,6 +11,8 @@ export interface ApiServices {
   verifier: Verifier;
   rateLimiter: RateLimiterPort;
   readiness: { readonly state: ReadinessState };
+  /** The job pipeline (intake, reads, cancel, downloads); without it the job routes are not served. */
+  jobs?: JobsService;
 }
 
 /** The settings the front uses (a slice of the runtime configuration). */
@@ -20,4 +23,6 @@ export interface ApiSettings {
   publicUrl: string;
   rateLimitPerIp: number;
   rateLimitPerKey: number;
+  /** Body limit of POST /v1/validate/batch (default 64 MiB). */
+  jobBodyLimitBytes?: number;
 }

@@ -232,6 +232,7 @@ export const CONFIG_TABLE = {
   smtpRetries: int('SVC_SMTP_RETRIES', V.smtpRetries, 0, 5, 'retries of a 4xx (greylisting) in a synchronous request'),
   smtpRetryDelayMs: int('SVC_SMTP_RETRY_DELAY_MS', V.smtpRetryDelayMs, 0, 600_000, 'wait before such a retry', ' ms'),
   maxConnectionsPerMx: int('SVC_SMTP_MAX_CONNECTIONS_PER_MX', V.maxConnectionsPerMx, 1, 100, 'concurrent SMTP sessions per MX host (per egress IP), shared by every domain on the host; fewer for a while after the host signals too many'),
+  smtpIdleMs: int('SVC_SMTP_IDLE_MS', V.idleMs, 0, 600_000, 'how long a warm SMTP session waits for more work (from any request or job) before it QUITs', ' ms'),
   readyDomain: text('SVC_READY_DOMAIN', () => 'gmail.com', lit('gmail.com'), 'domain whose MX `/ready` resolves and connects to', (v) => (HOST_NAME.test(v) && v.includes('.') ? undefined : `must be a domain name, got ${shown(v)}`), 'domain'),
   bootstrapApiKey: text(
     'SVC_BOOTSTRAP_API_KEY',
@@ -246,9 +247,15 @@ export const CONFIG_TABLE = {
   rateLimitPerKey: int('SVC_RATE_LIMIT_PER_KEY', 10_000, 1, 10_000_000, 'requests per minute per API key'),
   rateLimitPerIp: int('SVC_RATE_LIMIT_PER_IP', 1_000, 1, 10_000_000, 'requests per minute per client IP'),
   bodyLimitBytes: int('SVC_BODY_LIMIT_BYTES', 1_048_576, 1024, 100 * 1_048_576, 'request body limit (1 MiB)', ' bytes'),
+  jobBodyLimitBytes: int('SVC_JOB_BODY_LIMIT_BYTES', 64 * 1_048_576, 1_048_576, 1024 * 1_048_576, 'request body limit of `POST /v1/validate/batch` (64 MiB: 500,000 addresses)', ' bytes'),
+  csvMaxBytes: int('SVC_CSV_MAX_BYTES', 100 * 1_048_576, 1024, 10 * 1024 * 1_048_576, 'largest CSV upload (100 MiB)', ' bytes'),
+  jobGreylistDelayMs: int('SVC_JOB_GREYLIST_DELAY_MS', 300_000, 0, 86_400_000, 'a job re-probes a greylisted address (4xx) after this long (5 min)', ' ms'),
+  jobGreylistAttempts: int('SVC_JOB_GREYLIST_ATTEMPTS', 3, 1, 10, 'probes of a greylisted address in a job, the first included; then its `unknown` stands'),
+  webhookAllowPrivate: bool('SVC_WEBHOOK_ALLOW_PRIVATE', false, 'let job webhooks call loopback, private and link-local addresses (refused otherwise)'),
   resultCacheTtlMs: int('SVC_RESULT_CACHE_TTL_MS', V.resultCacheTtlMs, 0, 30 * 86_400_000, `how long a definite verdict is reused (${V.resultCacheTtlMs / 3_600_000} h; \`unknown\` never)`, ' ms'),
   // Capped well below the 10-minute stale-reservation sweep and idempotency takeover.
   validationTimeoutMs: int('SVC_VALIDATION_TIMEOUT_MS', V.deadlineMs ?? 30_000, 100, 120_000, 'the most one address may take end to end (then `unknown`)', ' ms'),
+  role: oneOf('SVC_ROLE', ['all', 'front', 'worker'] as const, 'all', 'what this process runs: `all` (API and job workers), `front` (API and job intake only), `worker` (job workers; the API still answers)'),
   logLevel: oneOf('SVC_LOG_LEVEL', LOG_LEVELS, 'info', 'log level; logs are JSON lines on stdout'),
   trustProxy: bool('SVC_TRUST_PROXY', false, 'take the client IP from `X-Forwarded-For` (behind a proxy)'),
 } as const;

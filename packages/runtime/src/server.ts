@@ -64,6 +64,10 @@ export async function startService(config: Config, opts: StartOptions = {}): Pro
     clearInterval(sweep);
     admin?.close();
     await app?.close(); // stops accepting, waits for in-flight requests
+    // Jobs: no more re-probe wake-ups; the bus lets the messages in progress finish (their results
+    // can no longer be published: a restart publishes that work again) and drops the rest.
+    await services.jobs.stop();
+    await services.bus.close();
     await verifier.close(); // every domain actor finishes and QUITs its SMTP session
     await services.closeCache();
     if (!opts.store) await store.close();
@@ -79,6 +83,10 @@ export async function startService(config: Config, opts: StartOptions = {}): Pro
     boot = await bootstrap(store, config);
     if (boot.kind === 'created' && boot.generatedKey) opts.onGeneratedKey?.(boot.generatedKey);
     app = await buildApp(services, config, opts.logStream ? { logStream: opts.logStream } : {});
+    services.setJobsLogger(app.log.child({ component: 'jobs' }));
+    // Jobs left unfinished by the last run are resumed before the first request is taken.
+    if (!config.databaseUrl) await services.blobs.sweepPartials();
+    await services.jobs.start();
     if (boot.kind === 'ignored') app.log.warn('SVC_BOOTSTRAP_API_KEY is ignored: it applies on first start only and this store already has accounts (use the admin CLI to add keys)');
     const served = app;
     if (!config.databaseUrl && !opts.store) admin = serveAdminSocket(store, adminSocketPath(config.dataDir), () => served.clearKeyCache());

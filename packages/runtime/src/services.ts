@@ -1,7 +1,10 @@
 // The composition root: turns a Config into running services, choosing each port's adapter
 // (embedded: PGlite and in-process; cluster: Postgres and Redis).
 
-import { connectRedis, MemoryCache, MemoryRateLimiter, openStore, RedisCache, RedisRateLimiter, type RateLimiterPort, type Store } from '@svc/store';
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import { connectRedis, DirBlobStore, MemoryCache, MemoryRateLimiter, openStore, RedisCache, RedisRateLimiter, type RateLimiterPort, type Store } from '@svc/store';
+import { InProcessBus, JobsService, silentLogger, type Bus, type JobsLogger } from '@svc/jobs';
 import { Engine, ENGINE_DEFAULTS } from '@svc/engine';
 import { Verifier, verifierConfig, type CachePort } from '@svc/verifier';
 import { nodeDns, netSmtpConnector, tcpReachable } from '@svc/verifier/adapters';
@@ -17,6 +20,16 @@ export interface Services {
   readiness: Readiness;
   /** Closes the cache / rate-limit connection (Redis); nothing for the in-process adapters. */
   closeCache: () => Promise<void>;
+  /** Job inputs and results CSVs (a directory under SVC_DATA_DIR: `blobs/`). */
+  blobs: DirBlobStore;
+  /** The job transport (in-process). */
+  bus: Bus;
+  /** The job pipeline; started by startService, stopped on shutdown. */
+  jobs: JobsService;
+  /** SVC_SECRET, or the secret generated once and kept in the store: the HMAC key of signed URLs and webhooks. */
+  secret: string;
+  /** Where the job pipeline logs (silent until the API's logger is set). */
+  setJobsLogger: (log: JobsLogger) => void;
 }
 
 /**
@@ -132,5 +145,32 @@ export async function createServices(config: Config, opts: { store?: Store } = {
     smtpPort: config.smtpPort,
     timeoutMs: Math.min(config.smtpTimeoutMs, 5000),
   });
-  return { config, store, verifier, rateLimiter, readiness, closeCache };
+  // Jobs (DESIGN 4): the blob store beside the database, the in-process bus, and the pipeline.
+  // Without SVC_SECRET, signed URLs use a secret generated on first start and kept in the store,
+  // so they survive restarts and every process sharing the store agrees on it.
+  const secret = config.secret ?? (await store.settings.generated('signing_secret', () => randomBytes(32).toString('base64url')));
+  let jobsLog: JobsLogger = silentLogger;
+  const log: JobsLogger = {
+    info: (o, m) => jobsLog.info(o, m),
+    warn: (o, m) => jobsLog.warn(o, m),
+    error: (o, m) => jobsLog.error(o, m),
+  };
+  const blobs = new DirBlobStore(path.join(config.dataDir, 'blobs'));
+  const bus = new InProcessBus({ onError: (err, topic, key) => log.error({ err, topic, key }, 'job message failed; retrying') });
+  const jobs = new JobsService({
+    store,
+    blobs,
+    bus,
+    verifier,
+    publicUrl: config.publicUrl,
+    secret,
+    greylistDelayMs: config.jobGreylistDelayMs,
+    greylistAttempts: config.jobGreylistAttempts,
+    allowPrivateWebhooks: config.webhookAllowPrivate,
+    // Embedded, this process is the only one working on the store's jobs.
+    ownsAllWork: !config.databaseUrl,
+    consume: config.role !== 'front',
+    log,
+  });
+  return { config, store, verifier, rateLimiter, readiness, closeCache, blobs, bus, jobs, secret, setJobsLogger: (l) => (jobsLog = l) };
 }

@@ -7,8 +7,8 @@ import { ServiceError, type ErrorCode } from '@svc/contracts';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
-    /** Maps a body-schema failure to a specific error code. */
-    mapValidation?: (errors: NonNullable<FastifyError['validation']>) => ErrorCode;
+    /** Maps a request-schema failure to a specific error code (or a coded error with its own message). */
+    mapValidation?: (errors: NonNullable<FastifyError['validation']>) => ErrorCode | ServiceError;
     /**
      * The codes the route's own work can answer with (its body, handler and use cases), besides
      * its gates (plugins/auth.ts). They make its response schemas and its OpenAPI responses.
@@ -56,7 +56,8 @@ export function registerErrorHandling(app: FastifyInstance): void {
     } else if (err.validation) {
       const map = req.routeOptions.config?.mapValidation;
       const code = map ? map(err.validation) : 'invalid_request';
-      e = code === 'invalid_request' ? new ServiceError('invalid_request', `Request body does not match the schema: ${err.message}`) : new ServiceError(code);
+      if (code instanceof ServiceError) e = code;
+      else e = code === 'invalid_request' ? new ServiceError('invalid_request', `Request body does not match the schema: ${err.message}`) : new ServiceError(code);
     } else if (!(err.statusCode && err.statusCode < 500) && isConnectionFailure(err)) {
       // (A 4xx carrying a socket code is the client's own connection: one that hung up mid-body.)
       // The database is out of reach (a key lookup, a balance read): temporary, retried by
