@@ -589,6 +589,21 @@ export async function* readCsv(source: AsyncIterable<Uint8Array | string> | Iter
     return { ok: true, header: l.header, emailIndex: l.emailIndex, delimiter: l.delimiter, bom: l.bom, rows: out };
   };
 
+  /**
+   * Yields the chunks still queued (they come first in the file, so an error in them comes
+   * first), then `last`; at the very end (`last` null), the "no data rows" check.
+   */
+  async function* drainThen(last: CsvFailure | null): AsyncGenerator<CsvChunk | CsvFailure, void, undefined> {
+    while (queue.length > 0) {
+      const r = await take();
+      if (r === null) continue;
+      yield r;
+      if (!r.ok) return;
+    }
+    if (last) yield last;
+    else if (rows === 0) yield invalid('the CSV has a header row but no data rows');
+  }
+
   for await (const piece of source) {
     const buf = toBuffer(piece);
     if (preamble !== null) {
@@ -602,9 +617,9 @@ export async function* readCsv(source: AsyncIterable<Uint8Array | string> | Iter
       preamble = null;
       layout = pre.layout;
       splitter = new Splitter(layout.lineEnd, layout.nextLine, layout.afterCR, chunkRows, chunkBytes);
-      if (splitter.push(pre.rest, raw)) return void (yield overflowError(splitter, raw, layout));
+      if (splitter.push(pre.rest, raw)) return yield* drainThen(overflowError(splitter, raw, layout));
     } else if (splitter!.push(buf, raw)) {
-      return void (yield overflowError(splitter!, raw, layout!));
+      return yield* drainThen(overflowError(splitter!, raw, layout!));
     }
     submit();
     while (queue.length >= maxInFlight) {
@@ -619,25 +634,19 @@ export async function* readCsv(source: AsyncIterable<Uint8Array | string> | Iter
     if (pre === null || !pre.ok) return void (yield pre ?? invalid('the file is empty: a header row naming the columns is required'));
     layout = pre.layout;
     splitter = new Splitter(layout.lineEnd, layout.nextLine, layout.afterCR, chunkRows, chunkBytes);
-    if (splitter.push(pre.rest, raw)) return void (yield overflowError(splitter, raw, layout));
+    if (splitter.push(pre.rest, raw)) return yield* drainThen(overflowError(splitter, raw, layout));
   }
   const rest = splitter!.finish();
   if (rest) raw.push(rest);
   submit();
-  while (queue.length > 0) {
-    const r = await take();
-    if (r === null) continue;
-    yield r;
-    if (!r.ok) return;
-  }
-  if (rows === 0) yield invalid('the CSV has a header row but no data rows');
+  yield* drainThen(null);
 }
 
 /**
  * An unfinished record grew past the cap (an error path, parsed inline): parsing what is pending
  * names the problem (an unclosed quote, a record too long) and its line; chunks completed before
- * it go first, since their errors are on earlier lines. Chunks already handed to the queue may
- * hold an earlier error; the caller returns this one without waiting for them.
+ * it go first, since their errors are on earlier lines (and the caller yields the chunks already
+ * queued before this failure).
  */
 function overflowError(splitter: Splitter, raw: RawChunk[], layout: Layout): CsvFailure {
   const rest = splitter.finish();

@@ -66,6 +66,17 @@ t.test('a pool parses like inline, in order, with coded failures as plain data',
   });
   t.equal(Object.getPrototypeOf(failure.error), Object.prototype, 'a plain object crossed the thread boundary');
 
+  // An early problem in a chunk still in flight wins over a later record that outgrows the cap.
+  // (The first piece's chunks are queued on the pool when the second piece overflows.)
+  const early = [Buffer.from('email,n\na@x.io,1\nb@x.io,2,extra\n'), Buffer.from(`c@x.io,3\nd@x.io,"${'x'.repeat(3 * 1024 * 1024)}`)];
+  for (const parser of [pool, undefined]) {
+    let error: unknown;
+    for await (const c of readCsv(early, parser ? { emailColumn: 'email', chunkRows: 2, parser } : { emailColumn: 'email', chunkRows: 2 })) if (!c.ok) error = c;
+    t.same(error, { ok: false, code: 'invalid_csv', message: 'line 3: the row has 3 fields but the header has 2 (a comma or semicolon in an unquoted value? quote the value)', line: 3 }, parser ? 'pool' : 'inline');
+  }
+  const late = await collect(`email,n\na@x.io,1\nd@x.io,"${'x'.repeat(3 * 1024 * 1024)}`, { emailColumn: 'email', parser: pool });
+  t.same(late.error, { ok: false, code: 'invalid_csv', message: 'line 3: a quoted field starting on this line runs past 1048576 bytes (is its closing quote missing?)', line: 3 });
+
   const task = await pool.parse({ bytes: Buffer.from('a@x.io,1\n'), delimiter: ',', lineEnd: 'lf', firstLine: 2, width: 2 });
   t.same(task, { ok: true, records: [['a@x.io', '1']] }, 'a pooled (shared) buffer is copied, not detached');
 });
