@@ -7,7 +7,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { openStore, type KeyListing, type Store } from '@svc/store';
-import { isScope, SCOPES } from '@svc/contracts';
+import { isScope, JOB_STATES, SCOPES, type JobState } from '@svc/contracts';
 import { hidePassword, type Config } from './config.ts';
 
 export interface AdminResult {
@@ -26,6 +26,7 @@ type Values = {
   kind?: string;
   expires?: string;
   limit?: string;
+  status?: string;
   help?: boolean;
 };
 
@@ -52,10 +53,12 @@ const OPTIONS = {
   kind: { type: 'string' },
   expires: { type: 'string' },
   limit: { type: 'string' },
+  status: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
 const LEDGER_LIMIT = { dflt: 20, max: 1000 };
+const JOB_LIMIT = { dflt: 20, max: 1000 };
 
 /** ISO 8601: a date, or a date and time with an optional offset (without one, local time). */
 const ISO_8601 = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/;
@@ -256,6 +259,74 @@ const COMMANDS: Command[] = [
       if (typeof account !== 'string') return account;
       const rows = (await store.ledger.entries(account, limit)).map((e) => [String(e.id), iso(e.created_at), e.kind, String(e.amount), cell(e.reservation_id), cell(e.note)]);
       return { code: 0, out: columns(['ID', 'TIME', 'KIND', 'AMOUNT', 'RESERVATION', 'NOTE'], rows, new Set([0, 3])) };
+    },
+  },
+  {
+    noun: 'job',
+    verb: 'list',
+    synopsis: '[--account ACCOUNT_ID] [--status STATE] [--limit N]',
+    about: 'Lists jobs, newest first: id, account, state, source, input rows, unique emails, processed, credits reserved and charged, creation time, file name (CSV jobs).',
+    options: [
+      ['--account ACCOUNT_ID', 'only the jobs of this account'],
+      ['--status STATE', `only jobs in this state: ${JOB_STATES.join(', ')}`],
+      ['--limit N', `how many jobs, 1-${JOB_LIMIT.max} (default ${JOB_LIMIT.dflt})`],
+    ],
+    async run(store, v) {
+      const limit = count(v.limit, JOB_LIMIT.dflt);
+      if (limit === undefined || limit < 1 || limit > JOB_LIMIT.max) return usageError(`--limit must be an integer from 1 to ${JOB_LIMIT.max}, got ${JSON.stringify(v.limit)}`, this);
+      if (v.status !== undefined && !(JOB_STATES as readonly string[]).includes(v.status)) return usageError(`--status must be one of ${JOB_STATES.join(', ')}, got ${JSON.stringify(v.status)}`, this);
+      if (v.account !== undefined && !(await store.accounts.exists(v.account))) return { code: 1, out: `no account ${v.account}` };
+      const { jobs } = await store.jobs.list(v.account, { limit, ...(v.status ? { status: v.status as JobState } : {}) });
+      const rows = jobs.map((j) => [
+        j.id,
+        j.account_id,
+        j.status,
+        j.source,
+        String(j.total_rows),
+        String(j.unique_emails),
+        String(j.processed),
+        String(j.credits_reserved),
+        j.finalized ? String(j.credits_charged) : '-',
+        iso(j.created_at),
+        cell(j.filename),
+      ]);
+      return { code: 0, out: columns(['ID', 'ACCOUNT', 'STATE', 'SOURCE', 'ROWS', 'UNIQUE', 'PROCESSED', 'RESERVED', 'CHARGED', 'CREATED', 'FILENAME'], rows, new Set([4, 5, 6, 7, 8])) };
+    },
+  },
+  {
+    noun: 'job',
+    verb: 'show',
+    synopsis: 'JOB_ID',
+    about: 'Shows one job: its state, counts, credits (reserved, charged, refunded), times, webhook, stored input and results, and the error of a failed job.',
+    options: [],
+    arg: 'JOB_ID',
+    async run(store, _v, arg) {
+      if (!arg) return usageError('which job? give its id', this);
+      const j = await store.jobs.byId(arg);
+      if (!j) return { code: 1, out: `no job ${arg}` };
+      const pct = j.unique_emails > 0 ? ` (${Math.floor((j.processed / j.unique_emails) * 100)}%)` : '';
+      const lines: Array<[string, string]> = [
+        ['id', j.id],
+        ['account', j.account_id],
+        ['state', j.status],
+        ['source', j.source],
+        ['filename', cell(j.filename)],
+        ['webhook_url', cell(j.webhook_url)],
+        ['rows', String(j.total_rows)],
+        ['unique_emails', String(j.unique_emails)],
+        ['processed', `${j.processed}${pct}`],
+        ['results', `valid ${j.valid}, valid_role_based ${j.valid_role_based}, invalid ${j.invalid}, risky ${j.risky}, unknown ${j.unknown} (role_based ${j.role_based}, high_value ${j.high_value}, catch_all ${j.catch_all})`],
+        ['credits', `reserved ${j.credits_reserved}, ${j.finalized ? `charged ${j.credits_charged}, refunded ${j.credits_refunded} (finalized)` : `${j.high_value} High-Value so far (not finalized)`}`],
+        ['reservation', cell(j.reservation_id)],
+        ['created', iso(j.created_at)],
+        ['started', iso(j.started_at)],
+        ['completed', iso(j.completed_at)],
+        ['input', cell(j.input_key)],
+        ['results_csv', cell(j.results_key)],
+        ['error', cell(j.error)],
+      ];
+      const w = Math.max(...lines.map(([k]) => k.length));
+      return { code: 0, out: lines.map(([k, val]) => `${k.padEnd(w)}  ${val}`).join('\n') };
     },
   },
 ];

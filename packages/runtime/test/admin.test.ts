@@ -154,6 +154,39 @@ t.test('key create --expires: only an ISO 8601 time in the future', async (t) =>
   t.match(ok.out, /^key key_[0-9a-f]{24} created \(credits:read, expires 2099-12-31T23:00:00\.000Z\)\nsvc_live_[A-Za-z0-9]{40}\nThis key is shown once; only its SHA-256 hash is stored\.$/);
 });
 
+t.test('job list and job show', async (t) => {
+  const J = await store.accounts.create({ name: 'jobs', credits: 50 });
+  const made: string[] = [];
+  for (const [i, n] of [3, 5].entries()) {
+    const r = await store.jobs.create({ id: `job_admintest00000000000${i}`, accountId: J, source: 'json', totalRows: n + 1, uniqueEmails: n, inputKey: `jobs/x${i}/rows.ndjson` });
+    if (!r.ok) throw new Error('refused');
+    made.push(r.job.id);
+  }
+  await store.jobs.cancel(J, made[0]!);
+  const jobs = await store.jobs.list(J, { limit: 10 });
+  const created = (id: string) => iso(jobs.jobs.find((j) => j.id === id)!.created_at);
+  t.strictSame(await admin('job', 'list', '--account', J), {
+    code: 0,
+    out: [
+      `ID                         ACCOUNT                       STATE     SOURCE  ROWS  UNIQUE  PROCESSED  RESERVED  CHARGED  CREATED                   FILENAME`,
+      `${made[1]}  ${J}  queued    json       6       5          0         5        -  ${created(made[1]!)}  -`,
+      `${made[0]}  ${J}  canceled  json       4       3          0         3        0  ${created(made[0]!)}  -`,
+    ].join('\n'),
+  }, 'newest first, charged once finalized');
+  t.equal((await admin('job', 'list', '--account', J, '--status', 'canceled')).out.split('\n').length, 2, 'status filter');
+  t.equal((await admin('job', 'list', '--account', J, '--limit', '1')).out.split('\n').length, 2, 'limit');
+  t.strictSame(await admin('job', 'list', '--status', 'done'), { code: 2, out: '--status must be one of awaiting_upload, queued, processing, completed, failed, canceled, got "done"\nusage: admin job list [--account ACCOUNT_ID] [--status STATE] [--limit N]' });
+  t.strictSame(await admin('job', 'list', '--account', 'acc_nope'), { code: 1, out: 'no account acc_nope' });
+  const show = await admin('job', 'show', made[0]!);
+  t.equal(show.code, 0);
+  t.match(show.out, new RegExp(`^id +${made[0]}\n`));
+  t.match(show.out, /\nstate +canceled\n/);
+  t.match(show.out, /\ncredits +reserved 3, charged 0, refunded 3 \(finalized\)\n/);
+  t.match(show.out, /\nerror +-$/);
+  t.strictSame(await admin('job', 'show', 'job_nope'), { code: 1, out: 'no job job_nope' });
+  t.strictSame(await admin('job', 'show'), { code: 2, out: 'which job? give its id\nusage: admin job show JOB_ID' });
+});
+
 t.test('--help on every command, exit 0; usage errors exit 2', async (t) => {
   const all = [
     'usage: admin COMMAND [OPTIONS]    (admin COMMAND --help explains one)',
@@ -168,6 +201,8 @@ t.test('--help on every command, exit 0; usage errors exit 2', async (t) => {
     '  admin credits grant --account ACCOUNT_ID --credits N',
     '  admin credits show --account ACCOUNT_ID',
     '  admin credits ledger --account ACCOUNT_ID [--limit N]',
+    '  admin job list [--account ACCOUNT_ID] [--status STATE] [--limit N]',
+    '  admin job show JOB_ID',
     `scopes: ${SCOPES.join(', ')}`,
   ].join('\n');
   for (const argv of [['--help'], ['-h'], ['help']]) t.strictSame(await admin(...argv), { code: 0, out: all }, argv.join(' '));
@@ -208,7 +243,7 @@ t.test('--help on every command, exit 0; usage errors exit 2', async (t) => {
   });
   t.strictSame(await admin('account', 'list', '--help'), { code: 0, out: 'usage: admin account list\n\nLists every account, oldest first: id, credits (balance, reserved, available), number of keys, creation time, name.' });
   const commands = all.split('\n').filter((l) => l.startsWith('  admin ')).map((l) => l.trim().split(' ').slice(1, 3));
-  t.equal(commands.length, 11);
+  t.equal(commands.length, 13);
   for (const [noun, verb] of commands) {
     const res = await admin(noun!, verb!, '--help');
     t.equal(res.code, 0, `${noun} ${verb} --help exits 0`);
