@@ -165,7 +165,7 @@ t.test('a JSON job of sim behaviours, duplicates and bad syntax: counters, credi
   const location = redirect.headers.get('location')!;
   t.ok(location.startsWith(`${stack.svc.services.config.publicUrl}/v1/csv/jobs/${job.id}/results.csv?expires=`), location);
   t.equal((await download(location.replace(stack.svc.services.config.publicUrl, stack.url))).text, file.text, 'the redirect leads to the same file');
-  const tampered = await download(signedUrl.replace(/signature=([0-9a-f])/, (_m, c: string) => `signature=${c === '0' ? '1' : '0'}`));
+  const tampered = await download(signedUrl.replace(/signature=([0-9a-f])/, (_m: string, c: string) => `signature=${c === '0' ? '1' : '0'}`));
   t.strictSame([tampered.status, JSON.parse(tampered.text).code], [403, 'invalid_signature']);
   const otherSegment = await download(`${risky.body.url.replace(stack.svc.services.config.publicUrl, stack.url).replace('segment=risky%2Cunknown', 'segment=valid')}`);
   t.strictSame([otherSegment.status, JSON.parse(otherSegment.text).code], [403, 'invalid_signature'], 'the segment is signed too');
