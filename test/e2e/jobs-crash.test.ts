@@ -90,7 +90,7 @@ emails.push(...Array.from({ length: 10 }, (_, i) => `user${i}@ACCEPT.test`), ...
 t.test('kill -9 right after the 202, mid-results and during greylist deferral: the job completes once, exactly', async (t) => {
   let p = await start();
   const created = await call(p, 'POST', '/v1/validate/batch', { emails });
-  t.equal(created.status, 202, created.text);
+  t.equal(created.status, 202, 'POST /v1/validate/batch answers 202');
   const id: string = created.body.id;
   t.strictSame([created.body.total_rows, created.body.unique_emails, created.body.credits_reserved], [emails.length, unique, unique]);
   const kills: string[] = [];

@@ -19,6 +19,8 @@ interface Example {
   command: string;
   expected: string;
   line: number;
+  /** `NAME=$(curl …)`: the command's output becomes $NAME for the examples after it (nothing is shown). */
+  assign?: string;
 }
 
 /** The curl examples of the README with the answer shown after each (a `# …` comment or the next ```json block). */
@@ -30,6 +32,11 @@ function examples(text: string): Example[] {
     const lines = b.body.replace(/\\\n\s*/g, ' ').split('\n');
     for (let j = 0; j < lines.length; j++) {
       const cmd = lines[j]!.trim();
+      const assignment = /^([A-Z][A-Z0-9_]*)=\$\((curl .*)\)$/.exec(cmd);
+      if (assignment) {
+        out.push({ command: assignment[2]!, expected: '', line: b.line, assign: assignment[1]! });
+        continue;
+      }
       if (!cmd.startsWith('curl ')) continue;
       const comments: string[] = [];
       while (lines[j + 1]?.startsWith('# ')) comments.push(lines[++j]!.slice(2));
@@ -77,21 +84,29 @@ const list = examples(readme);
 t.test('the README names its key and has examples of every endpoint family', async (t) => {
   t.equal(key, 'svc_test_0123456789abcdef');
   const routes = new Set(list.map((e) => /localhost:8080(\/[a-z0-9/]*)/.exec(e.command)?.[1]));
-  for (const r of ['/v1/validate', '/v1/validate/bulk', '/v1/credits', '/health', '/live', '/ready']) t.ok(routes.has(r), `an example of ${r}`);
+  for (const r of ['/v1/validate', '/v1/validate/bulk', '/v1/validate/batch', '/v1/csv/jobs', '/v1/credits', '/health', '/live', '/ready']) t.ok(routes.has(r), `an example of ${r}`);
 });
 
 t.test('every curl example answers what the README shows', async (t) => {
   // The service as the README starts it: its bootstrap key and the default 100 credits.
-  const stack = await startStack({ env: { SVC_BOOTSTRAP_API_KEY: key!, SVC_BOOTSTRAP_CREDITS: '100' } });
+  // Signed URLs name the public URL a user of the README has (the service listens elsewhere here).
+  const stack = await startStack({ env: { SVC_BOOTSTRAP_API_KEY: key!, SVC_BOOTSTRAP_CREDITS: '100', SVC_PUBLIC_URL: 'http://localhost:8080' } });
   t.teardown(() => stack.close());
   const origin = stack.url.replace(/^http:\/\//, '');
+  const vars: Record<string, string> = { KEY: key! };
   for (const ex of list) {
-    const { stdout } = await run('bash', ['-c', ex.command.replaceAll('localhost:8080', origin)], { env: { ...process.env, KEY: key! } });
+    const { stdout } = await run('bash', ['-c', ex.command.replaceAll('localhost:8080', origin)], { env: { ...process.env, ...vars } });
+    if (ex.assign) {
+      vars[ex.assign] = stdout.trim();
+      t.ok(vars[ex.assign], `README line ${ex.line}: ${ex.assign} is set`);
+      continue;
+    }
     let expected: unknown;
     try {
       expected = JSON.parse(ex.expected);
     } catch {
-      t.equal(stdout.trim(), ex.expected.trim(), `README line ${ex.line}: ${ex.command}`);
+      // CSV answers end their lines with CRLF; the README shows lines.
+      t.equal(stdout.replaceAll('\r\n', '\n').trim(), ex.expected.trim(), `README line ${ex.line}: ${ex.command}`);
       continue;
     }
     const problem = matches(expected, JSON.parse(stdout));

@@ -176,7 +176,7 @@ export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { ser
             required: ['url', 'expires_at'],
             properties: { url: { type: 'string' }, expires_at: { type: 'string', format: 'date-time' } },
           },
-          302: { type: 'null', description: 'Redirect (`Location`) to the signed URL of the results CSV' },
+          302: { type: 'null', description: 'Redirect (`Location`, relative) to the signed URL of the results CSV' },
           ...errorResponses(downloadConfig),
         },
       },
@@ -184,7 +184,9 @@ export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { ser
     async (req, reply) => {
       const link = await jobs.downloadLink(req.principal!.accountId, req.params.id, req.query.segment);
       if (req.query.mode === 'url') return link;
-      return reply.redirect(link.url, 302);
+      // Relative (RFC 9110 10.2.2): the client follows it on the origin it used.
+      const target = new URL(link.url);
+      return reply.redirect(`${target.pathname}${target.search}`, 302);
     },
   );
 
