@@ -122,7 +122,7 @@ export async function createServices(config: Config, opts: { store?: Store } = {
       smtpRetries: config.smtpRetries,
       smtpRetryDelayMs: config.smtpRetryDelayMs,
       maxConnectionsPerMx: config.maxConnectionsPerMx,
-      ...('smtpIdleMs' in config ? { idleMs: (config as { smtpIdleMs: number }).smtpIdleMs } : {}),
+      idleMs: config.smtpIdleMs,
     },
   });
   const verifier = new Verifier({
