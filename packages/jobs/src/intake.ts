@@ -66,7 +66,7 @@ export function dedupeKey(email: string): string {
 const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 /** Rows per written line batch; the event loop gets a turn between batches. */
-const LINE_BATCH = 2000;
+const LINE_BATCH = 1000;
 
 /**
  * Runs the intake of one job and returns it queued. Throws ServiceError `insufficient_credits`
