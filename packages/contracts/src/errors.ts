@@ -46,7 +46,7 @@ export const ERRORS = {
   rate_limited: e(429, 'You have exceeded the rate limit', 'over 1,000 requests/min from one IP or 10,000/min for one key; `retry_after` 60 and `Retry-After: 60`', true),
   // request shape
   invalid_json: e(400, 'Request body is not valid JSON', 'the body is not valid JSON (or is empty with a JSON content type)'),
-  payload_too_large: e(413, 'Request body is larger than the limit', 'the body is larger than `SVC_BODY_LIMIT_BYTES` (1 MiB)'),
+  payload_too_large: e(413, 'Request body is larger than the limit', 'the body is larger than `SVC_BODY_LIMIT_BYTES` (1 MiB; a batch job: `SVC_JOB_BODY_LIMIT_BYTES`, 64 MiB), or a CSV upload is larger than `SVC_CSV_MAX_BYTES`'),
   unsupported_media_type: e(415, 'Content-Type must be application/json', 'the body is not `application/json`'),
   invalid_request: e(400, 'Request body does not match the schema', 'the body does not have the route\'s shape (e.g. a JSON array instead of an object), the URL is malformed, or the HTTP request itself is malformed (bad header characters, conflicting `Content-Length`/`Transfer-Encoding`, no `Host`)'),
   email_required: e(400, 'email is required', '`email` missing, empty or only whitespace'),
