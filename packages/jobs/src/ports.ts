@@ -128,6 +128,8 @@ export class InProcessBus implements Bus {
           p.queue.shift();
           failures = 0;
         } catch (err) {
+          // Closing: the message is dropped (its work is durable elsewhere), no retry, no noise.
+          if (this.#closed) break;
           failures++;
           this.#onError(err, t.name, head.key);
           const delay = Math.min(30_000, this.#retryDelayMs * 2 ** Math.min(failures - 1, 10));
