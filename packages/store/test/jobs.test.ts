@@ -7,7 +7,7 @@ import type { ValidationResultBody } from '@svc/contracts';
 import type { Db } from '../src/db.ts';
 import { openPostgres } from '../src/postgres.ts';
 import { migrate, Store, type JobRecord, type JobResultInput, type NewJob } from '../src/index.ts';
-import { migratedPglite } from '../../../test/helpers/pglite.ts';
+import { freshPglite } from '../../../test/helpers/pglite.ts';
 import { freshSchema, PG_SHOWN, pgUnreachable } from '../../../test/helpers/postgres.ts';
 import type { Tap } from './conformance.ts';
 
@@ -336,10 +336,16 @@ function suite(t: Tap, open: (t: Tap) => Promise<Target>): void {
   });
 }
 
+// One PGlite for the file (a fresh one costs a second or more on a busy machine): each test gets
+// a schema of its own on it, first on the search path (the tests run one after another).
 t.test('PGlite', async (t) => {
-  suite(t, async (t) => {
-    const db = await migratedPglite();
-    t.teardown(() => db.close());
+  const db = await freshPglite();
+  t.teardown(() => db.close());
+  let n = 0;
+  suite(t, async () => {
+    const schema = `t_${++n}`;
+    await db.exec(`CREATE SCHEMA ${schema}; SET search_path TO ${schema};`);
+    await migrate(db);
     return { db };
   });
 });
