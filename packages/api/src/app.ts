@@ -13,6 +13,7 @@ import { registerErrorHandling } from './plugins/errors.ts';
 import { sharedSchemas } from './schemas.ts';
 import { creditRoutes } from './routes/credits.ts';
 import { healthRoutes } from './routes/health.ts';
+import { csvUploadRoutes } from './routes/csv-upload.ts';
 import { jobRoutes } from './routes/jobs.ts';
 import { validateRoutes } from './routes/validate.ts';
 import type { ApiServices, ApiSettings } from './types.ts';
@@ -106,6 +107,7 @@ export async function buildApp(services: ApiServices, settings: ApiSettings, opt
   await app.register(validateRoutes, { services });
   await app.register(creditRoutes, { services });
   if (services.jobs) await app.register(jobRoutes, { services, settings });
+  if (services.jobs && services.csvJobs) await app.register(csvUploadRoutes, { services });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   // The document is built (and cached) at start: a route whose declared responses and codes
   // disagree (openapi.ts) fails start-up rather than the first GET /openapi.json.

@@ -1,7 +1,7 @@
 // What the front receives from the composition root (@svc/runtime): its services and settings.
 
 import type { ReadinessState } from '@svc/contracts';
-import type { JobsService } from '@svc/jobs';
+import type { CsvJobs, JobsService } from '@svc/jobs';
 import type { RateLimiterPort, Store } from '@svc/store';
 import type { Verifier } from '@svc/verifier';
 
@@ -13,6 +13,8 @@ export interface ApiServices {
   readiness: { readonly state: ReadinessState };
   /** The job pipeline (intake, reads, cancel, downloads); without it the job routes are not served. */
   jobs?: JobsService;
+  /** CSV batches (prepare-upload, the signed upload, start-processing); served with `jobs`. */
+  csvJobs?: CsvJobs;
 }
 
 /** The settings the front uses (a slice of the runtime configuration). */

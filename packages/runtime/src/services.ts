@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { connectRedis, DirBlobStore, MemoryCache, MemoryRateLimiter, openStore, RedisCache, RedisRateLimiter, type RateLimiterPort, type Store } from '@svc/store';
-import { InProcessBus, JobsService, silentLogger, type Bus, type JobsLogger } from '@svc/jobs';
+import { CsvJobs, InProcessBus, JobsService, silentLogger, type Bus, type JobsLogger } from '@svc/jobs';
 import { Engine, ENGINE_DEFAULTS } from '@svc/engine';
 import { Verifier, verifierConfig, type CachePort } from '@svc/verifier';
 import { nodeDns, netSmtpConnector, tcpReachable } from '@svc/verifier/adapters';
@@ -26,6 +26,8 @@ export interface Services {
   bus: Bus;
   /** The job pipeline; started by startService, stopped on shutdown. */
   jobs: JobsService;
+  /** CSV batches: prepare-upload, the signed upload (at most SVC_CSV_MAX_BYTES), start-processing into the job intake. */
+  csvJobs: CsvJobs;
   /** SVC_SECRET, or the secret generated once and kept in the store: the HMAC key of signed URLs and webhooks. */
   secret: string;
   /** Where the job pipeline logs (silent until the API's logger is set). */
@@ -172,5 +174,6 @@ export async function createServices(config: Config, opts: { store?: Store } = {
     consume: config.role !== 'front',
     log,
   });
-  return { config, store, verifier, rateLimiter, readiness, closeCache, blobs, bus, jobs, secret, setJobsLogger: (l) => (jobsLog = l) };
+  const csvJobs = new CsvJobs({ jobs, store, blobs, publicUrl: config.publicUrl, secret, maxBytes: config.csvMaxBytes });
+  return { config, store, verifier, rateLimiter, readiness, closeCache, blobs, bus, jobs, csvJobs, secret, setJobsLogger: (l) => (jobsLog = l) };
 }
