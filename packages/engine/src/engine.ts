@@ -9,8 +9,19 @@ import { MemoryMxThrottle } from './throttle.ts';
 import { MxActor, mailRefusalClass, type EngineCounters } from './mx-actor.ts';
 import type { EngineDeps, Item, ItemSink, Resolve } from './types.ts';
 import { classifyRcpt } from '@svc/verifier';
+import { createHmac, randomBytes } from 'node:crypto';
 
-const defaultRandomLocal = () => `svc-probe-${Math.random().toString(36).slice(2, 10)}${Date.now().toString(36)}`;
+/**
+ * The catch-all probe's local part for a domain: random-looking (no real mailbox has it), but the
+ * same for the whole catch-all TTL window, so a probe asked again later (a job's greylist
+ * re-probe minutes afterwards, on a new actor, after a restart) is the same (sender, recipient)
+ * pair a greylisting server remembers (RFC 6647). Keyed with a salt the operator keeps secret
+ * (SVC_SECRET), so a server cannot learn to recognise our probes.
+ */
+export function probeLocalFor(salt: string, domain: string, windowMs: number, now = Date.now()): string {
+  const window = Math.floor(now / Math.max(1, windowMs));
+  return `svc-${createHmac('sha256', salt).update(`${domain}\n${window}`).digest('hex').slice(0, 16)}`;
+}
 
 const NOWHERE: ItemSink = { answered() {}, smtputf8Unsupported() {}, hostFailed() {} };
 
@@ -63,7 +74,8 @@ class DomainActor implements ItemSink {
   /** One catch-all probe per domain per TTL, in the same stream as the domain's first recipients. */
   #ensureProbe(hosts: string[]): void {
     if (this.catchall !== undefined || this.#probe !== undefined) return;
-    const local = (this.#probeLocal ??= (this.engine.deps.randomLocal ?? defaultRandomLocal)());
+    const { deps } = this.engine;
+    const local = (this.#probeLocal ??= deps.randomLocal ? deps.randomLocal() : probeLocalFor(this.engine.probeSalt, this.domain, deps.config.catchallTtlMs));
     const item = this.engine.newItem(this.domain, local, false, true, 0);
     this.#probe = item;
     this.#probeHosts = hosts;
@@ -86,7 +98,9 @@ class DomainActor implements ItemSink {
     if (item.probe) {
       item.done = true;
       this.#probe = undefined;
-      if (cls === 'accepted' || cls === 'rejected') {
+      // Conclusive: accepted (catch-all), or refused for good as a mailbox (5.1.1, 553 5.1.3 "bad
+      // recipient address", 5.2.1 disabled): the server does not take every address.
+      if (cls === 'accepted' || cls === 'rejected' || cls === 'malformed' || cls === 'disabled') {
         this.catchall = { catchall: cls === 'accepted', mxIndex: item.mxIndex };
         this.#loadedAt = Date.now();
         void this.engine.deps.cache.set(`ca:${this.domain}`, this.catchall, this.engine.deps.config.catchallTtlMs);
@@ -188,7 +202,11 @@ export class Engine implements ProbePort {
   #nextItem = 0;
   #nextSession = 0;
 
+  /** Keys the catch-all probe local parts (SVC_SECRET in production; random per process otherwise). */
+  readonly probeSalt: string;
+
   constructor(readonly deps: EngineDeps) {
+    this.probeSalt = deps.probeSalt ?? randomBytes(16).toString('hex');
     this.throttle = deps.throttle ?? new MemoryMxThrottle(deps.config.maxConnectionsPerMx);
   }
 

@@ -55,8 +55,10 @@ export interface EngineDeps {
   cache: CachePort;
   config: EngineConfig;
   throttle?: MxThrottle;
-  /** Local part of catch-all probes (tests make it deterministic). */
+  /** Local part of catch-all probes (tests make it deterministic); default probeLocalFor(probeSalt, domain, TTL window). */
   randomLocal?: () => string;
+  /** Salt of the catch-all probe local parts (the service passes SVC_SECRET or its generated secret). */
+  probeSalt?: string;
 }
 
 /** One recipient on its way through a domain actor and an MX actor. */

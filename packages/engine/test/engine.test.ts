@@ -283,3 +283,33 @@ t.test('a dropped line: the recipients are asked again on a new session', async 
   t.strictSame(new Set(classes(outcomes)), new Set(['accepted']));
   await engine.close();
 });
+
+t.test('the catch-all probe local part is the same for a domain through its TTL window, keyed by the salt', async (t) => {
+  const { probeLocalFor } = await import('../src/engine.ts');
+  const a = probeLocalFor('salt-one', 'grey.test', 3_600_000, 7_200_000);
+  t.match(a, /^svc-[0-9a-f]{16}$/);
+  t.equal(probeLocalFor('salt-one', 'grey.test', 3_600_000, 7_200_000 + 3_599_999), a, 'same window, same local part');
+  t.not(probeLocalFor('salt-one', 'grey.test', 3_600_000, 7_200_000 + 3_600_000), a, 'next window, a new one');
+  t.not(probeLocalFor('salt-two', 'grey.test', 3_600_000, 7_200_000), a, 'another salt, another local part');
+  t.not(probeLocalFor('salt-one', 'other.test', 3_600_000, 7_200_000), a);
+  // Two actors of the same domain (the first went idle in between) ask the same probe address.
+  const smtp = new FakeSmtp({ 'mx.shared.test': { handle: (c) => (c.verb === 'RCPT' && c.local?.startsWith('svc-') ? reply('450 4.2.0 Greylisted') : undefined) } });
+  const engine = new Engine({ dns: new FakeDns(ADDRESSES), smtp, cache: new MemoryCache(), config: CONFIG, probeSalt: 'salt-one' });
+  await engine.check({ domain: 'grey.test', hosts: SHARED, local: 'a', utf8: false, retries: 0 });
+  t.equal(engine.activeDomains, 0);
+  await engine.check({ domain: 'grey.test', hosts: SHARED, local: 'b', utf8: false, retries: 0 });
+  const probes = smtp.rcpts().filter((c) => c.local?.startsWith('svc-')).map((c) => c.local);
+  t.equal(probes.length, 2);
+  t.equal(probes[0], probes[1]);
+  await engine.close();
+});
+
+t.test('a probe refused as a bad address (553 5.1.3) or a disabled mailbox is catch-all evidence: not catch-all', async (t) => {
+  for (const refusal of ['553 5.1.3 <x>: Bad recipient address syntax', '550 5.2.1 Mailbox disabled']) {
+    const { engine, check } = setup({ 'mx.shared.test': { handle: (c) => (c.verb === 'RCPT' && c.local?.startsWith(PROBE_PREFIX) ? reply(refusal) : undefined) } });
+    const o = answer(await check('bad.test', 'jane'));
+    t.equal(o.cls, 'accepted');
+    t.strictSame(o.catchall, { catchall: false, mxIndex: 0 }, refusal);
+    await engine.close();
+  }
+});
