@@ -250,6 +250,8 @@ t.test('bad input and refused operations: exact statuses and codes', async (t) =
     ['emails not a list', 'POST', '/v1/validate/batch', { body: { emails: 'a@accept.test' } }, 400, 'invalid_request'],
     ['webhook_url not http(s)', 'POST', '/v1/validate/batch', { body: { emails: ['a@accept.test'], webhook_url: 'ftp://x.example.com/hook' } }, 400, 'invalid_webhook_url'],
     ['webhook_url unparsable', 'POST', '/v1/validate/batch', { body: { emails: ['a@accept.test'], webhook_url: 'not a url' } }, 400, 'invalid_webhook_url'],
+    ['webhook_url on loopback', 'POST', '/v1/validate/batch', { body: { emails: ['a@accept.test'], webhook_url: 'http://127.0.0.1:9/hook' } }, 400, 'invalid_webhook_url'],
+    ['webhook_url on a private address', 'POST', '/v1/validate/batch', { body: { emails: ['a@accept.test'], webhook_url: 'https://10.1.2.3/hook' } }, 400, 'invalid_webhook_url'],
     ['webhook_url not a string', 'POST', '/v1/validate/batch', { body: { emails: ['a@accept.test'], webhook_url: 7 } }, 400, 'invalid_webhook_url'],
     ['malformed JSON', 'POST', '/v1/validate/batch', { raw: '{"emails": [', headers: { 'content-type': 'application/json' } }, 400, 'invalid_json'],
     ['too few credits', 'POST', '/v1/validate/batch', { body: { emails: ['a@accept.test', 'b@accept.test', 'c@accept.test'] } }, 402, 'insufficient_credits'],

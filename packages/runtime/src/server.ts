@@ -67,6 +67,7 @@ export async function startService(config: Config, opts: StartOptions = {}): Pro
     // Jobs: no more re-probe wake-ups; the bus lets the messages in progress finish (their results
     // can no longer be published: a restart publishes that work again) and drops the rest.
     await services.jobs.stop();
+    await services.webhooks.stop();
     await services.bus.close();
     await verifier.close(); // every domain actor finishes and QUITs its SMTP session
     await services.closeCache();
@@ -87,6 +88,7 @@ export async function startService(config: Config, opts: StartOptions = {}): Pro
     // Jobs left unfinished by the last run are resumed before the first request is taken.
     if (!config.databaseUrl) await services.blobs.sweepPartials();
     await services.jobs.start();
+    if (config.role !== 'front') services.webhooks.start();
     if (boot.kind === 'ignored') app.log.warn('SVC_BOOTSTRAP_API_KEY is ignored: it applies on first start only and this store already has accounts (use the admin CLI to add keys)');
     const served = app;
     if (!config.databaseUrl && !opts.store) admin = serveAdminSocket(store, adminSocketPath(config.dataDir), () => served.clearKeyCache());

@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { connectRedis, DirBlobStore, MemoryCache, MemoryRateLimiter, openStore, RedisCache, RedisRateLimiter, type RateLimiterPort, type Store } from '@svc/store';
-import { CsvJobs, InProcessBus, JobsService, silentLogger, type Bus, type JobsLogger } from '@svc/jobs';
+import { CsvJobs, InProcessBus, JobsService, jobStatus, jobWebhookEvent, silentLogger, WebhookDispatcher, type Bus, type JobsLogger } from '@svc/jobs';
 import { Engine, ENGINE_DEFAULTS } from '@svc/engine';
 import { Verifier, verifierConfig, type CachePort } from '@svc/verifier';
 import { nodeDns, netSmtpConnector, tcpReachable } from '@svc/verifier/adapters';
@@ -28,6 +28,8 @@ export interface Services {
   jobs: JobsService;
   /** CSV batches: prepare-upload, the signed upload (at most SVC_CSV_MAX_BYTES), start-processing into the job intake. */
   csvJobs: CsvJobs;
+  /** Delivers job webhooks from the outbox (started by startService unless SVC_ROLE=front). */
+  webhooks: WebhookDispatcher;
   /** SVC_SECRET, or the secret generated once and kept in the store: the HMAC key of signed URLs and webhooks. */
   secret: string;
   /** Where the job pipeline logs (silent until the API's logger is set). */
@@ -111,8 +113,13 @@ export async function createServices(config: Config, opts: { store?: Store } = {
       return (await mc.get<number>('ready:ping')) === 1;
     };
   }
+  // Without SVC_SECRET, signed URLs, webhook signatures and the catch-all probes' local parts use a
+  // secret generated on first start and kept in the store, so they survive restarts and every
+  // process sharing the store agrees on it.
+  const secret = config.secret ?? (await store.settings.generated('signing_secret', () => randomBytes(32).toString('base64url')));
   const engine = new Engine({
     dns,
+    probeSalt: secret,
     smtp: netSmtpConnector,
     cache,
     config: {
@@ -148,9 +155,6 @@ export async function createServices(config: Config, opts: { store?: Store } = {
     timeoutMs: Math.min(config.smtpTimeoutMs, 5000),
   });
   // Jobs (DESIGN 4): the blob store beside the database, the in-process bus, and the pipeline.
-  // Without SVC_SECRET, signed URLs use a secret generated on first start and kept in the store,
-  // so they survive restarts and every process sharing the store agrees on it.
-  const secret = config.secret ?? (await store.settings.generated('signing_secret', () => randomBytes(32).toString('base64url')));
   let jobsLog: JobsLogger = silentLogger;
   const log: JobsLogger = {
     info: (o, m) => jobsLog.info(o, m),
@@ -173,7 +177,17 @@ export async function createServices(config: Config, opts: { store?: Store } = {
     ownsAllWork: !config.databaseUrl,
     consume: config.role !== 'front',
     log,
+    // DESIGN 6 job webhook: the event is written to the outbox in the transaction that completes
+    // or fails the job, so a crash can neither lose it nor make a second one (its id is derived
+    // from the job and the event); the dispatcher delivers it, signed, with back-off for 24 h.
+    onFinalTx: async (tx, job) => {
+      if (!job.webhook_url || (job.status !== 'completed' && job.status !== 'failed')) return;
+      const event = job.status === 'completed' ? 'job.completed' : 'job.failed';
+      await store.webhooks.enqueueIn(tx, jobWebhookEvent({ accountId: job.account_id, url: job.webhook_url, event, job: jobStatus(job, config.publicUrl), createdAt: new Date(job.completed_at ?? Date.now()) }));
+    },
+    onFinal: () => webhooks.kick(),
   });
+  const webhooks = new WebhookDispatcher({ store, secret, allowPrivate: config.webhookAllowPrivate, logger: log });
   const csvJobs = new CsvJobs({ jobs, store, blobs, publicUrl: config.publicUrl, secret, maxBytes: config.csvMaxBytes });
-  return { config, store, verifier, rateLimiter, readiness, closeCache, blobs, bus, jobs, csvJobs, secret, setJobsLogger: (l) => (jobsLog = l) };
+  return { config, store, verifier, rateLimiter, readiness, closeCache, blobs, bus, jobs, csvJobs, webhooks, secret, setJobsLogger: (l) => (jobsLog = l) };
 }

@@ -1,0 +1,65 @@
+// Job webhooks end to end (DESIGN 6): a job with a webhook_url delivers one signed
+// `job.completed` event whose body is the job's status resource, and the event was written to
+// the outbox with the job's completion.
+
+import { createHmac } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import t from 'tap';
+import { startStack } from '../helpers/stack.ts';
+
+const SECRET = 'e2e-webhook-secret-0123456789';
+const received: Array<{ headers: http.IncomingHttpHeaders; body: string }> = [];
+let notify: (() => void) | undefined;
+const receiver = http.createServer((req, res) => {
+  let body = '';
+  req.setEncoding('utf8');
+  req.on('data', (c: string) => (body += c));
+  req.on('end', () => {
+    received.push({ headers: req.headers, body });
+    res.writeHead(204).end();
+    notify?.();
+  });
+});
+await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+const hookUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks/jobs?token=abc`;
+
+const stack = await startStack({ env: { SVC_SECRET: SECRET, SVC_WEBHOOK_ALLOW_PRIVATE: 'true' } });
+t.teardown(async () => {
+  await stack.close();
+  receiver.close();
+});
+
+const waitForEvent = (ms: number) =>
+  new Promise<void>((resolve, reject) => {
+    if (received.length > 0) return resolve();
+    const timer = setTimeout(() => reject(new Error(`no webhook within ${ms} ms`)), ms);
+    notify = () => {
+      clearTimeout(timer);
+      resolve();
+    };
+  });
+
+t.test('a completed job POSTs one signed job.completed event with its status resource', async (t) => {
+  const created = await stack.call('POST', '/v1/validate/batch', { body: { emails: ['jane.doe@accept.test', 'nobody.here@accept.test'], webhook_url: hookUrl } });
+  t.equal(created.status, 202);
+  const id = created.body.id as string;
+  await waitForEvent(30_000);
+  t.equal(received.length, 1);
+  const { headers, body } = received[0]!;
+  const event = JSON.parse(body);
+  t.equal(event.event, 'job.completed');
+  t.equal(event.job.id, id);
+  t.equal(event.job.status, 'completed');
+  t.strictSame([event.job.results.valid, event.job.results.invalid, event.job.results.credits_charged], [1, 1, 1]);
+  t.equal(headers['x-webhook-id'], event.id, 'the header carries the event id of the body');
+  t.match(headers['content-type'], /^application\/json/);
+  const m = /^t=(\d+),v1=([0-9a-f]{64})$/.exec(String(headers['x-signature']));
+  t.ok(m, `X-Signature shape: ${headers['x-signature']}`);
+  const expected = createHmac('sha256', SECRET).update(`${m![1]}.${body}`).digest('hex');
+  t.equal(m![2], expected, 'HMAC-SHA256(secret, t + "." + body)');
+  const status = await stack.call('GET', `/v1/csv/jobs/${id}`);
+  t.strictSame(event.job, status.body, 'the body is the status resource as GET shows it');
+  const stored = await stack.store.webhooks.listForJob(id);
+  t.strictSame(stored.map((e) => [e.id, e.event, e.status]), [[event.id, 'job.completed', 'delivered']]);
+});
