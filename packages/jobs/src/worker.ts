@@ -60,7 +60,9 @@ export class JobWorker {
     const { verifier, greylistAttempts, greylistDelayMs } = this.opts;
     const verdicts = await verifier.verify(
       message.items.map(([, email]) => email),
-      { smtpRetries: 0 },
+      // No in-session greylist retry (the scheduler re-probes durably) and no sync deadline: a
+      // job's recipients wait in the MX queues as long as the hosts' limits require.
+      { smtpRetries: 0, deadlineMs: 0 },
     );
     const now = this.#now();
     return message.items.map(([idx, email, before], i) => {

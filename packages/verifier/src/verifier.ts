@@ -51,6 +51,12 @@ export interface RunOptions {
    * re-probe after SVC_JOB_GREYLIST_DELAY_MS; sync requests use the configured default.
    */
   smtpRetries?: number;
+  /**
+   * The most one address may take, overriding the configured deadline; 0 = none. Jobs pass 0:
+   * their recipients wait in the MX actors' queues for as long as the hosts' limits require, and
+   * every SMTP phase still has its own timeout.
+   */
+  deadlineMs?: number;
 }
 
 export interface PlanItem {
@@ -131,7 +137,7 @@ export class Verifier {
 
   #verifyKey(key: string, parsed: ParsedAddress, opts: RunOptions): Promise<Stored> {
     // Jobs (no in-session greylist retry) and sync requests do not share a probe in flight.
-    const flightKey = opts.smtpRetries === undefined ? key : `${key}\u0000${opts.smtpRetries}`;
+    const flightKey = opts.smtpRetries === undefined && opts.deadlineMs === undefined ? key : `${key}\u0000${opts.smtpRetries}\u0000${opts.deadlineMs}`;
     let p = this.#inflight.get(flightKey);
     if (!p) {
       p = this.#fresh(key, parsed, opts).finally(() => this.#inflight.delete(flightKey));
@@ -151,7 +157,7 @@ export class Verifier {
         local: ok.local,
         utf8: ok.utf8Local,
         retries: opts.smtpRetries ?? this.deps.config.smtpRetries,
-        deadlineMs: this.deps.config.deadlineMs ?? 30_000,
+        ...this.#deadline(opts),
       });
       verdict = buildVerdict(key, parsed, { layer: 'smtp', outcome, implicitMx: mx.kind === 'implicit' });
     } else {
@@ -160,6 +166,11 @@ export class Verifier {
     const { email: _drop, ...stored } = verdict;
     if (stored.result !== 'unknown') await this.deps.cache.set(`v:${key}`, stored, this.deps.config.resultCacheTtlMs);
     return stored;
+  }
+
+  #deadline(opts: RunOptions): { deadlineMs?: number } {
+    const ms = opts.deadlineMs ?? this.deps.config.deadlineMs ?? 30_000;
+    return ms > 0 ? { deadlineMs: ms } : {};
   }
 
   /** One MX lookup per domain at a time: a bulk of 100 addresses of one domain asks DNS once. */

@@ -24,3 +24,21 @@ t.test('a repeated address is read from the cache once', async (t) => {
   t.equal(plan.settled, true);
   t.same((await v.run(plan)).map((x) => x.result), ['risky', 'risky']);
 });
+
+t.test('the deadline given to the probe: the configured one for sync calls, none for deadlineMs 0 (jobs)', async (t) => {
+  const seen: Array<number | undefined> = [];
+  const probe: ProbePort = {
+    check: async (req) => {
+      seen.push(req.deadlineMs);
+      return { kind: 'answer', cls: 'rejected', reply: { code: 550, enhanced: '5.1.1', text: 'no', lines: ['550 5.1.1 no'] }, mxIndex: 0, attempts: 1 };
+    },
+    close: async () => {},
+  };
+  const dns: DnsPort = { resolveMail: async () => ({ kind: 'mx', hosts: [{ exchange: 'mx.x.test', priority: 10 }] }), resolveAddresses: async () => [] };
+  const cache: CachePort = { get: () => undefined, set: () => {} };
+  const v = new Verifier({ dns, probe, cache, config: verifierConfig({ deadlineMs: 1234 }) });
+  await v.verify(['a@x.test']);
+  await v.verify(['b@x.test'], { smtpRetries: 0, deadlineMs: 0 });
+  await v.verify(['c@x.test'], { deadlineMs: 99 });
+  t.strictSame(seen, [1234, undefined, 99]);
+});
