@@ -83,8 +83,8 @@ const list = examples(readme);
 
 t.test('the README names its key and has examples of every endpoint family', async (t) => {
   t.equal(key, 'svc_test_0123456789abcdef');
-  const routes = new Set(list.map((e) => /localhost:8080(\/[a-z0-9/]*)/.exec(e.command)?.[1]));
-  for (const r of ['/v1/validate', '/v1/validate/bulk', '/v1/validate/batch', '/v1/csv/jobs', '/v1/credits', '/health', '/live', '/ready']) t.ok(routes.has(r), `an example of ${r}`);
+  const routes = new Set(list.map((e) => /localhost:8080(\/[a-z0-9/-]*)/.exec(e.command)?.[1]));
+  for (const r of ['/v1/validate', '/v1/validate/bulk', '/v1/validate/batch', '/v1/csv/jobs', '/v1/csv/prepare-upload', '/v1/csv/start-processing', '/v1/credits', '/health', '/live', '/ready']) t.ok(routes.has(r), `an example of ${r}`);
 });
 
 t.test('every curl example answers what the README shows', async (t) => {
@@ -97,7 +97,8 @@ t.test('every curl example answers what the README shows', async (t) => {
   for (const ex of list) {
     const { stdout } = await run('bash', ['-c', ex.command.replaceAll('localhost:8080', origin)], { env: { ...process.env, ...vars } });
     if (ex.assign) {
-      vars[ex.assign] = stdout.trim();
+      // A URL the service answered (SVC_PUBLIC_URL, the README's origin) leads to where it listens here.
+      vars[ex.assign] = stdout.trim().replaceAll('localhost:8080', origin);
       t.ok(vars[ex.assign], `README line ${ex.line}: ${ex.assign} is set`);
       continue;
     }
