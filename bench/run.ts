@@ -11,6 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as httpCached from './api/http-cached.ts';
+import * as engineThroughput from './engine/throughput.ts';
 import * as csv from './jobs/csv.ts';
 import type { BenchResult, Row } from './lib/result.ts';
 import { fmt } from './lib/stats.ts';
@@ -22,6 +23,7 @@ const BENCHES: { name: string; run: () => Promise<BenchResult> }[] = [
   { name: httpCached.NAME, run: () => httpCached.run() },
   { name: connections.NAME, run: () => connections.run() },
   { name: csv.NAME, run: () => csv.run() },
+  { name: engineThroughput.NAME, run: () => engineThroughput.run() },
 ];
 
 const RESULTS = path.join(path.dirname(fileURLToPath(import.meta.url)), 'RESULTS.md');
