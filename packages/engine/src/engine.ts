@@ -257,8 +257,19 @@ export class Engine implements ProbePort {
     return actor;
   }
 
-  /** Addresses of an MX host, cached: thousands of domains share a few MX hosts. */
-  async #addresses(host: string): Promise<string[]> {
+  #addressLookups = new Map<string, Promise<string[]>>();
+
+  /** Addresses of an MX host, cached, one lookup at a time per host: thousands of domains share a few MX hosts. */
+  #addresses(host: string): Promise<string[]> {
+    let p = this.#addressLookups.get(host);
+    if (!p) {
+      p = this.#lookupAddresses(host).finally(() => this.#addressLookups.delete(host));
+      this.#addressLookups.set(host, p);
+    }
+    return p;
+  }
+
+  async #lookupAddresses(host: string): Promise<string[]> {
     const { dns, cache, config } = this.deps;
     const key = `addr:${host}`;
     const cached = await cache.get<string[]>(key);

@@ -95,6 +95,10 @@ export interface EngineCounters {
 const SLOW_REPLY_MS = 800;
 /** A 421 at the banner with none of our sessions open: asked again this many times before failing over. */
 const BANNER_RETRIES = 2;
+/** A banner 421 saying "too many connections" (or any, this soon after our own sessions ended) is waited out this many times in a row. */
+const CAP_RETRIES = 8;
+/** Our sessions ended this recently: the server may still count them. */
+const RECENT_SESSION_MS = 5_000;
 /** Replies that ask a client to slow down (rate limits), as opposed to greylisting's "come back later". */
 const RATE_TEXT = /\brate\b|too (fast|frequent)|too many (messages|mails|requests|commands|recipients per)|slow down/i;
 /** A recipient whose sessions keep breaking under it is failed over after this many. */
@@ -112,6 +116,11 @@ export class MxActor {
   #downFailure: SessionFailure | undefined;
   #bannerRetries = 0;
   #retryTimer: NodeJS.Timeout | undefined;
+  /** Sessions whose QUIT is written and whose socket is not closed yet. */
+  #closing = 0;
+  /** The host refused a connection for being over its per-client cap (421 at the banner): closing sessions count until their sockets close. */
+  #capSeen = false;
+  #lastSessionEndAt = 0;
   /** What a session may spend on this host, learnt from its replies. */
   readonly budget: SessionBudget;
 
@@ -150,7 +159,9 @@ export class MxActor {
       this.#cooldownUntil = now + this.deps.config.throttleCooldownMs;
     }
     if (this.#retryTimer) return;
-    while (this.#sessions.size + this.#opening < this.limit && this.queue.live() > (this.#sessions.size + this.#opening) * 2) {
+    // A server that caps connections per client still counts a session whose QUIT is on its way.
+    const held = () => this.#sessions.size + this.#opening + (this.#capSeen ? this.#closing : 0);
+    while (held() < this.limit && this.queue.live() > (this.#sessions.size + this.#opening) * 2) {
       void this.#open();
     }
   }
@@ -205,21 +216,30 @@ export class MxActor {
       const f = opened.failure;
       const refusedAtBanner = f.phase === 'greeting' && f.reply?.code === 421;
       if ((f.phase === 'connect' && f.kind === 'connection') || refusedAtBanner) {
+        if (refusedAtBanner && /too many connections|connection (limit|count)/i.test(f.reply?.text ?? '')) this.#capSeen = true;
         if (this.#sessions.size > 0) {
           // Our other sessions are alive: this is the server's per-client cap, not an outage.
           // The recipients wait for a session.
           this.#throttle('connections');
           return this.#afterSession();
         }
-        if (refusedAtBanner && this.#bannerRetries < BANNER_RETRIES) {
-          // Someone else holds the server's connections (another process on our IP): wait a little.
+        // No session of ours is open. A 421 that names the connection cap, or any refusal right
+        // after our own sessions ended (the server may still count them), is waited out: the
+        // recipients are not failed over for it. Another 421 (someone else holds the server's
+        // connections, a server starting up) is asked again twice, then the next MX is.
+        const capped = refusedAtBanner && /too many connections|connection (limit|count)/i.test(f.reply?.text ?? '');
+        const recent = Date.now() - this.#lastSessionEndAt < RECENT_SESSION_MS;
+        // Refusals of connections opened together count once: a retry is already planned.
+        if (this.#retryTimer && (capped || recent || refusedAtBanner)) return;
+        const retries = capped || recent ? CAP_RETRIES : refusedAtBanner ? BANNER_RETRIES : 0;
+        if (this.#bannerRetries < retries) {
           this.#bannerRetries++;
           this.#throttle('connections');
           this.#retryTimer = setTimeout(() => {
             this.#retryTimer = undefined;
             this.#pump();
             this.#afterSession();
-          }, 250 * 2 ** this.#bannerRetries);
+          }, Math.min(4_000, 100 * 2 ** this.#bannerRetries));
           return;
         }
       }
@@ -378,8 +398,15 @@ export class MxActor {
       // The permit goes back now; the QUIT's reply is not waited for (a server past its soft
       // error limit would hold it a second).
       release();
+      this.#lastSessionEndAt = Date.now();
       if (ended || state.phase === 'closed') session.destroy();
-      else void session.quit();
+      else {
+        this.#closing++;
+        void session.quit().finally(() => {
+          this.#closing--;
+          if (this.#capSeen && this.queue.live() > 0) this.#pump();
+        });
+      }
     }
   }
 

@@ -313,3 +313,18 @@ t.test('a probe refused as a bad address (553 5.1.3) or a disabled mailbox is ca
     await engine.close();
   }
 });
+
+t.test('sessions retiring under a connection cap: reconnects refused while the old sockets close never fail the host', async (t) => {
+  // The server counts a session until its QUIT lands (latency), allows 1, and every session
+  // retires after 2 rejections: new connections race the closing ones.
+  const { smtp, engine, check } = setup(
+    { 'mx.shared.test': { maxSessions: 1, latencyMs: 15, handle: (c) => (c.verb === 'RCPT' && (c.local?.startsWith('nobody') || c.local?.startsWith(PROBE_PREFIX)) ? UNKNOWN : undefined) } },
+    { maxConnectionsPerMx: 5, errorBudget: 2 },
+  );
+  const locals = Array.from({ length: 40 }, (_, i) => (i % 2 ? `nobody${i}` : `real${i}`));
+  const outcomes = await Promise.all(locals.map((l) => check('cap.test', l)));
+  t.strictSame(classes(outcomes), locals.map((l) => (l.startsWith('nobody') ? 'rejected' : 'accepted')));
+  t.ok(smtp.refusedAtBanner >= 1, `the race happened (${smtp.refusedAtBanner} refusals at the banner)`);
+  t.ok((smtp.peak.get('mx.shared.test') ?? 0) <= 1);
+  await engine.close();
+});

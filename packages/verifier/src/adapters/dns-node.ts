@@ -37,18 +37,12 @@ export function nodeDns(opts: NodeDnsOptions): DnsPort {
   if (opts.servers.length > 0) resolver.setServers(opts.servers);
 
   async function addresses(host: string): Promise<{ ok: true; ips: string[] } | { ok: false; failure: Failure }> {
-    const ips: string[] = [];
-    let first: Failure | undefined;
-    for (const family of [4, 6] as const) {
-      try {
-        ips.push(...(family === 4 ? await resolver.resolve4(host) : await resolver.resolve6(host)));
-      } catch (err) {
-        const f = failureOf(err);
-        first ??= f;
-        if (f.kind === 'nxdomain') break; // the name does not exist: no point asking for AAAA
-      }
-    }
+    // A and AAAA at once: one round trip to the resolver, not two (a job's first sessions to a
+    // host wait for this).
+    const [v4, v6] = await Promise.allSettled([resolver.resolve4(host), resolver.resolve6(host)]);
+    const ips = [...(v4.status === 'fulfilled' ? v4.value : []), ...(v6.status === 'fulfilled' ? v6.value : [])];
     if (ips.length > 0) return { ok: true, ips };
+    const first = v4.status === 'rejected' ? failureOf(v4.reason) : v6.status === 'rejected' ? failureOf(v6.reason) : undefined;
     return { ok: false, failure: first ?? { kind: 'no_records' } };
   }
 
