@@ -67,10 +67,7 @@ const RESULT_COLUMNS = ['result', 'reason_code', 'reason', 'b2b_outbound_quality
 // holding the delimiter; notes with embedded CRLF and LF, quotes and `;`; a formula-looking
 // cell; the known and unknown mailbox of a set of sim domains; a role address; bad syntax; an
 // empty email cell; a repeated row, a repeated mailbox in another spelling; a blank line.
-// (Not `greylist`: in a job this small its valid mailbox ends `unknown/catchall_unverified`, JSON
-// jobs too: the domain actor is dropped between re-probes and its next catch-all probe, with a new
-// random local part, is greylisted again. An engine matter, reported; a CSV changes nothing there.)
-const BEHAVIOURS = ['accept', 'catchall', 'greylist-forever', 'policy-block', 'mailbox-full', 'nxdomain', 'null-mx', 'idn', 'free-provider', 'disposable', 'recipient-limit-452'];
+const BEHAVIOURS = ['accept', 'catchall', 'greylist', 'greylist-forever', 'policy-block', 'mailbox-full', 'nxdomain', 'null-mx', 'idn', 'free-provider', 'disposable', 'recipient-limit-452'];
 const domains = SIM_DOMAINS.filter((d) => BEHAVIOURS.includes(d.behaviour));
 const HEADER = ['First name', 'E-mail', 'Company; Ltd', 'Notes', 'Score'];
 const rows: string[][] = [];
