@@ -19,7 +19,8 @@ import { SIM_DOMAINS, SIM_UNKNOWN_LOCAL } from '../sim/index.ts';
 
 const run = promisify(execFile);
 const MAX_BYTES = 8192;
-const stack: Stack = await startStack({ env: { SVC_CSV_MAX_BYTES: String(MAX_BYTES), SVC_JOB_GREYLIST_DELAY_MS: '500' } });
+// On the CSV pool (one worker thread): the README's examples and the JSON job tests cover the inline path.
+const stack: Stack = await startStack({ env: { SVC_CSV_MAX_BYTES: String(MAX_BYTES), SVC_JOB_GREYLIST_DELAY_MS: '500', SVC_CSV_POOL_THREADS: '1' } });
 t.teardown(() => stack.close());
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'svc-csv-e2e-'));
 t.teardown(() => rmSync(tmp, { recursive: true, force: true }));

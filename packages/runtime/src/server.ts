@@ -69,6 +69,7 @@ export async function startService(config: Config, opts: StartOptions = {}): Pro
     await services.jobs.stop();
     await services.webhooks.stop();
     await services.bus.close();
+    await services.closeCsvPool();
     await verifier.close(); // every domain actor finishes and QUITs its SMTP session
     await services.closeCache();
     if (!opts.store) await store.close();

@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { connectRedis, DirBlobStore, MemoryCache, MemoryRateLimiter, openStore, RedisCache, RedisRateLimiter, type RateLimiterPort, type Store } from '@svc/store';
-import { CsvJobs, InProcessBus, JobsService, jobStatus, jobWebhookEvent, silentLogger, WebhookDispatcher, type Bus, type JobsLogger } from '@svc/jobs';
+import { createCsvPool, CsvJobs, InProcessBus, JobsService, jobStatus, jobWebhookEvent, silentLogger, WebhookDispatcher, type Bus, type JobsLogger } from '@svc/jobs';
 import { Engine, ENGINE_DEFAULTS } from '@svc/engine';
 import { Verifier, verifierConfig, type CachePort } from '@svc/verifier';
 import { nodeDns, netSmtpConnector, tcpReachable } from '@svc/verifier/adapters';
@@ -28,6 +28,8 @@ export interface Services {
   jobs: JobsService;
   /** CSV batches: prepare-upload, the signed upload (at most SVC_CSV_MAX_BYTES), start-processing into the job intake. */
   csvJobs: CsvJobs;
+  /** Stops the CSV worker threads (nothing when parsing inline). */
+  closeCsvPool: () => Promise<void>;
   /** Delivers job webhooks from the outbox (started by startService unless SVC_ROLE=front). */
   webhooks: WebhookDispatcher;
   /** SVC_SECRET, or the secret generated once and kept in the store: the HMAC key of signed URLs and webhooks. */
@@ -163,7 +165,10 @@ export async function createServices(config: Config, opts: { store?: Store } = {
   };
   const blobs = new DirBlobStore(path.join(config.dataDir, 'blobs'));
   const bus = new InProcessBus({ onError: (err, topic, key) => log.error({ err, topic, key }, 'job message failed; retrying') });
+  // CSV parsing and results rendering on a Piscina pool when configured (SVC_CSV_POOL_THREADS).
+  const csvPool = config.csvPoolThreads > 0 ? createCsvPool({ threads: config.csvPoolThreads }) : undefined;
   const jobs = new JobsService({
+    ...(csvPool ? { renderer: csvPool } : {}),
     store,
     blobs,
     bus,
@@ -188,6 +193,6 @@ export async function createServices(config: Config, opts: { store?: Store } = {
     onFinal: () => webhooks.kick(),
   });
   const webhooks = new WebhookDispatcher({ store, secret, allowPrivate: config.webhookAllowPrivate, logger: log });
-  const csvJobs = new CsvJobs({ jobs, store, blobs, publicUrl: config.publicUrl, secret, maxBytes: config.csvMaxBytes });
-  return { config, store, verifier, rateLimiter, readiness, closeCache, blobs, bus, jobs, csvJobs, webhooks, secret, setJobsLogger: (l) => (jobsLog = l) };
+  const csvJobs = new CsvJobs({ jobs, store, blobs, publicUrl: config.publicUrl, secret, maxBytes: config.csvMaxBytes, ...(csvPool ? { parser: csvPool } : {}) });
+  return { config, store, verifier, rateLimiter, readiness, closeCache, blobs, bus, jobs, csvJobs, webhooks, closeCsvPool: async () => void (await csvPool?.close()), secret, setJobsLogger: (l) => (jobsLog = l) };
 }
