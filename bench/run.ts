@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import * as httpCached from './api/http-cached.ts';
 import * as engineThroughput from './engine/throughput.ts';
 import * as csv from './jobs/csv.ts';
+import * as ingest from './jobs/ingest.ts';
 import type { BenchResult, Row } from './lib/result.ts';
 import { fmt } from './lib/stats.ts';
 import * as connections from './verifier/connections-per-domain.ts';
@@ -23,6 +24,7 @@ const BENCHES: { name: string; run: () => Promise<BenchResult> }[] = [
   { name: httpCached.NAME, run: () => httpCached.run() },
   { name: connections.NAME, run: () => connections.run() },
   { name: csv.NAME, run: () => csv.run() },
+  { name: ingest.NAME, run: () => ingest.run() },
   { name: engineThroughput.NAME, run: () => engineThroughput.run() },
 ];
 
