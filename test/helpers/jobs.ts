@@ -1,0 +1,228 @@
+// Helpers for the job end-to-end tests (jobs-crash, jobs-10k): a seeded random source, inputs
+// built from the simulated internet's table with the verdict the sim expects for each address,
+// the results CSV parsed into rows, the 2.2 counters counted from those rows, and a webhook
+// receiver that records every request it gets.
+
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { parse } from 'csv-parse/sync';
+import { SIM_DOMAINS, type SimDomain } from '../sim/index.ts';
+
+// ------------------------------------------------------------------------------------------------
+// Seeded randomness
+
+/** mulberry32: a small, fast PRNG; the same seed gives the same sequence (a failure can be replayed). */
+export function seededRandom(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** The seed named by `value` (an env variable, decimal or 0x hex), or a fresh random one. */
+export function seedFrom(value: string | undefined): number {
+  if (value !== undefined && value.trim() !== '') {
+    const n = Number(value.trim());
+    if (!Number.isSafeInteger(n) || n < 0 || n > 0xffffffff) throw new Error(`not a seed (0 … 2^32-1): ${value}`);
+    return n;
+  }
+  return Math.floor(Math.random() * 0x100000000);
+}
+
+/** Shuffles `items` in place with `rand` (Fisher–Yates) and returns them. */
+export function shuffle<T>(items: T[], rand: () => number): T[] {
+  for (let i = items.length - 1; i > 0; i--) {
+    const j = Math.floor(rand() * (i + 1));
+    [items[i], items[j]] = [items[j]!, items[i]!];
+  }
+  return items;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Inputs with the sim's expected verdicts
+
+/** `result/reason_code`, the shape verdicts are compared in. */
+export type VerdictKey = string;
+
+export const verdictKey = (v: { result: string; reason_code: string }): VerdictKey => `${v.result}/${v.reason_code}`;
+
+/** An input string and, when the sim's table says, the verdict a correct verifier reaches for it. */
+export interface InputEmail {
+  email: string;
+  expect?: VerdictKey;
+}
+
+/** The sim's domain (by its ASCII or Unicode name). */
+export function simDomain(name: string): SimDomain {
+  const d = SIM_DOMAINS.find((x) => x.domain === name || x.unicode === name);
+  if (!d) throw new Error(`no sim domain ${name}`);
+  return d;
+}
+
+/** The domain as a user would type it: the Unicode form of an IDN. */
+export const typed = (d: SimDomain): string => d.unicode ?? d.domain;
+
+/** The known personal mailboxes `jane.doe` and `john.smith` at the domain. */
+export function knownAt(d: SimDomain): InputEmail[] {
+  return ['jane.doe', 'john.smith'].map((local) => ({ email: `${local}@${typed(d)}`, expect: verdictKey(d.known) }));
+}
+
+/**
+ * A role mailbox the sim knows (info, support, sales, admin, postmaster) at the domain: on a
+ * server that accepts it as a real mailbox it is `valid_role_based/role_account`; anywhere else
+ * the domain's verdict for a known mailbox stands (catch-all, disposable, refusals).
+ */
+export function roleAt(d: SimDomain, local: 'info' | 'support' | 'sales' | 'admin' | 'postmaster'): InputEmail {
+  const expect = verdictKey(d.known) === 'valid/accepted' ? 'valid_role_based/role_account' : verdictKey(d.known);
+  return { email: `${local}@${typed(d)}`, expect };
+}
+
+/**
+ * `n` distinct generated local parts at the domain (`<prefix><i>`, never a mailbox the sim
+ * knows): a normal server refuses them (the domain's `unknown` verdict), a catch-all or
+ * disposable domain accepts them, a domain-wide behaviour gives them its verdict.
+ */
+export function generatedAt(d: SimDomain, n: number, prefix = 'user', from = 0): InputEmail[] {
+  return Array.from({ length: n }, (_, i) => ({ email: `${prefix}${from + i}@${typed(d)}`, expect: verdictKey(d.unknown) }));
+}
+
+/** Strings that are not addresses (invalid_syntax), and where they came from. */
+export const BAD_SYNTAX: readonly string[] = ['not-an-email', '@lead', 'x@', 'two@@at.test', 'a b@accept.test', 'trailing.dot.@accept.test', 'no-domain@', 'jane.doe@accept..test', '.lead@accept.test', 'x@-bad-.test'];
+
+/**
+ * The same address written another way: the domain's case changed (and for an IDN its ASCII
+ * form), which intake dedupes onto the first spelling. Local parts are case-sensitive (RFC 5321),
+ * so only the domain changes.
+ */
+export function respelled(email: string, rand: () => number): string {
+  const at = email.lastIndexOf('@');
+  const local = email.slice(0, at);
+  let domain = email.slice(at + 1);
+  const idn = SIM_DOMAINS.find((d) => d.unicode && d.unicode === domain);
+  if (idn && rand() < 0.5) domain = idn.domain;
+  let out = '';
+  for (const c of domain) out += rand() < 0.5 ? c.toUpperCase() : c;
+  if (out === domain) out = domain.toUpperCase();
+  return `${local}@${out}`;
+}
+
+// ------------------------------------------------------------------------------------------------
+// The results CSV
+
+export const RESULT_COLUMNS = [
+  'result',
+  'reason_code',
+  'reason',
+  'b2b_outbound_quality',
+  'is_role_based',
+  'role_type',
+  'is_free_provider',
+  'is_disposable',
+  'is_catchall',
+  'catchall_confidence',
+  'did_you_mean',
+  'credits_charged',
+  'charge_reason',
+  'validation_layer',
+  'smtp_response',
+] as const;
+
+export type ResultRow = { email: string } & Record<(typeof RESULT_COLUMNS)[number], string>;
+
+/** The rows of a JSON job's results CSV (header checked), as objects. */
+export function parseResults(text: string): ResultRow[] {
+  const rows = parse(text, { relax_column_count: false }) as string[][];
+  const header = rows[0];
+  if (!header || header.join(',') !== ['email', ...RESULT_COLUMNS].join(',')) throw new Error(`unexpected header: ${header?.join(',')}`);
+  return rows.slice(1).map((r) => Object.fromEntries(header.map((h, i) => [h, r[i]!])) as ResultRow);
+}
+
+/** How an input cell shows in the results CSV (formula-looking cells escaped with `'`). */
+export const shownCell = (s: string): string => (/^[=+\-@\t\r]/.test(s) ? `'${s}` : s);
+
+/** The 2.2 `results` a finalized job must show, counted from the rows of its first occurrences. */
+export function countersFrom(firsts: readonly ResultRow[], totalRows: number): Record<string, number> {
+  const count = (pred: (r: ResultRow) => boolean) => firsts.filter(pred).length;
+  const by = (result: string) => count((r) => r.result === result);
+  const charged = firsts.reduce((n, r) => n + Number(r.credits_charged), 0);
+  return {
+    total_rows: totalRows,
+    unique_emails: firsts.length,
+    valid: by('valid'),
+    valid_role_based: by('valid_role_based'),
+    invalid: by('invalid'),
+    risky: by('risky'),
+    unknown: by('unknown'),
+    role_based: count((r) => r.is_role_based === 'true'),
+    high_value: count((r) => r.charge_reason === 'high_value_validation'),
+    catch_all: count((r) => r.is_catchall === 'true'),
+    credits_reserved: firsts.length,
+    credits_charged: charged,
+    credits_consumed: charged,
+    credits_refunded: firsts.length - charged,
+    credits_per_high_value_validation: 1,
+  };
+}
+
+// ------------------------------------------------------------------------------------------------
+// A webhook receiver
+
+export interface ReceivedHook {
+  at: number;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+}
+
+export interface WebhookReceiver {
+  url: string;
+  received: ReceivedHook[];
+  /** Resolves once at least `n` requests arrived; rejects after `ms`. */
+  waitFor(n: number, ms: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** An HTTP receiver on loopback answering 204 to every POST and keeping what it got. */
+export async function startWebhookReceiver(pathname = '/hooks/jobs'): Promise<WebhookReceiver> {
+  const received: ReceivedHook[] = [];
+  const waiters = new Set<() => void>();
+  const server = http.createServer((req, res) => {
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (c: string) => (body += c));
+    req.on('end', () => {
+      received.push({ at: Date.now(), headers: req.headers, body });
+      res.writeHead(204).end();
+      for (const w of waiters) w();
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}${pathname}`,
+    received,
+    waitFor(n, ms) {
+      return new Promise<void>((resolve, reject) => {
+        const check = () => {
+          if (received.length < n) return;
+          clearTimeout(timer);
+          waiters.delete(check);
+          resolve();
+        };
+        const timer = setTimeout(() => {
+          waiters.delete(check);
+          reject(new Error(`${received.length} webhook requests within ${ms} ms, wanted ${n}`));
+        }, ms);
+        waiters.add(check);
+        check();
+      });
+    },
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  };
+}
