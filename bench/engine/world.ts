@@ -9,6 +9,7 @@
 // more host. About 70% of the addresses exist (a few of them role mailboxes), 30% are unknown.
 
 import type { MxLimits } from '../../test/sim/domains.ts';
+import { seededRandom as prng } from '../../test/helpers/random.ts';
 
 /** One-way network latency the world models. */
 export const ONE_WAY_MS = 25;
@@ -93,18 +94,6 @@ const unknownLocal = (k: number) => `x${k}.gone`;
 /** The extra mailboxes of every postfix host for lists of up to `maxN` addresses. */
 export function knownLocals(maxN: number): string[] {
   return Array.from({ length: maxN }, (_, k) => existingLocal(k));
-}
-
-/** mulberry32: a small seeded PRNG. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /**

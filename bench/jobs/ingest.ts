@@ -45,6 +45,7 @@ import pg from 'pg';
 import { startChild, type Child } from '../lib/children.ts';
 import type { BenchResult, Row } from '../lib/result.ts';
 import { fmt, percentile, withTimeout } from '../lib/stats.ts';
+import { seededRandom as rng } from '../../test/helpers/random.ts';
 
 export const NAME = 'jobs/ingest';
 const KEY = 'svc_live_benchBootstrapKey000000000001';
@@ -75,17 +76,6 @@ export interface IngestOptions {
 // ---------------------------------------------------------------------------------------------
 // Input
 
-/** Deterministic PRNG (mulberry32). */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const FIRST = ['jane', 'john', 'maria', 'li', 'ahmed', 'olga', 'pierre', 'yuki', 'sam', 'ana', 'noah', 'emma', 'lucas', 'mia', 'omar', 'sofia'];
 const LAST = ['doe', 'smith', 'garcia', 'wang', 'khan', 'ivanova', 'martin', 'sato', 'brown', 'silva', 'muller', 'rossi', 'kowalski', 'nguyen'];

@@ -6,22 +6,13 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { parse } from 'csv-parse/sync';
+import { RESULT_COLUMNS } from '@svc/jobs';
 import { SIM_DOMAINS, type SimDomain } from '../sim/index.ts';
 
 // ------------------------------------------------------------------------------------------------
 // Seeded randomness
 
-/** mulberry32: a small, fast PRNG; the same seed gives the same sequence (a failure can be replayed). */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { seededRandom } from './random.ts';
 
 /** The seed named by `value` (an env variable, decimal or 0x hex), or a fresh random one. */
 export function seedFrom(value: string | undefined): number {
@@ -113,23 +104,7 @@ export function respelled(email: string, rand: () => number): string {
 // ------------------------------------------------------------------------------------------------
 // The results CSV
 
-export const RESULT_COLUMNS = [
-  'result',
-  'reason_code',
-  'reason',
-  'b2b_outbound_quality',
-  'is_role_based',
-  'role_type',
-  'is_free_provider',
-  'is_disposable',
-  'is_catchall',
-  'catchall_confidence',
-  'did_you_mean',
-  'credits_charged',
-  'charge_reason',
-  'validation_layer',
-  'smtp_response',
-] as const;
+export { RESULT_COLUMNS };
 
 export type ResultRow = { email: string } & Record<(typeof RESULT_COLUMNS)[number], string>;
 

@@ -7,17 +7,8 @@
 
 import t, { type Test } from 'tap';
 import { readCsv, type CsvFailure } from '../src/csv.ts';
+import { seededRandom as rng } from '../../../test/helpers/random.ts';
 
-function rng(seed: number) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const CODES = new Set(['invalid_csv', 'email_column_not_found', 'too_many_emails']);
 

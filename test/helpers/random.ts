@@ -1,0 +1,14 @@
+// Seeded randomness for tests and benchmarks: the same seed gives the same sequence, so a failure
+// (or a benchmark's input) can be replayed.
+
+/** mulberry32: a small, fast PRNG returning numbers in [0, 1). */
+export function seededRandom(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
