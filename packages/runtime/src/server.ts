@@ -89,7 +89,11 @@ export async function startService(config: Config, opts: StartOptions = {}): Pro
     // Jobs left unfinished by the last run are resumed before the first request is taken.
     if (!config.databaseUrl) await services.blobs.sweepPartials();
     await services.jobs.start();
-    if (config.role !== 'front') services.webhooks.start();
+    if (config.role !== 'front') {
+      // Embedded, this process is the only deliverer: a claim left by a killed run is released now.
+      if (!config.databaseUrl) await store.webhooks.releaseAll();
+      services.webhooks.start();
+    }
     if (boot.kind === 'ignored') app.log.warn('SVC_BOOTSTRAP_API_KEY is ignored: it applies on first start only and this store already has accounts (use the admin CLI to add keys)');
     const served = app;
     if (!config.databaseUrl && !opts.store) admin = serveAdminSocket(store, adminSocketPath(config.dataDir), () => served.clearKeyCache());

@@ -151,6 +151,17 @@ export class WebhooksRepo {
     return rows.length > 0;
   }
 
+  /**
+   * Makes every pending event due now: for a process that owns all delivery (embedded) at start,
+   * so a claim left by a killed run is not waited out for its lease. An event waiting out a
+   * back-off is sent early once, which a receiver deduplicating on the event id takes in its
+   * stride (delivery is at least once). Returns how many were moved.
+   */
+  async releaseAll(now: Date = new Date()): Promise<number> {
+    const rows = await this.db.query(`UPDATE webhook_events SET next_attempt_at = $1::timestamptz WHERE status = 'pending' AND next_attempt_at > $1::timestamptz RETURNING id`, [now]);
+    return rows.length;
+  }
+
   /** No more attempts (status failed). Fenced by `attempt` like retryLater. */
   async giveUp(id: string, error: string, attempt?: number): Promise<boolean> {
     const rows = await this.db.query(

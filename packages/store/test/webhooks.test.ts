@@ -154,6 +154,26 @@ function suite(t: Tap, open: (t: Tap) => Promise<Target>): void {
       await db.query('DELETE FROM webhook_events');
     });
 
+    await t.test("releaseAll makes every pending event due (a killed run's claims), never a delivered or failed one", async (t) => {
+      const a = ev('job_rel_a', { createdAt: at(0) });
+      const b = ev('job_rel_b', { createdAt: at(0) });
+      const c = ev('job_rel_c', { createdAt: at(0) });
+      for (const e of [a, b, c]) await store.webhooks.enqueue(e);
+      const claimed = await store.webhooks.due(at(1), 10, 60_000);
+      t.ok(claimed.some((e) => e.id === a.id));
+      t.equal(await store.webhooks.delivered(b.id, at(2)), true);
+      t.equal(await store.webhooks.giveUp(c.id, 'gone'), true);
+      // Killed here: a is claimed until at(60_001).
+      t.strictSame(await store.webhooks.due(at(3), 10), [], 'held by the dead claim');
+      const moved = await store.webhooks.releaseAll(at(3));
+      t.ok(moved >= 1);
+      const again = await store.webhooks.due(at(3), 10);
+      t.ok(again.some((e) => e.id === a.id && e.attempts === 2), 'due again at once, as attempt 2');
+      t.notOk(again.some((e) => e.id === b.id || e.id === c.id), 'delivered and failed events stay as they are');
+      t.equal((await store.webhooks.get(b.id))?.status, 'delivered');
+      t.equal((await store.webhooks.get(c.id))?.status, 'failed');
+    });
+
     await t.test('concurrent claimers never share an event', async (t) => {
       const target = await open(t);
       const s = new Store(target.db);
