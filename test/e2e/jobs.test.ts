@@ -7,6 +7,7 @@
 
 import t from 'tap';
 import { parse } from 'csv-parse/sync';
+import { countersFrom, resultCells, shownCell } from '../helpers/jobs.ts';
 import { makeKey, startStack, type Stack } from '../helpers/stack.ts';
 import { SIM_DOMAINS, SIM_UNKNOWN_LOCAL } from '../sim/index.ts';
 
@@ -82,8 +83,7 @@ t.test('a JSON job of sim behaviours, duplicates and bad syntax: counters, credi
   const data = rows.slice(1);
   t.equal(data.length, emails.length, 'one row per input row');
   const col = (name: string) => RESULT_COLUMNS.indexOf(name) + 1;
-  const escaped = (s: string) => (/^[=+\-@\t\r]/.test(s) ? `'${s}` : s);
-  t.strictSame(data.map((r) => r[0]), emails.map(escaped), 'input order, the cells as sent (formula cells escaped)');
+  t.strictSame(data.map((r) => r[0]), emails.map(shownCell), 'input order, the cells as sent (formula cells escaped)');
   t.equal(data.find((r) => r[0] === "'=cmd@accept.test")?.[col('result')], 'invalid', 'a formula-looking address is still validated');
 
   // Per unique email, the first row's verdict; repeats say so and cost nothing.
@@ -95,28 +95,12 @@ t.test('a JSON job of sim behaviours, duplicates and bad syntax: counters, credi
     t.equal(r[col('credits_charged')], '0');
   }
   const firsts = [...firstRow.values()];
-  const count = (pred: (r: string[]) => boolean) => firsts.filter(pred).length;
-  const by = (result: string) => count((r) => r[col('result')] === result);
-  const charged = firsts.reduce((n, r) => n + Number(r[col('credits_charged')]), 0);
-  t.ok(by('valid') > 0 && by('invalid') > 0 && by('risky') > 0 && by('unknown') > 0 && by('valid_role_based') > 0, 'every result occurs');
-  t.strictSame(job.results, {
-    total_rows: emails.length,
-    unique_emails: unique,
-    valid: by('valid'),
-    valid_role_based: by('valid_role_based'),
-    invalid: by('invalid'),
-    risky: by('risky'),
-    unknown: by('unknown'),
-    role_based: count((r) => r[col('is_role_based')] === 'true'),
-    high_value: count((r) => r[col('charge_reason')] === 'high_value_validation'),
-    catch_all: count((r) => r[col('is_catchall')] === 'true'),
-    credits_reserved: unique,
-    credits_charged: charged,
-    credits_consumed: charged,
-    credits_refunded: unique - charged,
-    credits_per_high_value_validation: 1,
-  }, 'the 2.2 counters are the CSV counted');
-  t.equal(charged, by('valid'), 'exactly the valid (personal, non-catch-all) results are charged');
+  t.equal(firsts.length, unique);
+  const counters = countersFrom(firsts.map((r) => resultCells(r, 1)), emails.length);
+  t.ok(counters.valid! > 0 && counters.invalid! > 0 && counters.risky! > 0 && counters.unknown! > 0 && counters.valid_role_based! > 0, 'every result occurs');
+  t.strictSame(job.results, counters, 'the 2.2 counters are the CSV counted');
+  const charged = counters.credits_charged!;
+  t.equal(charged, counters.valid, 'exactly the valid (personal, non-catch-all) results are charged');
   t.equal(job.results.credits_reserved, job.results.credits_charged + job.results.credits_refunded, 'reserved = charged + refunded');
   t.strictSame(job.credit_reservation, { reserved: true, reserved_credits: unique, credits_charged: charged, credits_consumed: charged, refunded_credits: unique - charged, credits_per_high_value_validation: 1, finalized: true });
   const after = await stack.call('GET', '/v1/credits', { key });

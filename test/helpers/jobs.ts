@@ -106,7 +106,7 @@ export function respelled(email: string, rand: () => number): string {
 
 export { RESULT_COLUMNS };
 
-export type ResultRow = { email: string } & Record<(typeof RESULT_COLUMNS)[number], string>;
+export type ResultRow = { email: string } & ResultCells;
 
 /** The rows of a JSON job's results CSV (header checked), as objects. */
 export function parseResults(text: string): ResultRow[] {
@@ -119,9 +119,16 @@ export function parseResults(text: string): ResultRow[] {
 /** How an input cell shows in the results CSV (formula-looking cells escaped with `'`). */
 export const shownCell = (s: string): string => (/^[=+\-@\t\r]/.test(s) ? `'${s}` : s);
 
+/** The result columns of a results-CSV row whose result columns start at `offset` (after the input columns). */
+export function resultCells(cells: readonly string[], offset: number): ResultCells {
+  return Object.fromEntries(RESULT_COLUMNS.map((c, i) => [c, cells[offset + i]!])) as ResultCells;
+}
+
+export type ResultCells = Record<(typeof RESULT_COLUMNS)[number], string>;
+
 /** The 2.2 `results` a finalized job must show, counted from the rows of its first occurrences. */
-export function countersFrom(firsts: readonly ResultRow[], totalRows: number): Record<string, number> {
-  const count = (pred: (r: ResultRow) => boolean) => firsts.filter(pred).length;
+export function countersFrom(firsts: readonly ResultCells[], totalRows: number): Record<string, number> {
+  const count = (pred: (r: ResultCells) => boolean) => firsts.filter(pred).length;
   const by = (result: string) => count((r) => r.result === result);
   const charged = firsts.reduce((n, r) => n + Number(r.credits_charged), 0);
   return {
