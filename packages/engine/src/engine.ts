@@ -248,7 +248,9 @@ export class Engine implements ProbePort {
         // An item whose actor is gone (it expired, the actor went idle) is answered into the void.
         sinkOf: (item) => this.#domains.get(item.domain) ?? NOWHERE,
         closing: () => this.closing,
-        idle: (a) => this.#mxIdle(a),
+        // An MX actor keeps what it learnt (budget, limit) while the engine runs; it only has to
+        // be idle for close() to finish.
+        idle: () => this.#checkIdle(),
         nextSessionId: () => ++this.#nextSession,
         counters: this.counters,
       });
@@ -277,13 +279,6 @@ export class Engine implements ProbePort {
     const ips = await dns.resolveAddresses(host);
     if (ips.length > 0) await cache.set(key, ips, config.addressCacheTtlMs);
     return ips;
-  }
-
-  #mxIdle(actor: MxActor): void {
-    // An MX actor keeps what it learnt (budget, limit) while the engine runs; it only has to be
-    // idle for close() to finish.
-    void actor;
-    this.#checkIdle();
   }
 
   settled(actor: DomainActor): void {

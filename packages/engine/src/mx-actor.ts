@@ -76,7 +76,7 @@ export interface MxActorDeps {
   /** The engine is closing: warm sessions end as soon as the queue is empty. */
   closing: () => boolean;
   /** Called when the actor has no session, no queue and nothing opening. */
-  idle: (actor: MxActor) => void;
+  idle: () => void;
   nextSessionId: () => number;
   counters: EngineCounters;
 }
@@ -216,7 +216,9 @@ export class MxActor {
       const f = opened.failure;
       const refusedAtBanner = f.phase === 'greeting' && f.reply?.code === 421;
       if ((f.phase === 'connect' && f.kind === 'connection') || refusedAtBanner) {
-        if (refusedAtBanner && /too many connections|connection (limit|count)/i.test(f.reply?.text ?? '')) this.#capSeen = true;
+        // A 421 that names the per-client connection cap.
+        const capped = refusedAtBanner && /too many connections|connection (limit|count)/i.test(f.reply?.text ?? '');
+        if (capped) this.#capSeen = true;
         if (this.#sessions.size > 0) {
           // Our other sessions are alive: this is the server's per-client cap, not an outage.
           // The recipients wait for a session.
@@ -227,7 +229,6 @@ export class MxActor {
         // after our own sessions ended (the server may still count them), is waited out: the
         // recipients are not failed over for it. Another 421 (someone else holds the server's
         // connections, a server starting up) is asked again twice, then the next MX is.
-        const capped = refusedAtBanner && /too many connections|connection (limit|count)/i.test(f.reply?.text ?? '');
         const recent = Date.now() - this.#lastSessionEndAt < RECENT_SESSION_MS;
         // Refusals of connections opened together count once: a retry is already planned.
         if (this.#retryTimer && (capped || recent || refusedAtBanner)) return;
@@ -264,7 +265,7 @@ export class MxActor {
 
   #afterSession(): void {
     if (this.queue.live() > 0) this.#pump();
-    if (!this.busy) this.deps.idle(this);
+    if (!this.busy) this.deps.idle();
   }
 
   /** Waits up to idleMs for more recipients; false when none came. */
@@ -312,8 +313,9 @@ export class MxActor {
     };
     try {
       for (;;) {
-        if (capacity(state, this.budget) === 0) break;
-        let batch = this.queue.take(capacity(state, this.budget), (item) => item.notSession !== id);
+        const room = capacity(state, this.budget);
+        if (room === 0) break;
+        let batch = this.queue.take(room, (item) => item.notSession !== id);
         batch = batch.filter((item) => {
           if (item.utf8 && !smtputf8) {
             item.done = true;

@@ -9,8 +9,6 @@ export interface EngineConfig {
   mailFrom: string;
   /** Per-phase SMTP timeout (connect, greeting, EHLO, STARTTLS, MAIL, RCPT, RSET, QUIT). */
   smtpTimeoutMs: number;
-  /** Sync requests: how often a 4xx RCPT answer is asked again (on another session). */
-  smtpRetries: number;
   smtpRetryDelayMs: number;
   /** Sessions per MX host (per egress IP). */
   maxConnectionsPerMx: number;
@@ -35,7 +33,6 @@ export interface EngineConfig {
 
 export const ENGINE_DEFAULTS = {
   smtpTimeoutMs: 10_000,
-  smtpRetries: 1,
   smtpRetryDelayMs: 1_500,
   maxConnectionsPerMx: 5,
   idleMs: 2_000,

@@ -14,7 +14,6 @@ const CONFIG: EngineConfig = {
   heloName: 'verifier.test',
   mailFrom: 'probe@verifier.test',
   smtpTimeoutMs: 1000,
-  smtpRetries: 1,
   smtpRetryDelayMs: 20,
   maxConnectionsPerMx: 2,
   idleMs: 0,

@@ -130,7 +130,6 @@ export async function createServices(config: Config, opts: { store?: Store } = {
       heloName: config.heloName,
       mailFrom: config.mailFrom,
       smtpTimeoutMs: config.smtpTimeoutMs,
-      smtpRetries: config.smtpRetries,
       smtpRetryDelayMs: config.smtpRetryDelayMs,
       maxConnectionsPerMx: config.maxConnectionsPerMx,
       idleMs: config.smtpIdleMs,
