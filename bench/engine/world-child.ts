@@ -10,7 +10,8 @@
 //   dnsQueries()   DNS queries received, keyed `name/TYPE`
 //   cpuUsage()     this process's process.cpuUsage()
 //
-//   node --import tsx bench/engine/world-child.ts <replyLatencyMs> <maxAddresses>
+//   node --import tsx bench/engine/world-child.ts <replyLatencyMs> <maxAddresses> [serial|network]
+//   (the raw servers' latency model: test/sim/smtp.ts SmtpContext.latencyModel)
 
 import { startDns, type Zone } from '../../test/sim/dns.ts';
 import type { MxLimits } from '../../test/sim/domains.ts';
@@ -20,8 +21,9 @@ import { ERROR_SLEEP_MS, IN_FLOW_DELAY_MS, knownLocals, worldHosts } from './wor
 
 const replyLatencyMs = Number(process.argv[2] ?? 0);
 const maxAddresses = Number(process.argv[3] ?? 10_000);
+const latencyModel = process.argv[4] === 'network' ? 'network' : 'serial';
 if (!Number.isInteger(replyLatencyMs) || replyLatencyMs < 0 || !Number.isInteger(maxAddresses) || maxAddresses < 1) {
-  process.stderr.write(`world-child: usage: world-child.ts <replyLatencyMs> <maxAddresses>, got ${process.argv.slice(2).join(' ')}\n`);
+  process.stderr.write(`world-child: usage: world-child.ts <replyLatencyMs> <maxAddresses> [serial|network], got ${process.argv.slice(2).join(' ')}\n`);
   process.exit(2);
 }
 
@@ -42,6 +44,7 @@ const newContext = (): SmtpContext => ({
   tarpitMs: 30_000,
   slowBannerMs: 400,
   replyLatencyMs,
+  latencyModel,
   errorSleepMs: ERROR_SLEEP_MS,
   inFlowDelayMs: IN_FLOW_DELAY_MS,
   timers: new Timers(),

@@ -26,6 +26,8 @@ export interface SimOptions {
   slowBannerMs?: number;
   /** Default 0: network latency added to every SMTP reply (banner included). Replies are delayed, commands are not held back: pipelined commands cost one round trip. */
   replyLatencyMs?: number;
+  /** Default 'serial': how the raw Postfix-like servers spend replyLatencyMs (see SmtpContext.latencyModel in smtp.ts). */
+  latencyModel?: 'serial' | 'network';
   /** Default 1000 (Postfix's smtpd_error_sleep_time): the wait before every reply of a `postfix-limits` session past its soft error limit. */
   errorSleepMs?: number;
   /** Default 1000 (Postfix's in_flow_delay): the wait before the first accepted RCPT of a transaction on a `postfix-limits` server with inFlowDelay. */
@@ -120,6 +122,7 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
     tarpitMs: opts.tarpitMs ?? 30_000,
     slowBannerMs: opts.slowBannerMs ?? 400,
     replyLatencyMs: opts.replyLatencyMs ?? 0,
+    ...(opts.latencyModel ? { latencyModel: opts.latencyModel } : {}),
     errorSleepMs: opts.errorSleepMs ?? 1000,
     inFlowDelayMs: opts.inFlowDelayMs ?? 1000,
     timers: new Timers(),

@@ -669,3 +669,51 @@ t.test('connlimit.test: a 3rd connection from one client gets 421 at the banner'
   t.strictSame(banner, ['220 mx1.connlimit.test ESMTP'], 'served again');
 });
 
+
+t.test('connlimit.test: the server counts a connection down when it hangs up (after its 221), as Postfix\'s anvil does', async t => {
+  /** A served session (the previous test's connections may still be counted for a moment). */
+  const served = async (): Promise<SmtpClient> => {
+    for (let i = 0; i < 50; i++) {
+      const d = await session(t, 'connlimit.test');
+      if (d.banner[0] === '220 mx1.connlimit.test ESMTP') return d.c;
+      await d.c.closedEvent;
+    }
+    throw new Error('never served');
+  };
+  const a = { c: await served() };
+  await served();
+  // QUIT on one of the two; the next connection, opened as soon as the 221 is read and before the
+  // client has closed its side, is served at once.
+  t.strictSame(await a.c.cmd('QUIT'), ['221 2.0.0 Bye']);
+  const next = await session(t, 'connlimit.test');
+  t.strictSame(next.banner, ['220 mx1.connlimit.test ESMTP'], 'served on the first attempt');
+});
+
+t.test("latencyModel 'network': pipelined commands share a round trip, the banner lands after two, 'serial' answers one per round trip", async t => {
+  const rtt = 100;
+  const [network, serial] = await Promise.all([startSim({ replyLatencyMs: rtt, latencyModel: 'network' }), startSim({ replyLatencyMs: rtt })]);
+  t.teardown(() => Promise.all([network.close(), serial.close()]));
+  const batch = ['MAIL FROM:<probe@sender.test>', ...[1, 2, 3, 4, 5].map(i => `RCPT TO:<nobody${i}@postfix.test>`), 'RCPT TO:<jane.doe@postfix.test>'];
+  const measure = async (s: Sim): Promise<{ bannerMs: number; batchMs: number; replies: string[][] }> => {
+    let start = performance.now();
+    const c = await SmtpClient.open(ipOf('postfix.test'), s.smtpPort);
+    t.teardown(() => c.close());
+    t.strictSame(await c.reply(), ['220 mx1.postfix.test ESMTP']);
+    const bannerMs = performance.now() - start;
+    t.equal((await c.cmd('EHLO client.test'))[0], '250-mx1.postfix.test');
+    start = performance.now();
+    c.write(batch.map(l => `${l}\r\n`).join(''));
+    const replies: string[][] = [];
+    for (let i = 0; i < batch.length; i++) replies.push(await c.reply());
+    return { bannerMs, batchMs: performance.now() - start, replies };
+  };
+  const n = await measure(network);
+  const s = await measure(serial);
+  const expected = [['250 2.1.0 Ok'], ...[1, 2, 3, 4, 5].map(i => POSTFIX_UNKNOWN(`nobody${i}@postfix.test`)), ['250 2.1.5 Ok']];
+  t.strictSame(n.replies, expected, 'network: the same replies');
+  t.strictSame(s.replies, expected, 'serial: the same replies');
+  t.ok(n.bannerMs >= 2 * rtt - 5 && n.bannerMs < 3 * rtt, `network: banner after two round trips (${n.bannerMs.toFixed(0)} ms)`);
+  t.ok(n.batchMs >= rtt - 5 && n.batchMs < 2 * rtt, `network: 7 pipelined commands in one round trip (${n.batchMs.toFixed(0)} ms)`);
+  t.ok(s.bannerMs >= rtt - 5 && s.bannerMs < 2 * rtt, `serial: banner after one round trip (${s.bannerMs.toFixed(0)} ms)`);
+  t.ok(s.batchMs >= batch.length * rtt - 5, `serial: one round trip per command (${s.batchMs.toFixed(0)} ms)`);
+});

@@ -85,6 +85,18 @@ export interface SmtpContext {
   tarpitMs: number;
   slowBannerMs: number;
   replyLatencyMs: number;
+  /**
+   * How the raw (`postfix-limits`) servers spend `replyLatencyMs` (default 'serial'):
+   * - 'serial': one command at a time, each answered `replyLatencyMs` after the previous reply, so a
+   *   pipelined batch costs a round trip per command (a slow server, or the issue's "one RCPT per
+   *   round trip");
+   * - 'network': a link with `replyLatencyMs / 2` each way, as a real MTA behind real latency is:
+   *   the server reads a command half a round trip after it was written and answers at once (its
+   *   own waits aside), the reply lands half a round trip later, so a pipelined batch costs one
+   *   round trip; smtpd takes a connection once the TCP handshake is done (one and a half round
+   *   trips after connect()) and its banner lands two round trips after connect().
+   */
+  latencyModel?: 'serial' | 'network';
   errorSleepMs: number;
   inFlowDelayMs: number;
   timers: Timers;
@@ -511,7 +523,10 @@ function renderReply(r: Reply): string[] {
 
 async function startRawServer(spec: MxServerSpec, port: number, ctx: SmtpContext): Promise<RunningMx> {
   const stats = emptyStats();
-  const latency = latencyFor(spec, ctx);
+  const network = ctx.latencyModel === 'network';
+  /** 'serial': the wait before each reply; 'network': none beyond the link's. */
+  const latency = network ? 0 : latencyFor(spec, ctx);
+  const oneWay = network ? latencyFor(spec, ctx) / 2 : 0;
   const style = rawStyle(spec.kind, spec.host);
   const policy = new MailboxPolicy(spec.kind, mailboxesFor(spec), false, style.enhanced, ctx.greylistMs);
   const sockets = new Set<net.Socket>();
@@ -547,20 +562,44 @@ async function startRawServer(spec: MxServerSpec, port: number, ctx: SmtpContext
     let recipients = 0;
     let acceptedInTransaction = false;
     const client = socket.remoteAddress ?? '';
-    perClient.set(client, (perClient.get(client) ?? 0) + 1);
-    socket.once('close', () => perClient.set(client, (perClient.get(client) ?? 1) - 1));
-    const tooManyConnections = limits !== undefined && (perClient.get(client) ?? 0) > limits.connectionsPerClient;
+    // Postfix's anvil counts a client's connection from when smtpd takes it until smtpd ends the
+    // session: when it hangs up (after its 221 or 421), or when the client goes first.
+    let counted = false;
+    const countIn = (): boolean => {
+      counted = true;
+      perClient.set(client, (perClient.get(client) ?? 0) + 1);
+      return limits !== undefined && (perClient.get(client) ?? 0) > limits.connectionsPerClient;
+    };
+    const countOut = (): void => {
+      if (!counted) return;
+      counted = false;
+      perClient.set(client, (perClient.get(client) ?? 1) - 1);
+    };
+    socket.once('close', countOut);
+    // 'network': smtpd takes the connection once the handshake is done (see the banner below).
+    const tooManyAtAccept = network ? false : countIn();
 
+    /** Bytes to the client: at once, or half a round trip later on a 'network' link. */
+    const transmit = (fn: () => void): void => {
+      if (network) ctx.timers.after(oneWay, fn);
+      else fn();
+    };
     const write = (lines: string[]): void => {
-      if (!socket.destroyed && socket.writable) socket.write(lines.map(l => `${l}\r\n`).join(''));
+      const text = lines.map(l => `${l}\r\n`).join('');
+      transmit(() => {
+        if (!socket.destroyed && socket.writable) socket.write(text);
+      });
     };
     const hangUp = (lines: string[]): void => {
       write(lines);
       closed = true;
       queue.length = 0;
-      socket.end();
-      // A client that never closes its side must not hold the socket (and close()) forever.
-      socket.setTimeout(1_000, () => socket.destroy());
+      countOut();
+      transmit(() => {
+        socket.end();
+        // A client that never closes its side must not hold the socket (and close()) forever.
+        socket.setTimeout(1_000, () => socket.destroy());
+      });
     };
 
     socket.setTimeout(SOCKET_TIMEOUT_MS, () => {
@@ -679,7 +718,8 @@ async function startRawServer(spec: MxServerSpec, port: number, ctx: SmtpContext
     };
 
     socket.setEncoding('utf8');
-    socket.on('data', (chunk: string) => {
+    /** What the client wrote reaches the server half a round trip later on a 'network' link. */
+    const receive = (chunk: string): void => {
       if (closed) return;
       buffer += chunk;
       let nl: number;
@@ -692,10 +732,17 @@ async function startRawServer(spec: MxServerSpec, port: number, ctx: SmtpContext
         return;
       }
       pump();
+    };
+    socket.on('data', (chunk: string) => {
+      if (network) ctx.timers.after(oneWay, () => receive(chunk));
+      else receive(chunk);
     });
 
-    ctx.timers.after(latency, () => {
+    // 'serial': the banner `latency` after the connection; 'network': smtpd takes the connection
+    // when the handshake's last ACK lands (1.5 round trips) and its banner lands half one later.
+    ctx.timers.after(network ? 3 * oneWay : latency, () => {
       if (socket.destroyed) return;
+      const tooManyConnections = network ? countIn() : tooManyAtAccept;
       if (spec.kind === 'banner421') return hangUp([BANNER_421]);
       // smtpd_client_connection_count_limit (Postfix's anvil): refused at the banner.
       if (tooManyConnections) countLimit(ctx, spec.host, 'banner_421');
