@@ -33,3 +33,18 @@ export { reserveIn, settleIn } from './ledger.ts';
 export { MemoryCache } from './memory-cache.ts';
 export { MemoryRateLimiter, type RateLimiterPort, type RateDecision } from './rate-limit.ts';
 export { connectRedis, RedisCache, RedisRateLimiter } from './redis.ts';
+export {
+  SqlAnalytics,
+  BufferedAnalytics,
+  checkDecision,
+  DECISION_SOURCES,
+  type Analytics,
+  type AnalyticsOptions,
+  type AnalyticsStats,
+  type Decision,
+  type DecisionSource,
+  type DomainSummaryRow,
+  type ResultCounts,
+  type Window as AnalyticsWindow,
+} from './analytics.ts';
+export { ClickHouseAnalytics, openClickHouseAnalytics, chString, chUInt, chIdent, DEFAULT_CLICKHOUSE_URL, DEFAULT_CLICKHOUSE_DATABASE, type ClickHouseAnalyticsOptions } from './clickhouse-analytics.ts';
