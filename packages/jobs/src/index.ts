@@ -17,3 +17,4 @@ export { createCsvPool, type CsvPool, type CsvPoolOptions } from './csv-pool.ts'
 export type { RenderTask, RenderResult } from './csv-task.ts';
 export { RESULT_COLUMNS, renderHeader, renderRows, parseSegments, type RenderRow, type ResultCells, type SegmentsResult } from './render.ts';
 export { webhookSignature, verifyWebhookSignature } from './signing.ts';
+export { KafkaBus, type KafkaBusOptions } from './kafka-bus.ts';

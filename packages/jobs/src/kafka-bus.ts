@@ -1,0 +1,482 @@
+// The cluster adapter of the Bus port (DESIGN 3: job transport via Kafka, key = domain bucket or
+// job id), on kafkajs. It keeps the port's promises exactly as InProcessBus does; the choices:
+//
+// - Topics and groups. The topic of port topic `t` is `${topicPrefix}${t}`; it is created
+//   explicitly (admin.createTopics, `partitions[t] ?? defaultPartitions` partitions,
+//   `replicationFactor`) before the first publish or subscribe on it, because the broker runs with
+//   auto.create.topics.enable=false. Creating a topic that exists is fine; an existing topic keeps
+//   its partition count (growing it would move keys to other partitions and break per-key order,
+//   so that is an operator's decision, never this adapter's). A subscribed topic's consumers are
+//   members of group `${groupPrefix}.${actual topic name}`: every process that subscribes to the
+//   topic joins that group, so each partition, and so each key, has one owner at a time.
+// - Publish = key → partition (kafkajs' DefaultPartitioner: murmur2, as the Java client), the
+//   message body JSON-serialised at the call (so mutating the object afterwards changes nothing;
+//   plain data, its `v` included), awaited until the broker acknowledged it with acks=-1 (all
+//   in-sync replicas).
+// - Idempotent producer (idempotent: true, maxInFlightRequests: 1, which kafkajs 2.2.4 requires
+//   and serialises per broker with a lock, so concurrent publish() calls get correct sequence
+//   numbers): a produce retried after a lost ack is not written twice. kafkajs then retries a
+//   failed produce for ever (back-off capped at 30 s) instead of rejecting: giving up would roll
+//   the sequence number back and could make the broker drop the *next* message as a duplicate of
+//   one that did land. So publish() waits out a broker outage rather than failing; connecting
+//   (the first publish) does fail if no broker answers.
+// - Delivery: at-least-once. A partition's messages are handled one at a time, in offset order,
+//   so one key's messages are handled in order and never concurrently within the group (Kafka's
+//   per-partition order). New groups start from the earliest offset (fromBeginning), so messages
+//   published before the first subscribe are delivered.
+// - Parallelism: subscribe(…, { partitions: n }) starts n kafkajs consumers (group members) in
+//   this process, each handling one message at a time: n lanes, as InProcessBus has n serial
+//   queues, and a slow message holds only its own lane. Not one consumer with
+//   partitionsConsumedConcurrently = n: kafkajs fetches a broker's partitions together and fetches
+//   again only when every batch of the last fetch is done, so one slow handler (an SMTP tarpit)
+//   would hold every partition of the process (measured: a 9 s handler held all 8 partitions for
+//   9 s; kafkajs issues #683, #1732). Handing batches to our own per-partition queues instead
+//   would free the fetcher but let kafkajs rejoin a rebalance while handlers still run, so a
+//   revoked partition's message could be handled by two processes at once. The price of n
+//   members: n connections and heartbeats, and more members in each rebalance. Give a topic at
+//   least as many partitions as all its processes have lanes together: members beyond that get
+//   no partitions and stand by, and kafkajs' round-robin assigner hands partitions out in
+//   member-id order (client id first), so the standbys may all be one process's.
+// - Logs: kafkajs logs every error response at ERROR, including the "rebalancing" heartbeat
+//   answers that are how a member learns of a rebalance; route `logCreator` to the service's
+//   logger and demote those (bus-kafka.test.ts drops them).
+// - Offsets: a message's offset is resolved only after its handler resolved, and committed after
+//   that (kafkajs auto-commit: every 5 s and at the end of each fetched batch, so on close too).
+//   A handler that throws: its offset is not resolved, the rest of its batch is not handled, its
+//   partition is paused for a back-off (retryDelayMs doubled per failure of the same message,
+//   capped at 30 s, as InProcessBus) and resumed, and the next fetch starts at that same message.
+//   This is done inside eachBatch rather than by letting the error reach kafkajs: kafkajs would
+//   stop every partition's fetcher, retry the whole consumer a few times and then crash and
+//   restart it (a group rebalance for every member) for what is one partition's problem.
+//   Only that partition waits; the others go on.
+// - Heartbeats: kafkajs heartbeats only between messages, so while a handler runs the adapter
+//   heartbeats every heartbeatInterval itself; a handler may run longer than sessionTimeout
+//   (measured: a 9 s handler with sessionTimeout 6 s kept its partitions, no rebalance).
+//   It should not run longer than rebalanceTimeout (default 60 s): in a rebalance the group waits
+//   that long for this member to finish its messages in progress and rejoin.
+// - Rebalances (kafkajs: eager protocol, every member gives up its partitions and rejoins). When
+//   a heartbeat reports a rebalance, the member stops at its next message boundary (after the
+//   handler in progress), commits what finished, and rejoins; the group waits for it (up to
+//   rebalanceTimeout), so a partition's new owner starts after the old one finished. A message
+//   whose handler finished but whose commit did not reach the broker, or whose owner died or was
+//   expelled (a handler longer than rebalanceTimeout, a process killed), is delivered again to
+//   the partition's next owner, possibly while the expelled one still runs it: allowed by the
+//   port (at-least-once), so handlers must be idempotent, as they are (the store writes results
+//   idempotently).
+// - Consumers run in the background (subscribe() is synchronous, as the port declares);
+//   connections are made lazily by the first publish or subscribe (connect() makes them eagerly,
+//   to fail start-up fast). ready() resolves once every subscribed consumer has joined its group
+//   and received its assignment (a member of a group with more members than partitions
+//   legitimately gets none). Start-up failures, consumer crashes and failed handlers go to
+//   `onError`; a consumer that kafkajs does not restart by itself is recreated after a back-off.
+// - close(): stops fetching, lets every handler in progress finish (a message not yet started is
+//   left for the group's next owner), commits what finished, leaves the groups, then disconnects
+//   the producer and admin client. Unlike InProcessBus, publish() keeps working while the
+//   consumers drain, so a handler in progress can still publish its output (the worker publishes
+//   results) rather than fail and have its work redone by the next owner; after close() it rejects.
+
+import { Kafka, logLevel as LogLevel, Partitioners, type Admin, type ConsumerConfig, type Consumer, type EachBatchPayload, type KafkaConfig, type Producer } from 'kafkajs';
+import type { Bus, BusHandler, BusMessage, SubscribeOptions } from './ports.ts';
+
+export interface KafkaBusOptions {
+  brokers: string[];
+  clientId: string;
+  /** Consumer group id = `${groupPrefix}.${topicPrefix}${topic}`. */
+  groupPrefix: string;
+  /** Prepended to every topic name (tests isolate themselves with a unique one). Default ''. */
+  topicPrefix?: string;
+  /** Partition count per port topic (unprefixed name), for topics this adapter creates. */
+  partitions?: Record<string, number>;
+  /** Partition count of a topic not in `partitions` (default 16). */
+  defaultPartitions?: number;
+  /** Replication factor of created topics (default 1: kafkajs' CreateTopics v3 cannot ask for the broker's default; set 3 on a real cluster). */
+  replicationFactor?: number;
+  /** A handler failed (its message is retried after a back-off), or a consumer failed to start or crashed. */
+  onError?: (err: unknown, topic: string, key?: string) => void;
+  /** First retry delay of a failed message; doubled per failure of the same message, capped at 30 s (default 500 ms). */
+  retryDelayMs?: number;
+  /** Consumer tuning (kafkajs defaults: sessionTimeout 30 s, heartbeatInterval 3 s, rebalanceTimeout 60 s, maxWaitTimeInMs 5 s). */
+  consumer?: Pick<ConsumerConfig, 'sessionTimeout' | 'heartbeatInterval' | 'rebalanceTimeout' | 'maxWaitTimeInMs' | 'maxBytesPerPartition'>;
+  /** kafkajs log level (default WARN) or a log creator of its own. */
+  logLevel?: LogLevel;
+  logCreator?: KafkaConfig['logCreator'];
+  /** Client-level retry of kafkajs (connections, metadata, admin); default kafkajs' (5 retries from 300 ms). */
+  retry?: KafkaConfig['retry'];
+  /** The idempotent producer (default true). */
+  idempotent?: boolean;
+}
+
+const MAX_RETRY_DELAY_MS = 30_000;
+const REBALANCE_ERRORS = new Set(['REBALANCE_IN_PROGRESS', 'NOT_COORDINATOR_FOR_GROUP', 'ILLEGAL_GENERATION']);
+const isRebalance = (err: unknown): boolean => REBALANCE_ERRORS.has(String((err as { type?: unknown } | null)?.type));
+
+/** One subscribed topic: its handler and its consumers (group members) in this process. */
+interface Subscription {
+  /** The port's topic name, and the broker's. */
+  readonly topic: string;
+  readonly name: string;
+  readonly groupId: string;
+  readonly handler: BusHandler;
+  readonly members: Member[];
+}
+
+/** One kafkajs consumer: a lane that handles one message at a time. */
+interface Member {
+  readonly sub: Subscription;
+  consumer?: Consumer;
+  /** The background start-up in progress (awaited by close()). */
+  starting?: Promise<void>;
+  readonly joined: Promise<void>;
+  readonly markJoined: () => void;
+  readonly failJoined: (err: Error) => void;
+  hasJoined: boolean;
+  /** Partitions assigned at the last join. */
+  assignment: number[];
+  /** A heartbeat reported a rebalance: stop at the next message boundary and let kafkajs rejoin (cleared by the next join). */
+  rebalance?: unknown;
+  /** Failures of the message at the head of each partition (partition → offset, count). */
+  readonly failures: Map<number, { offset: string; count: number }>;
+}
+
+/** The cluster adapter of the Bus port: see the header comment for its semantics. */
+export class KafkaBus implements Bus {
+  readonly #kafka: Kafka;
+  readonly #opts: KafkaBusOptions;
+  readonly #prefix: string;
+  readonly #onError: NonNullable<KafkaBusOptions['onError']>;
+  readonly #retryDelayMs: number;
+  readonly #heartbeatMs: number;
+  #producer: Promise<Producer> | undefined;
+  #admin: Promise<Admin> | undefined;
+  #topics = new Map<string, Promise<void>>();
+  #subs = new Map<string, Subscription>();
+  #publishing = new Set<Promise<unknown>>();
+  #handling = new Set<Promise<unknown>>();
+  /** Resume timers of paused partitions and back-off sleeps, cut short by close(). */
+  #timers = new Map<NodeJS.Timeout, () => void>();
+  #closing = false;
+  #closed = false;
+  #closeP: Promise<void> | undefined;
+
+  constructor(opts: KafkaBusOptions) {
+    if (opts.brokers.length === 0) throw new Error('KafkaBus: brokers is empty');
+    this.#opts = opts;
+    this.#prefix = opts.topicPrefix ?? '';
+    this.#onError = opts.onError ?? (() => {});
+    this.#retryDelayMs = opts.retryDelayMs ?? 500;
+    this.#heartbeatMs = opts.consumer?.heartbeatInterval ?? 3000;
+    this.#kafka = new Kafka({
+      clientId: opts.clientId,
+      brokers: opts.brokers,
+      logLevel: opts.logLevel ?? LogLevel.WARN,
+      ...(opts.logCreator ? { logCreator: opts.logCreator } : {}),
+      ...(opts.retry ? { retry: opts.retry } : {}),
+    });
+  }
+
+  /** The broker's name of port topic `topic`. */
+  topicName(topic: string): string {
+    return this.#prefix + topic;
+  }
+
+  /** Partitions of `topic` this process owns since its consumers' last joins (tests, metrics). */
+  assigned(topic: string): number[] {
+    return (this.#subs.get(topic)?.members ?? []).flatMap((m) => m.assignment).sort((a, b) => a - b);
+  }
+
+  /** Connects the producer and the admin client now instead of at the first publish or subscribe. */
+  async connect(): Promise<void> {
+    await Promise.all([this.#getProducer(), this.#getAdmin()]);
+  }
+
+  /** Resolves once every consumer subscribed so far has joined its group and got its assignment. */
+  async ready(timeoutMs = 30_000): Promise<void> {
+    const members = [...this.#subs.values()].flatMap((s) => s.members);
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        const waiting = members.filter((m) => !m.hasJoined).map((m) => m.sub.groupId);
+        reject(new Error(`KafkaBus not ready after ${timeoutMs} ms: ${waiting.length} consumer(s) of ${[...new Set(waiting)].join(', ')} not joined`));
+      }, timeoutMs);
+    });
+    try {
+      await Promise.race([Promise.all(members.map((m) => m.joined)), timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async publish(topic: string, key: string, message: BusMessage): Promise<void> {
+    if (this.#closed) throw new Error('bus closed');
+    // Serialised now: nothing the publisher changes afterwards reaches the consumer.
+    const value = JSON.stringify(message);
+    const name = this.topicName(topic);
+    const sending = (async () => {
+      await this.#ensureTopic(topic);
+      const producer = await this.#getProducer();
+      await producer.send({ topic: name, acks: -1, messages: [{ key, value }] });
+    })();
+    this.#publishing.add(sending);
+    const untrack = () => void this.#publishing.delete(sending);
+    sending.then(untrack, untrack);
+    await sending;
+  }
+
+  subscribe(topic: string, handler: BusHandler, opts: SubscribeOptions = {}): void {
+    if (this.#closing) throw new Error('bus closed');
+    if (this.#subs.has(topic)) throw new Error(`topic ${topic} has a subscriber already`);
+    const name = this.topicName(topic);
+    const sub: Subscription = { topic, name, groupId: `${this.#opts.groupPrefix}.${name}`, handler, members: [] };
+    const lanes = Math.max(1, Math.floor(opts.partitions ?? 1));
+    for (let i = 0; i < lanes; i++) {
+      let markJoined!: () => void;
+      let failJoined!: (err: Error) => void;
+      const joined = new Promise<void>((resolve, reject) => {
+        markJoined = resolve;
+        failJoined = reject;
+      });
+      joined.catch(() => {}); // only ready() cares
+      sub.members.push({ sub, joined, markJoined, failJoined, hasJoined: false, assignment: [], failures: new Map() });
+    }
+    this.#subs.set(topic, sub);
+    for (const member of sub.members) this.#start(member);
+  }
+
+  async close(): Promise<void> {
+    this.#closeP ??= this.#close();
+    return this.#closeP;
+  }
+
+  async #close(): Promise<void> {
+    this.#closing = true;
+    // Paused partitions stay paused: nothing more is fetched. Back-off sleeps end now.
+    for (const [timer, wake] of this.#timers) {
+      clearTimeout(timer);
+      wake();
+    }
+    this.#timers.clear();
+    const members = [...this.#subs.values()].flatMap((s) => s.members);
+    for (const m of members) if (!m.hasJoined) m.failJoined(new Error('bus closed'));
+    await Promise.allSettled(members.map((m) => m.starting));
+    // Stops fetching, waits for the batch in progress (it stops after its handler in progress),
+    // commits its resolved offsets, leaves the group.
+    await Promise.allSettled(members.map((m) => m.consumer?.disconnect()));
+    await Promise.allSettled([...this.#handling]);
+    this.#closed = true;
+    await Promise.allSettled([...this.#publishing]);
+    const producer = this.#producer?.catch(() => undefined);
+    const admin = this.#admin?.catch(() => undefined);
+    await Promise.allSettled([(async () => (await producer)?.disconnect())(), (async () => (await admin)?.disconnect())()]);
+  }
+
+  #partitionsOf(topic: string): number {
+    return this.#opts.partitions?.[topic] ?? this.#opts.defaultPartitions ?? 16;
+  }
+
+  #getProducer(): Promise<Producer> {
+    if (!this.#producer) {
+      const idempotent = this.#opts.idempotent ?? true;
+      const producer = this.#kafka.producer({
+        idempotent,
+        maxInFlightRequests: idempotent ? 1 : undefined,
+        allowAutoTopicCreation: false,
+        createPartitioner: Partitioners.DefaultPartitioner,
+      });
+      const p = producer.connect().then(() => producer);
+      p.catch(() => {
+        if (this.#producer === p) this.#producer = undefined;
+      });
+      this.#producer = p;
+    }
+    return this.#producer;
+  }
+
+  #getAdmin(): Promise<Admin> {
+    if (!this.#admin) {
+      const admin = this.#kafka.admin();
+      const p = admin.connect().then(() => admin);
+      p.catch(() => {
+        if (this.#admin === p) this.#admin = undefined;
+      });
+      this.#admin = p;
+    }
+    return this.#admin;
+  }
+
+  /** Creates the topic once per process (an existing topic is left as it is). */
+  #ensureTopic(topic: string): Promise<void> {
+    const name = this.topicName(topic);
+    let p = this.#topics.get(name);
+    if (!p) {
+      p = (async () => {
+        const admin = await this.#getAdmin();
+        // Asked first: kafkajs logs a CreateTopics answered "already exists" as an ERROR.
+        if ((await admin.listTopics()).includes(name)) return;
+        await admin.createTopics({
+          waitForLeaders: true,
+          topics: [{ topic: name, numPartitions: this.#partitionsOf(topic), replicationFactor: this.#opts.replicationFactor ?? 1 }],
+        });
+      })();
+      const created = p;
+      created.catch(() => {
+        if (this.#topics.get(name) === created) this.#topics.delete(name);
+      });
+      this.#topics.set(name, p);
+    }
+    return p;
+  }
+
+  /** Sleeps `ms`, or less if the bus closes meanwhile. */
+  #sleep(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      if (this.#closing) return resolve();
+      const timer = setTimeout(() => {
+        this.#timers.delete(timer);
+        resolve();
+      }, ms);
+      this.#timers.set(timer, resolve);
+    });
+  }
+
+  #start(member: Member, afterMs = 0): void {
+    const run = (async () => {
+      if (afterMs > 0) await this.#sleep(afterMs);
+      for (let attempt = 0; !this.#closing; attempt++) {
+        try {
+          await this.#run(member);
+          return;
+        } catch (err) {
+          if (this.#closing) return;
+          this.#onError(err, member.sub.topic);
+          await member.consumer?.disconnect().catch(() => {});
+          member.consumer = undefined;
+          await this.#sleep(Math.min(MAX_RETRY_DELAY_MS, 1000 * 2 ** Math.min(attempt, 5)));
+        }
+      }
+    })();
+    member.starting = run;
+    void run.finally(() => {
+      if (member.starting === run) member.starting = undefined;
+    });
+  }
+
+  async #run(member: Member): Promise<void> {
+    const { sub } = member;
+    await this.#ensureTopic(sub.topic);
+    if (this.#closing) return;
+    const consumer = this.#kafka.consumer({
+      groupId: sub.groupId,
+      ...this.#opts.consumer,
+      allowAutoTopicCreation: false,
+      retry: {
+        // A crash kafkajs deems retriable restarts the consumer unless we are closing; one it does
+        // not restart (non-retriable) is recreated by the CRASH listener below.
+        restartOnFailure: async () => !this.#closing,
+      },
+    });
+    member.consumer = consumer;
+    consumer.on(consumer.events.GROUP_JOIN, (e) => {
+      member.assignment = [...(e.payload.memberAssignment[sub.name] ?? [])].sort((a, b) => a - b);
+      member.rebalance = undefined;
+      if (!member.hasJoined) {
+        member.hasJoined = true;
+        member.markJoined();
+      }
+      // A kafkajs restart that was joining while close() ran: stop it once it is running.
+      if (this.#closing) setTimeout(() => void consumer.disconnect().catch(() => {}), 0);
+    });
+    consumer.on(consumer.events.CRASH, (e) => {
+      if (this.#closing) return;
+      this.#onError(e.payload.error, sub.topic);
+      if (!e.payload.restart && member.consumer === consumer) {
+        member.consumer = undefined;
+        member.assignment = [];
+        this.#start(member, this.#retryDelayMs);
+      }
+    });
+    await consumer.connect();
+    await consumer.subscribe({ topics: [sub.name], fromBeginning: true });
+    if (this.#closing) return;
+    await consumer.run({
+      // One message at a time per consumer: see "Parallelism" in the header comment.
+      partitionsConsumedConcurrently: 1,
+      autoCommit: true,
+      // Besides at the end of every fetched batch: a long batch does not hold its commits.
+      autoCommitInterval: 5000,
+      eachBatchAutoResolve: false,
+      eachBatch: (payload) => this.#eachBatch(member, payload),
+    });
+  }
+
+  async #eachBatch(member: Member, p: EachBatchPayload): Promise<void> {
+    const { batch } = p;
+    const { sub } = member;
+    const heartbeat = async (): Promise<void> => {
+      try {
+        await p.heartbeat();
+      } catch (err) {
+        if (isRebalance(err)) member.rebalance = err;
+        throw err;
+      }
+    };
+    for (const m of batch.messages) {
+      // Closing: stop before the next message (it stays uncommitted for the next owner).
+      if (this.#closing || !p.isRunning() || p.isStale()) return;
+      // A heartbeat in a handler saw a rebalance: stop here and let kafkajs rejoin.
+      if (member.rebalance) throw member.rebalance;
+      const key = m.key?.toString('utf8') ?? '';
+      let message: BusMessage;
+      try {
+        message = JSON.parse(m.value?.toString('utf8') ?? 'null') as BusMessage;
+        if (message === null || typeof message !== 'object' || Array.isArray(message)) throw new Error('not a JSON object');
+      } catch (err) {
+        // Not something any publisher of this bus wrote: retrying would block the partition for
+        // ever, so it is reported and skipped.
+        this.#onError(new Error(`unreadable message at ${batch.topic}/${batch.partition}@${m.offset}: ${(err as Error).message}`), sub.topic, key);
+        p.resolveOffset(m.offset);
+        continue;
+      }
+      const failed = await this.#handle(sub, message, key, heartbeat);
+      if (failed) {
+        if (this.#closing) return; // dropped here (not committed): no retry, no noise, as InProcessBus
+        this.#onError(failed.err, sub.topic, key);
+        const prev = member.failures.get(batch.partition);
+        const count = prev && prev.offset === m.offset ? prev.count + 1 : 1;
+        member.failures.set(batch.partition, { offset: m.offset, count });
+        const delay = Math.min(MAX_RETRY_DELAY_MS, this.#retryDelayMs * 2 ** Math.min(count - 1, 10));
+        // Not resolved: the next fetch of this partition starts at this message again.
+        const resume = p.pause();
+        const timer = setTimeout(() => {
+          this.#timers.delete(timer);
+          resume();
+        }, delay);
+        this.#timers.set(timer, () => {});
+        return;
+      }
+      if (member.failures.get(batch.partition)?.offset === m.offset) member.failures.delete(batch.partition);
+      p.resolveOffset(m.offset);
+      await p.commitOffsetsIfNecessary();
+      await heartbeat();
+    }
+  }
+
+  /** Runs the handler, heartbeating meanwhile. Returns the failure, if any. */
+  async #handle(sub: Subscription, message: BusMessage, key: string, heartbeat: () => Promise<void>): Promise<{ err: unknown } | undefined> {
+    const beat = setInterval(() => void heartbeat().catch(() => {}), this.#heartbeatMs);
+    const run = (async () => {
+      try {
+        await sub.handler(message, key);
+        return undefined;
+      } catch (err) {
+        return { err };
+      }
+    })();
+    this.#handling.add(run);
+    try {
+      return await run;
+    } finally {
+      clearInterval(beat);
+      this.#handling.delete(run);
+    }
+  }
+}

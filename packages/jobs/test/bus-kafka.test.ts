@@ -1,0 +1,195 @@
+// The Bus conformance suite (bus-conformance.ts) on the cluster adapter, KafkaBus, against a real
+// broker (KAFKA_BROKERS, default 127.0.0.1:9092; scripts/infra-up.sh starts one), plus what only
+// Kafka has: a second process's consumer joining the group mid-stream (rebalance), and close()
+// committing what finished so the group's next member starts after it.
+// Every bus gets its own topic prefix (so its own topics and groups), deleted at teardown.
+// Consumers are tuned for tests (short heartbeats and long-poll); the broker runs with
+// group.initial.rebalance.delay.ms=0. CI_REQUIRE_SERVICES=1 turns "unreachable" into a failure.
+
+import t from 'tap';
+import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Kafka, logLevel } from 'kafkajs';
+import { KafkaBus, type BusMessage, type KafkaBusOptions } from '../src/index.ts';
+import { busConformance, until, type Adapter, type FreshOptions, type Tap } from './bus-conformance.ts';
+
+const BROKERS = (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',').map((b) => b.trim()).filter(Boolean);
+const REQUIRED = process.env.CI_REQUIRE_SERVICES === '1';
+const WAIT_MS = 20_000;
+
+const kafka = new Kafka({ clientId: 'bus-test-admin', brokers: BROKERS, logLevel: logLevel.NOTHING, connectionTimeout: 1500, retry: { retries: 1, initialRetryTime: 200 } });
+const admin = kafka.admin();
+
+/** Why the broker cannot be used, or undefined if it answered a real request. */
+async function kafkaUnreachable(): Promise<string | undefined> {
+  try {
+    await admin.connect();
+    await admin.listTopics();
+    return undefined;
+  } catch (err) {
+    await admin.disconnect().catch(() => {});
+    return (err as Error).message;
+  }
+}
+
+const newPrefix = (): string => `bt-${randomBytes(4).toString('hex')}.`;
+
+/**
+ * kafkajs' errors, printed, except the one it logs at ERROR level on every rebalance (its
+ * Connection logs each error response, and a heartbeat answered "rebalancing" is how a member
+ * learns of one).
+ */
+const testLog: KafkaBusOptions['logCreator'] = () => ({ namespace, log }) => {
+  if (namespace === 'Connection' && /rebalancing/.test(String(log.error))) return;
+  console.error(JSON.stringify({ namespace, ...log }));
+};
+
+/** A KafkaBus for tests: small timings, quiet logs, 8 partitions per topic. */
+function testBus(prefix: string, clientId: string, opts: FreshOptions & Partial<KafkaBusOptions> = {}): KafkaBus {
+  return new KafkaBus({
+    brokers: BROKERS,
+    clientId,
+    groupPrefix: 'bus-test',
+    topicPrefix: prefix,
+    defaultPartitions: 8,
+    logLevel: logLevel.ERROR,
+    logCreator: testLog,
+    consumer: { sessionTimeout: 6000, heartbeatInterval: 300, rebalanceTimeout: 6000, maxWaitTimeInMs: 50 },
+    ...opts,
+  });
+}
+
+/** Closes the buses, then deletes the prefix's topics and groups. */
+function cleanUp(t: Tap, prefix: string, buses: KafkaBus[]): void {
+  t.teardown(async () => {
+    await Promise.all(buses.map((b) => b.close()));
+    const topics = (await admin.listTopics()).filter((name) => name.startsWith(prefix));
+    if (topics.length > 0) await admin.deleteTopics({ topics }).catch(() => {});
+    const groups = (await admin.listGroups()).groups.map((g) => g.groupId).filter((id) => id.startsWith(`bus-test.${prefix}`));
+    if (groups.length > 0) await admin.deleteGroups(groups).catch(() => {});
+  });
+}
+
+const adapter: Adapter = {
+  name: 'kafka',
+  waitMs: WAIT_MS,
+  async fresh(t, opts = {}) {
+    const prefix = newPrefix();
+    const bus = testBus(prefix, 'bus-test', opts);
+    cleanUp(t, prefix, [bus]);
+    return { bus, ready: () => bus.ready(WAIT_MS) };
+  },
+};
+
+function kafkaOnly(t: Tap): void {
+  t.test('a second process joining the group mid-stream: every message handled, per-key order kept by each', async (t) => {
+    const prefix = newPrefix();
+    const a = testBus(prefix, 'bus-test-a');
+    const b = testBus(prefix, 'bus-test-b');
+    cleanUp(t, prefix, [a, b]);
+    const keys = Array.from({ length: 16 }, (_, i) => `k${i}`);
+    const ROUNDS = 30;
+    /** What each process handled, per key, in the order it handled it. */
+    const log = { a: new Map<string, number[]>(), b: new Map<string, number[]>() };
+    const handled = new Set<string>();
+    const runningIn = { a: new Map<string, number>(), b: new Map<string, number>() };
+    let mostPerKeyInOne = 0;
+    let acrossBoth = 0;
+    const handler = (who: 'a' | 'b') => async (m: BusMessage, key: string) => {
+      const mine = runningIn[who];
+      const other = runningIn[who === 'a' ? 'b' : 'a'];
+      mine.set(key, (mine.get(key) ?? 0) + 1);
+      mostPerKeyInOne = Math.max(mostPerKeyInOne, mine.get(key)!);
+      if ((other.get(key) ?? 0) > 0) acrossBoth++;
+      await sleep(3); // the work
+      const seq = log[who].get(key) ?? [];
+      seq.push(m.n as number);
+      log[who].set(key, seq);
+      handled.add(`${key}:${String(m.n)}`);
+      mine.set(key, mine.get(key)! - 1);
+    };
+    // 4 lanes (consumers) each: 8 members for the 8 partitions once B is in.
+    a.subscribe('work', handler('a'), { partitions: 4 });
+    await a.ready(WAIT_MS);
+    t.equal(a.assigned('work').length, 8, 'alone, A owns all 8 partitions');
+
+    const publishRound = (r: number) => Promise.all(keys.map((key) => a.publish('work', key, { v: 1, n: r })));
+    let bJoined: Promise<number> | undefined;
+    for (let r = 0; r < ROUNDS; r++) {
+      await publishRound(r);
+      if (r === 10) {
+        // Mid-stream: A has messages in hand when B's consumer joins and the group rebalances.
+        await until('A to handle some', () => handled.size >= 60, WAIT_MS);
+        const bStarted = Date.now();
+        b.subscribe('work', handler('b'), { partitions: 4 });
+        bJoined = b.ready(WAIT_MS).then(() => Date.now() - bStarted);
+        bJoined.catch(() => {});
+      }
+    }
+    const joinMs = await bJoined!;
+    // After the rebalance, more work: B must get its share of it.
+    await publishRound(ROUNDS);
+    await until('every message handled', () => handled.size === keys.length * (ROUNDS + 1), WAIT_MS);
+    await until('A to settle on its new assignment', () => a.assigned('work').length + b.assigned('work').length === 8, WAIT_MS);
+
+    const all = Array.from({ length: ROUNDS + 1 }, (_, i) => i);
+    for (const key of keys) {
+      const got = new Set([...(log.a.get(key) ?? []), ...(log.b.get(key) ?? [])]);
+      if (all.some((n) => !got.has(n))) t.fail(`${key}: messages lost: ${all.filter((n) => !got.has(n)).join(', ')}`);
+      for (const who of ['a', 'b'] as const) {
+        const seq = log[who].get(key) ?? [];
+        // In order: each next message is the following one, or an earlier one again (a redelivery
+        // starts over from the last commit); never a later one before an earlier one.
+        const skips = seq.filter((n, i) => i > 0 && n > seq[i - 1]! + 1);
+        if (skips.length > 0) t.fail(`${key} in ${who}: out of order: ${seq.join(',')}`);
+      }
+    }
+    t.pass(`every one of ${keys.length * (ROUNDS + 1)} messages handled, each key in order in each process`);
+    t.equal(mostPerKeyInOne, 1, 'never two messages of one key at once in one process');
+    const handledA = [...log.a.values()].reduce((n, s) => n + s.length, 0);
+    const handledB = [...log.b.values()].reduce((n, s) => n + s.length, 0);
+    t.ok(handledB > 0, `B handled ${handledB} messages`);
+    t.ok(a.assigned('work').length > 0 && b.assigned('work').length > 0, `partitions split: A ${a.assigned('work').join(',')} / B ${b.assigned('work').join(',')}`);
+    t.comment(
+      `rebalance: B joined in ${joinMs} ms; A handled ${handledA}, B ${handledB}; ` +
+        `redelivered ${handledA + handledB - handled.size}; a key in both processes at once: ${acrossBoth} times`,
+    );
+  });
+
+  t.test('close commits what finished: the group’s next member starts after it', async (t) => {
+    const prefix = newPrefix();
+    const first = testBus(prefix, 'bus-test-first');
+    const next = testBus(prefix, 'bus-test-next');
+    cleanUp(t, prefix, [first, next]);
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const started: number[] = [];
+    first.subscribe('handoff', async (m) => {
+      started.push(m.n as number);
+      await gate;
+    });
+    await first.ready(WAIT_MS);
+    for (const n of [1, 2, 3]) await first.publish('handoff', 'k', { v: 1, n });
+    await until('the first handler to start', () => started.length === 1, WAIT_MS);
+    const closing = first.close();
+    release();
+    await closing;
+    t.strictSame(started, [1], 'the first bus handled one message');
+    const got: number[] = [];
+    next.subscribe('handoff', async (m) => void got.push(m.n as number));
+    await next.ready(WAIT_MS);
+    await until('the rest', () => got.length >= 2, WAIT_MS);
+    t.strictSame(got, [2, 3], 'the next member starts after the committed message, and misses none');
+  });
+}
+
+const why = await kafkaUnreachable();
+if (!why) {
+  t.teardown(() => admin.disconnect());
+  busConformance(t, adapter);
+  kafkaOnly(t);
+} else if (REQUIRED) {
+  t.fail(`CI_REQUIRE_SERVICES=1 but Kafka at ${BROKERS.join(',')} is unreachable: ${why}`);
+} else {
+  t.plan(0, `Kafka at ${BROKERS.join(',')} is unreachable (${why}): skipping; start it with scripts/infra-up.sh, or set KAFKA_BROKERS; CI_REQUIRE_SERVICES=1 makes this a failure`);
+}
