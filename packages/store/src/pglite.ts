@@ -6,8 +6,10 @@
 // whatever the process umask, and an existing one that others can reach is refused.
 
 import { OperatorError } from '@svc/contracts';
-import { chmodSync, closeSync, mkdirSync, openSync, readdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { createRequire } from 'node:module';
+import { Worker } from 'node:worker_threads';
 import { PGlite, types } from '@electric-sql/pglite';
 import { NodeFS } from '@electric-sql/pglite/nodefs';
 import type { Db, Queryable, Row } from './db.ts';
@@ -133,6 +135,50 @@ export interface PgliteOptions {
   template?: Blob;
 }
 
+/**
+ * Postgres settings on top of PGlite's own start parameters. shared_buffers: Postgres-in-WASM
+ * touches its whole buffer pool over a long job, and WebAssembly memory never shrinks, so the
+ * default 128 MB pool stays in the process's RSS for good; pages beyond 32 MB come from the OS
+ * page cache through the file system instead (bench/jobs/ingest.ts).
+ */
+const START_PARAMS = [...PGlite.defaultStartParams, '-c', 'shared_buffers=32MB', '-c', 'wal_buffers=1MB'];
+
+/**
+ * initdb of a new data directory, in a worker thread that then exits. initdb in WASM grows its
+ * WebAssembly memory to ~750 MiB and that memory is never given back while its isolate lives: run
+ * in the service's own thread it would stay in the RSS for the life of the process (measured: 750
+ * MiB after initdb in-process; 230 MiB after the worker has gone, ~330 once the database is open
+ * here). The worker is plain CommonJS (PGlite's CJS build), so it needs no TypeScript loader; it
+ * writes through PGlite's own NodeFS, and the caller makes the new files owner-only afterwards
+ * (the data directory around them is 0700 already, so nobody else can reach them meanwhile).
+ */
+const INITDB_WORKER = `
+const { workerData } = require('node:worker_threads');
+const { PGlite } = require(workerData.pglite);
+const { NodeFS } = require(workerData.nodefs);
+(async () => {
+  const pg = new PGlite({ fs: new NodeFS(workerData.pgdata), startParams: workerData.startParams });
+  await pg.waitReady;
+  await pg.close();
+})().catch((err) => { process.exitCode = 1; throw err; });
+`;
+
+async function initdbInWorker(pgdata: string): Promise<void> {
+  const require = createRequire(import.meta.url);
+  const data = { pgdata, startParams: START_PARAMS, pglite: require.resolve('@electric-sql/pglite'), nodefs: require.resolve('@electric-sql/pglite/nodefs') };
+  await new Promise<void>((resolve, reject) => {
+    const worker = new Worker(INITDB_WORKER, { eval: true, workerData: data });
+    let failed: unknown;
+    worker.once('error', (err) => (failed = err));
+    worker.once('exit', (code) => {
+      if (failed !== undefined) reject(failed instanceof Error ? failed : new Error(String(failed)));
+      else if (code !== 0) reject(new Error(`PGlite initdb worker exited with code ${code}`));
+      else resolve();
+    });
+  });
+  tightenTree(pgdata);
+}
+
 export async function openPglite(dataDir: string | undefined, opts: PgliteOptions = {}): Promise<Db> {
   if (dataDir) ownerOnlyDataDir(dataDir);
   const unlock = dataDir ? lockDataDir(dataDir) : () => {};
@@ -149,9 +195,10 @@ export async function openPglite(dataDir: string | undefined, opts: PgliteOption
         if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
         if ((statSync(pgdata).mode & 0o077) !== 0) tightenTree(pgdata);
       }
-      pg = new PGlite({ fs: new OwnerOnlyNodeFS(pgdata), parsers, ...(opts.template ? { loadDataDir: opts.template } : {}) });
+      if (!opts.template && !existsSync(path.join(pgdata, 'PG_VERSION'))) await initdbInWorker(pgdata);
+      pg = new PGlite({ fs: new OwnerOnlyNodeFS(pgdata), parsers, startParams: START_PARAMS, ...(opts.template ? { loadDataDir: opts.template } : {}) });
     } else {
-      pg = new PGlite({ parsers, ...(opts.template ? { loadDataDir: opts.template } : {}) });
+      pg = new PGlite({ parsers, startParams: START_PARAMS, ...(opts.template ? { loadDataDir: opts.template } : {}) });
     }
     await pg.waitReady;
   } catch (err) {
