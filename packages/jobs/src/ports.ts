@@ -124,7 +124,9 @@ export class InProcessBus implements Bus {
       while (!this.#closed && p.queue.length > 0) {
         const head = p.queue[0]!;
         try {
-          await t.handler!(head.message, head.key);
+          // Each delivery gets its own copy, as a broker's consumer decodes a new one: a retry
+          // never sees what a failed handler changed.
+          await t.handler!(structuredClone(head.message), head.key);
           p.queue.shift();
           failures = 0;
         } catch (err) {
