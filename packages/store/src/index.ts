@@ -48,3 +48,4 @@ export {
   type Window as AnalyticsWindow,
 } from './analytics.ts';
 export { ClickHouseAnalytics, openClickHouseAnalytics, chString, chUInt, chIdent, DEFAULT_CLICKHOUSE_URL, DEFAULT_CLICKHOUSE_DATABASE, type ClickHouseAnalyticsOptions } from './clickhouse-analytics.ts';
+export { RedisMxThrottle, type MxThrottlePort, type RedisMxThrottleOptions, type RedisMxThrottleStats } from './redis-mx-throttle.ts';
