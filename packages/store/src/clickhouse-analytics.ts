@@ -96,7 +96,7 @@ export class ClickHouseAnalytics extends BufferedAnalytics {
     this.database = opts.database ?? DEFAULT_CLICKHOUSE_DATABASE;
     this.#table = `${chIdent(this.database)}.${chIdent(TABLE)}`;
     this.#client = createClient({
-      url: opts.url ?? process.env.CLICKHOUSE_URL ?? DEFAULT_CLICKHOUSE_URL,
+      url: opts.url ?? DEFAULT_CLICKHOUSE_URL,
       request_timeout: opts.requestTimeoutMs ?? 10_000,
       // The database may not exist yet: every statement names it (no `database` here).
       compression: { request: false, response: false },
