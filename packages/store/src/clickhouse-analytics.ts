@@ -61,7 +61,7 @@ export function chIdent(name: string): string {
 }
 
 export interface ClickHouseAnalyticsOptions extends AnalyticsOptions {
-  /** Default CLICKHOUSE_URL or http://127.0.0.1:8123. Credentials may be in the URL. */
+  /** Default http://127.0.0.1:8123 (the runtime passes CLICKHOUSE_URL). Credentials may be in the URL. */
   url?: string;
   /** Default 'svc'; tests use one of their own. */
   database?: string;
