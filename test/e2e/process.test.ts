@@ -59,6 +59,10 @@ function admin(env: Record<string, string>, ...args: string[]) {
   return { code: r.status, out: r.stdout + r.stderr };
 }
 
+// Five subtests start real service processes (each a fresh data directory: PGlite's initdb, 5-15 s
+// on a loaded 2-core machine): about 70 s when the machine is quiet, past tap's 120 s when it is not.
+t.setTimeout(300_000);
+
 t.test('bootstrap key, admin CLI through the socket, logs, SIGTERM drain', async (t) => {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-proc-'));
   t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
