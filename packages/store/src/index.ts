@@ -49,3 +49,4 @@ export {
 } from './analytics.ts';
 export { ClickHouseAnalytics, openClickHouseAnalytics, chString, chUInt, chIdent, DEFAULT_CLICKHOUSE_URL, DEFAULT_CLICKHOUSE_DATABASE, type ClickHouseAnalyticsOptions } from './clickhouse-analytics.ts';
 export { RedisMxThrottle, type MxThrottlePort, type RedisMxThrottleOptions, type RedisMxThrottleStats } from './redis-mx-throttle.ts';
+export { PgBlobStore, BlobGoneError, BlobUploadLostError, type PgBlobStoreOptions } from './blob-pg.ts';
