@@ -45,10 +45,8 @@ function printGeneratedKey(key: string): void {
 async function main(): Promise<void> {
   const svc = await startService(config, { onGeneratedKey: printGeneratedKey });
   const log = svc.app.log;
-  for (const [name, set] of [['KAFKA_BROKERS', config.kafkaBrokers], ['CLICKHOUSE_URL', config.clickhouseUrl]] as const) {
-    if (set) log.warn(`${name} is set but this build does not use it yet (the job transport and analytics come with the next issues)`);
-  }
-  log.info({ url: svc.url, store: config.databaseUrl ? 'postgres' : 'pglite', cache: config.redisUrl ? 'redis' : 'in-process', dataDir: config.databaseUrl ? undefined : config.dataDir }, 'email validation service listening');
+  if (config.clickhouseUrl) log.warn('CLICKHOUSE_URL is set but this build does not send analytics to it yet (the port and its ClickHouse adapter exist; the wiring comes next)');
+  log.info({ url: svc.url, role: config.role, store: config.databaseUrl ? 'postgres' : 'pglite', cache: config.redisUrl ? 'redis' : 'in-process', bus: config.kafkaBrokers ? 'kafka' : 'in-process', dataDir: config.databaseUrl ? undefined : config.dataDir }, 'email validation service listening');
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;

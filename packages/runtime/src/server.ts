@@ -4,7 +4,7 @@
 import type { Server } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '@svc/api';
-import { keyKindOf, hashKey, type Store } from '@svc/store';
+import { DirBlobStore, keyKindOf, hashKey, type Store } from '@svc/store';
 import { adminSocketPath, serveAdminSocket } from './admin.ts';
 import { listenConfigError, type Config } from './config.ts';
 import { createServices, type Services } from './services.ts';
@@ -87,7 +87,7 @@ export async function startService(config: Config, opts: StartOptions = {}): Pro
     app = await buildApp(services, config, opts.logStream ? { logStream: opts.logStream } : {});
     services.setJobsLogger(app.log.child({ component: 'jobs' }));
     // Jobs left unfinished by the last run are resumed before the first request is taken.
-    if (!config.databaseUrl) await services.blobs.sweepPartials();
+    if (services.blobs instanceof DirBlobStore) await services.blobs.sweepPartials();
     await services.jobs.start();
     if (config.role !== 'front') {
       // Embedded, this process is the only deliverer: a claim left by a killed run is released now.

@@ -1,11 +1,12 @@
 // The composition root: turns a Config into running services, choosing each port's adapter
-// (embedded: PGlite and in-process; cluster: Postgres and Redis).
+// (embedded: PGlite and in-process; cluster: Postgres, Redis and Kafka).
 
 import { randomBytes } from 'node:crypto';
+import os from 'node:os';
 import path from 'node:path';
-import { connectRedis, DirBlobStore, MemoryCache, MemoryRateLimiter, openStore, RedisCache, RedisRateLimiter, type RateLimiterPort, type Store } from '@svc/store';
-import { createCsvPool, CsvJobs, InProcessBus, JobsService, jobStatus, jobWebhookEvent, silentLogger, WebhookDispatcher, type Bus, type JobsLogger } from '@svc/jobs';
-import { Engine, ENGINE_DEFAULTS } from '@svc/engine';
+import { connectRedis, DirBlobStore, type BlobStore, MemoryCache, MemoryRateLimiter, openStore, RedisCache, RedisMxThrottle, RedisRateLimiter, type RateLimiterPort, type Store } from '@svc/store';
+import { createCsvPool, CsvJobs, InProcessBus, JobsService, jobStatus, jobWebhookEvent, KafkaBus, silentLogger, WebhookDispatcher, type Bus, type JobsLogger } from '@svc/jobs';
+import { Engine, ENGINE_DEFAULTS, type MxThrottle } from '@svc/engine';
 import { Verifier, verifierConfig, type CachePort } from '@svc/verifier';
 import { nodeDns, netSmtpConnector, tcpReachable } from '@svc/verifier/adapters';
 import { isConnectionFailure } from '@svc/billing';
@@ -20,9 +21,9 @@ export interface Services {
   readiness: Readiness;
   /** Closes the cache / rate-limit connection (Redis); nothing for the in-process adapters. */
   closeCache: () => Promise<void>;
-  /** Job inputs and results CSVs (a directory under SVC_DATA_DIR: `blobs/`). */
-  blobs: DirBlobStore;
-  /** The job transport (in-process). */
+  /** Job inputs and results CSVs: a directory under SVC_DATA_DIR (`blobs/`), or PostgreSQL with DATABASE_URL (shared by every process). */
+  blobs: BlobStore;
+  /** The job transport: in-process, or Kafka when KAFKA_BROKERS is set. */
   bus: Bus;
   /** The job pipeline; started by startService, stopped on shutdown. */
   jobs: JobsService;
@@ -93,8 +94,14 @@ export async function createServices(config: Config, opts: { store?: Store } = {
   let rateLimiter: RateLimiterPort;
   let cachePing: () => Promise<boolean>;
   let closeCache = async () => {};
+  // The SMTP session limit per MX host: this process's own (embedded), or shared through Redis by
+  // every process with the same SVC_EGRESS_ID (cluster: fronts' sync probes and workers alike).
+  let throttle: MxThrottle | undefined;
+  let throttleErrors: (err: unknown) => void = () => {};
   if (config.redisUrl) {
     const redis = connectRedis(config.redisUrl);
+    const shared = new RedisMxThrottle({ redis, egressId: config.egressId, max: config.maxConnectionsPerMx, onError: (err) => throttleErrors(err) });
+    throttle = shared;
     const rc = new RedisCache(redis);
     cache = resilient(rc);
     const limiter = new RedisRateLimiter(redis);
@@ -105,7 +112,10 @@ export async function createServices(config: Config, opts: { store?: Store } = {
         Promise.resolve(limiter.hit(key, limit, windowMs)).catch(() => ({ allowed: true, limit, remaining: limit, resetSeconds: Math.ceil(windowMs / 1000) })),
     };
     cachePing = () => rc.ping();
-    closeCache = async () => void (await redis.quit());
+    closeCache = async () => {
+      await shared.close();
+      await redis.quit();
+    };
   } else {
     const mc = new MemoryCache();
     cache = mc;
@@ -122,6 +132,7 @@ export async function createServices(config: Config, opts: { store?: Store } = {
   const engine = new Engine({
     dns,
     probeSalt: secret,
+    ...(throttle ? { throttle } : {}),
     smtp: netSmtpConnector,
     cache,
     config: {
@@ -162,8 +173,19 @@ export async function createServices(config: Config, opts: { store?: Store } = {
     warn: (o, m) => jobsLog.warn(o, m),
     error: (o, m) => jobsLog.error(o, m),
   };
-  const blobs = new DirBlobStore(path.join(config.dataDir, 'blobs'));
-  const bus = new InProcessBus({ onError: (err, topic, key) => log.error({ err, topic, key }, 'job message failed; retrying') });
+  const blobs: BlobStore = config.databaseUrl ? store.blobs : new DirBlobStore(path.join(config.dataDir, 'blobs'));
+  throttleErrors = (err) => log.warn({ err }, 'shared MX session limit (Redis): error; retrying');
+  const onBusError = (err: unknown, topic: string, key?: string) => log.error({ err, topic, key }, 'job message failed; retrying');
+  const bus: Bus = config.kafkaBrokers
+    ? new KafkaBus({
+        brokers: config.kafkaBrokers,
+        clientId: `svc-${config.role}-${os.hostname()}-${process.pid}`,
+        groupPrefix: config.kafkaTopicPrefix.replace(/\.$/, '') || 'svc',
+        topicPrefix: config.kafkaTopicPrefix,
+        defaultPartitions: config.kafkaPartitions,
+        onError: onBusError,
+      })
+    : new InProcessBus({ onError: onBusError });
   // CSV parsing and results rendering on a Piscina pool when configured (SVC_CSV_POOL_THREADS).
   const csvPool = config.csvPoolThreads > 0 ? createCsvPool({ threads: config.csvPoolThreads }) : undefined;
   const jobs = new JobsService({

@@ -110,6 +110,7 @@ t.test('every default is the one the table shows', async (t) => {
     SVC_PUBLIC_URL: (v) => v === 'http://localhost:8080',
     SVC_DNS_SERVERS: (v) => Array.isArray(v) && v.length === 0,
     SVC_HELO_NAME: (v) => v === os.hostname(),
+    SVC_EGRESS_ID: (v) => v === os.hostname(),
     SVC_MAIL_FROM: (v) => v === `verify@${os.hostname().includes('.') ? os.hostname() : `${os.hostname()}.localdomain`}`,
     SVC_BOOTSTRAP_API_KEY: (v) => v === undefined,
   };

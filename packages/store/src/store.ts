@@ -1,6 +1,7 @@
 // The relational store: one repository per aggregate over one Db port (PGlite or Postgres). The
 // raw connection stays inside: business code goes through the repositories.
 
+import { PgBlobStore } from './blob-pg.ts';
 import type { Db } from './db.ts';
 import { AccountsRepo } from './accounts.ts';
 import { IdempotencyRepo } from './idempotency.ts';
@@ -21,6 +22,8 @@ export class Store {
   readonly jobs: JobsRepo;
   readonly settings: SettingsRepo;
   readonly webhooks: WebhooksRepo;
+  /** Blobs in the database (the cluster profile's blob store: any front serves any upload and download). */
+  readonly blobs: PgBlobStore;
   readonly #db: Db;
 
   constructor(db: Db) {
@@ -32,6 +35,7 @@ export class Store {
     this.jobs = new JobsRepo(db);
     this.settings = new SettingsRepo(db);
     this.webhooks = new WebhooksRepo(db);
+    this.blobs = new PgBlobStore(db);
   }
 
   /**

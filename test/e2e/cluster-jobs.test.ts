@@ -1,0 +1,153 @@
+// The cluster profile end to end, on the real servers of scripts/infra-up.sh: one front
+// (SVC_ROLE=front) and two workers (SVC_ROLE=worker) sharing PostgreSQL (DATABASE_URL), Redis
+// (REDIS_URL: caches, rate limits and the per-MX session limit) and Kafka (KAFKA_BROKERS: the job
+// transport), in this process as three services with their own connections. A JSON job submitted
+// to the front is probed by the workers and read back from the front: every row once, each sim
+// domain's expected verdict, the 2.2 counters and exact credits. A missing server skips the file,
+// or fails it under CI_REQUIRE_SERVICES=1.
+
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import t from 'tap';
+import { Redis } from 'ioredis';
+import { Kafka, logLevel } from 'kafkajs';
+import { loadConfig, startService, type RunningService } from '@svc/runtime';
+import { startSim, SIM_DOMAINS, SIM_UNKNOWN_LOCAL } from '../sim/index.ts';
+import { BOOTSTRAP_KEY, stackEnv } from '../helpers/stack.ts';
+import { freshSchema, pgUnreachable, PG_SHOWN } from '../helpers/postgres.ts';
+import { countersFrom, parseResults, verdictKey } from '../helpers/jobs.ts';
+
+t.setTimeout(240_000);
+
+const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const BROKERS = (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',');
+
+async function unreachable(): Promise<string | undefined> {
+  const pgWhy = await pgUnreachable();
+  if (pgWhy) return `PostgreSQL at ${PG_SHOWN}: ${pgWhy}`;
+  const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1, lazyConnect: true });
+  redis.on('error', () => {});
+  const redisUp = await redis.connect().then(() => true, () => false);
+  redis.disconnect();
+  if (!redisUp) return `Redis at ${REDIS_URL} did not answer`;
+  const admin = new Kafka({ clientId: 'cluster-test-probe', brokers: BROKERS, logLevel: logLevel.NOTHING, retry: { retries: 1 } }).admin();
+  try {
+    await admin.connect();
+    await admin.listTopics();
+  } catch (err) {
+    return `Kafka at ${BROKERS.join(',')}: ${(err as Error).message}`;
+  } finally {
+    await admin.disconnect().catch(() => {});
+  }
+  return undefined;
+}
+
+const why = await unreachable();
+if (why) {
+  if (process.env.CI_REQUIRE_SERVICES === '1') t.fail(`${why} (CI_REQUIRE_SERVICES=1: start them with scripts/infra-up.sh)`);
+  else t.plan(0, `${why}: skipping; scripts/infra-up.sh starts them`);
+} else {
+  await run();
+}
+
+async function run(): Promise<void> {
+  const sim = await startSim({ tarpitMs: 5000, greylistMs: 300 });
+  t.teardown(() => sim.close());
+  const schema = await freshSchema();
+  const prefix = `t${randomBytes(4).toString('hex')}.`;
+  const dirs: string[] = [];
+  const started: RunningService[] = [];
+  t.teardown(async () => {
+    for (const s of started.reverse()) await s.close().catch(() => {});
+    await schema.drop();
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+    const admin = new Kafka({ clientId: 'cluster-test-cleanup', brokers: BROKERS, logLevel: logLevel.NOTHING }).admin();
+    await admin.connect();
+    const topics = (await admin.listTopics()).filter((n) => n.startsWith(prefix));
+    if (topics.length) await admin.deleteTopics({ topics }).catch(() => {});
+    const groups = (await admin.listGroups()).groups.map((g) => g.groupId).filter((g) => g.includes(prefix));
+    if (groups.length) await admin.deleteGroups(groups).catch(() => {});
+    await admin.disconnect();
+  });
+  const start = async (role: 'front' | 'worker'): Promise<RunningService> => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), `svc-cluster-${role}-`));
+    dirs.push(dir);
+    const env = stackEnv(sim, dir, {
+      DATABASE_URL: schema.url,
+      REDIS_URL,
+      KAFKA_BROKERS: BROKERS.join(','),
+      SVC_KAFKA_TOPIC_PREFIX: prefix,
+      SVC_KAFKA_PARTITIONS: '6',
+      SVC_ROLE: role,
+      SVC_BOOTSTRAP_CREDITS: '5000',
+      SVC_JOB_GREYLIST_DELAY_MS: '500',
+      SVC_JOB_GREYLIST_ATTEMPTS: '3',
+      SVC_SECRET: 'cluster-test-secret-0123456789',
+    });
+    const svc = await startService(loadConfig(env));
+    started.push(svc);
+    return svc;
+  };
+  const front = await start('front');
+  await start('worker');
+  await start('worker');
+
+  const call = async (method: string, route: string, body?: unknown) => {
+    const res = await fetch(front.url + route, { method, headers: { 'x-api-key': BOOTSTRAP_KEY, ...(body ? { 'content-type': 'application/json' } : {}) }, ...(body ? { body: JSON.stringify(body) } : {}) });
+    const text = await res.text();
+    let json: any = text;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      /* CSV */
+    }
+    return { status: res.status, body: json, text };
+  };
+
+  t.test('a JSON job through the front, probed by two workers over Kafka: every row once, the expected verdicts, exact credits', async (t) => {
+    const expected = new Map<string, string>();
+    for (const d of SIM_DOMAINS) {
+      const domain = d.unicode ?? d.domain;
+      expected.set(`jane.doe@${domain}`, verdictKey(d.known));
+      expected.set(`${SIM_UNKNOWN_LOCAL}@${domain}`, verdictKey(d.unknown));
+    }
+    for (let i = 0; i < 40; i++) expected.set(`user${i}@accept.test`, 'invalid/mailbox_not_found');
+    const emails = [...expected.keys(), 'jane.doe@ACCEPT.test', 'not-an-email'];
+    const unique = expected.size + 1; // the repeat is a spelling of jane.doe@accept.test; not-an-email is its own row
+
+    const before = await call('GET', '/v1/credits');
+    const created = await call('POST', '/v1/validate/batch', { emails });
+    t.equal(created.status, 202, JSON.stringify(created.body));
+    t.match(created.body, { status: 'queued', total_rows: emails.length, unique_emails: unique, credits_reserved: unique });
+
+    let job: any;
+    const deadline = Date.now() + 180_000;
+    for (;;) {
+      job = (await call('GET', `/v1/csv/jobs/${created.body.id}`)).body;
+      if (['completed', 'failed', 'canceled'].includes(job.status)) break;
+      if (Date.now() > deadline) throw new Error(`job still ${job.status}: ${JSON.stringify(job.progress)}`);
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    t.equal(job.status, 'completed');
+    t.strictSame(job.progress, { processed: unique, total: unique, percent: 100 });
+
+    const file = await call('GET', `/v1/csv/jobs/${created.body.id}/download`);
+    t.equal(file.status, 200, 'the front serves the results CSV the workers rendered');
+    const rows = parseResults(file.text);
+    t.equal(rows.length, emails.length, 'one row per input row');
+    t.strictSame(rows.map((r) => r.email), emails, 'input order');
+    for (const r of rows.slice(0, expected.size)) t.equal(verdictKey(r), expected.get(r.email), r.email);
+    t.equal(verdictKey(rows[expected.size]!), expected.get('jane.doe@accept.test'), 'the repeat has the first spelling\'s verdict');
+    t.equal(rows[expected.size]!.charge_reason, 'duplicate_in_job');
+
+    const counters = countersFrom(rows.filter((r) => r.charge_reason !== 'duplicate_in_job'), emails.length);
+    const charged = rows.reduce((s, r) => s + Number(r.credits_charged), 0);
+    t.strictSame(job.results, counters, 'the 2.2 counters, exactly as the rows count them');
+    t.match(job.credit_reservation, { reserved_credits: unique, credits_charged: charged, refunded_credits: unique - charged, finalized: true }, 'reserved = charged + refunded, finalized');
+    const after = await call('GET', '/v1/credits');
+    t.equal(after.body.balance, before.body.balance - charged, 'the balance went down by exactly the charged credits');
+    t.equal(after.body.reserved, 0, 'nothing left reserved');
+  });
+}
