@@ -184,6 +184,14 @@ export async function createServices(config: Config, opts: { store?: Store } = {
         topicPrefix: config.kafkaTopicPrefix,
         defaultPartitions: config.kafkaPartitions,
         onError: onBusError,
+        // kafkajs's own lines go to the service's log as warnings (it logs a group's rebalances,
+        // which members learn of from "rebalancing" answers, as errors).
+        logCreator:
+          () =>
+          ({ namespace, log: entry }) => {
+            const { message, ...rest } = entry;
+            log.warn({ component: 'kafka', namespace, ...rest }, String(message));
+          },
       })
     : new InProcessBus({ onError: onBusError });
   // CSV parsing and results rendering on a Piscina pool when configured (SVC_CSV_POOL_THREADS).
