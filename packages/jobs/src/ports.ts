@@ -5,7 +5,7 @@
 //   (job_results.next_attempt_at), so a restart loses nothing: start() asks the store when the
 //   next item is due and sleeps until then.
 
-/** A message on the bus: plain data (it is cloned on publish, as a broker would serialise it), versioned. */
+/** A message on the bus: plain JSON data (serialised on publish, as a broker would), versioned. */
 export interface BusMessage {
   readonly v: number;
   readonly [field: string]: unknown;
@@ -38,7 +38,8 @@ export function fnv1a(s: string): number {
 }
 
 interface Partition {
-  queue: Array<{ key: string; message: BusMessage }>;
+  /** Messages as JSON text, as a broker holds them: compact, and parsed anew for every delivery. */
+  queue: Array<{ key: string; message: string }>;
   running: boolean;
 }
 
@@ -47,7 +48,7 @@ interface Topic {
   handler?: BusHandler;
   partitions: Partition[];
   /** Published before anyone subscribed: delivered once a handler exists. */
-  early: Array<{ key: string; message: BusMessage }>;
+  early: Array<{ key: string; message: string }>;
 }
 
 export interface InProcessBusOptions {
@@ -83,8 +84,10 @@ export class InProcessBus implements Bus {
 
   async publish(topic: string, key: string, message: BusMessage): Promise<void> {
     if (this.#closed) throw new Error('bus closed');
-    // Plain data across the port: nothing the publisher keeps can change what the consumer sees.
-    const copy = structuredClone(message);
+    // Plain data across the port, serialised as the Kafka adapter does: nothing the publisher
+    // keeps can change what the consumer sees, and a queued message costs its JSON text only (a
+    // 500,000-address job's work waits here in full when nothing consumes it yet).
+    const copy = JSON.stringify(message);
     const t = this.#topic(topic);
     if (!t.handler) {
       t.early.push({ key, message: copy });
@@ -111,7 +114,7 @@ export class InProcessBus implements Bus {
     return t.early.length + t.partitions.reduce((n, p) => n + p.queue.length + (p.running ? 1 : 0), 0);
   }
 
-  #enqueue(t: Topic, key: string, message: BusMessage): void {
+  #enqueue(t: Topic, key: string, message: string): void {
     const p = t.partitions[fnv1a(key) % t.partitions.length]!;
     p.queue.push({ key, message });
     if (!p.running) this.#drain(t, p);
@@ -126,7 +129,7 @@ export class InProcessBus implements Bus {
         try {
           // Each delivery gets its own copy, as a broker's consumer decodes a new one: a retry
           // never sees what a failed handler changed.
-          await t.handler!(structuredClone(head.message), head.key);
+          await t.handler!(JSON.parse(head.message) as BusMessage, head.key);
           p.queue.shift();
           failures = 0;
         } catch (err) {

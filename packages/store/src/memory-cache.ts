@@ -1,4 +1,7 @@
-// In-process cache adapter (embedded profile). Bounded: the oldest entries go first when full.
+// In-process cache adapter (embedded profile). Bounded in entries and in bytes: the oldest
+// entries go first when either is full. (A 500,000-address job caches a verdict per address: at
+// ~600 bytes of JSON each, 200,000 entries would hold ~150 MiB of a process meant to stay under
+// 512 MB; the byte bound keeps the cache to 48 MiB of text by default.)
 // Like Redis it hands out copies: values are kept as JSON text and parsed on every get, so no
 // caller can change a cached value through an object it stored or was given, and a value comes
 // back exactly as it would from RedisCache (a Date as a string, undefined fields dropped).
@@ -8,35 +11,52 @@ import type { CachePort } from '@svc/verifier';
 
 export class MemoryCache implements CachePort {
   #map = new Map<string, { json: string; expires: number }>();
+  /** Characters of the keys and JSON texts held (one byte each for the ASCII a verdict is). */
+  #chars = 0;
 
   constructor(
     readonly maxEntries = 200_000,
     readonly now: () => number = Date.now,
+    readonly maxChars = 48 * 1_048_576,
   ) {}
+
+  #drop(key: string): void {
+    const e = this.#map.get(key);
+    if (!e) return;
+    this.#map.delete(key);
+    this.#chars -= key.length + e.json.length;
+  }
 
   get<T>(key: string): T | undefined {
     const e = this.#map.get(key);
     if (!e) return undefined;
     if (e.expires <= this.now()) {
-      this.#map.delete(key);
+      this.#drop(key);
       return undefined;
     }
     return JSON.parse(e.json) as T;
   }
 
   set<T>(key: string, value: T, ttlMs: number): void {
-    this.#map.delete(key);
+    this.#drop(key);
     const json = JSON.stringify(value) as string | undefined;
     // No time, or nothing a get could return (undefined, a function): the key holds nothing.
     if (json === undefined || ttlMs <= 0) return;
     this.#map.set(key, { json, expires: this.now() + ttlMs });
-    if (this.#map.size > this.maxEntries) {
+    this.#chars += key.length + json.length;
+    while (this.#map.size > this.maxEntries || (this.#chars > this.maxChars && this.#map.size > 1)) {
       const oldest = this.#map.keys().next().value;
-      if (oldest !== undefined) this.#map.delete(oldest);
+      if (oldest === undefined) break;
+      this.#drop(oldest);
     }
   }
 
   get size(): number {
     return this.#map.size;
+  }
+
+  /** Characters held (keys and JSON texts). */
+  get chars(): number {
+    return this.#chars;
   }
 }
