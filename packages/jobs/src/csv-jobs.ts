@@ -50,6 +50,9 @@ export const START_CHUNK_ROWS = 250;
 /** Longest `filename` accepted by prepare-upload. */
 export const MAX_FILENAME_CHARS = 255;
 
+/** How long a start-processing intake holds its batch without renewing (renewed every third of it). */
+export const INTAKE_LEASE_MS = 60_000;
+
 export interface CsvJobsOptions {
   /** The job pipeline: the intake, job reads and the status resource. */
   jobs: Pick<JobsService, 'createJob' | 'get' | 'checkWebhookUrl'>;
@@ -168,13 +171,20 @@ export class CsvJobs {
    * insufficient_credits. Any of these leaves the job awaiting its upload.
    */
   async start(accountId: string, batchId: string, emailColumn: string, opts: { completion?: (job: JobRecord) => IdempotentCompletion } = {}): Promise<JobRecord> {
-    const { blobs, jobs } = this.#o;
+    const { blobs, jobs, store } = this.#o;
     const job = await jobs.get(accountId, batchId);
-    if (job.status !== 'awaiting_upload' || this.#starting.has(batchId)) {
-      throw new ServiceError('invalid_job_state', `The batch is ${job.status === 'awaiting_upload' ? 'being started' : job.status}; start-processing runs once per batch`);
-    }
+    const beingStarted = () => new ServiceError('invalid_job_state', `The batch is ${job.status === 'awaiting_upload' ? 'being started' : job.status}; start-processing runs once per batch`);
+    if (job.status !== 'awaiting_upload' || this.#starting.has(batchId)) throw beingStarted();
     this.#starting.add(batchId);
+    // The claim in the database covers every process sharing the store (two fronts); the set
+    // above answers a second request to this process without a round trip.
+    let claimed = false;
+    let renew: NodeJS.Timeout | undefined;
     try {
+      claimed = await store.jobs.claimIntake(accountId, batchId, INTAKE_LEASE_MS);
+      if (!claimed) throw beingStarted();
+      renew = setInterval(() => void store.jobs.renewIntake(batchId, INTAKE_LEASE_MS).catch(() => {}), INTAKE_LEASE_MS / 3);
+      renew.unref();
       const source = await blobs.get(uploadKey(batchId));
       if (!source) throw new ServiceError('upload_missing', `No CSV has been uploaded for ${batchId}: PUT the file to the upload_url of prepare-upload first`);
       const reader = readCsv(source, {
@@ -209,12 +219,15 @@ export class CsvJobs {
           ...(opts.completion ? { completion: opts.completion } : {}),
         });
         await blobs.delete(uploadKey(batchId)).catch(() => {});
+        claimed = false; // queued: the claim no longer matters (it only ever applies to awaiting_upload)
         return queued;
       } finally {
         await reader.return(undefined);
         source.destroy();
       }
     } finally {
+      clearInterval(renew);
+      if (claimed) await store.jobs.releaseIntake(batchId).catch(() => {});
       this.#starting.delete(batchId);
     }
   }

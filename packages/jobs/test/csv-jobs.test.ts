@@ -256,6 +256,28 @@ t.test('two starts at once: one queues the job, the other is 409, the input is i
   t.strictSame([done.total_rows, done.unique_emails, done.processed, done.credits_charged], [3000, 3000, 3000, 3000]);
 });
 
+t.test('two fronts (two CsvJobs sharing the store) start one batch at once, with different columns: one queues it, the other is 409 and touches nothing', async (t) => {
+  const w = await world(t, { maxBytes: 1_048_576 });
+  const otherFront = new CsvJobs({ jobs: w.svc, store, blobs, publicUrl: PUBLIC, secret: SECRET, maxBytes: 1_048_576 });
+  const acc = await store.accounts.create({ credits: 5000 });
+  const { job, q } = await prepared(w, acc);
+  const rows = Array.from({ length: 3000 }, (_, i) => `u${i}@v.test,x${i}@w.test`).join('\n');
+  await w.csv.upload(job.id, q, Readable.from([Buffer.from(`email,other\n${rows}\n`)]));
+  const results = await Promise.allSettled([w.csv.start(acc, job.id, 'email'), otherFront.start(acc, job.id, 'other')]);
+  const won = results.filter((r) => r.status === 'fulfilled');
+  t.equal(won.length, 1, 'one start queues the job');
+  t.match(results.find((r) => r.status === 'rejected'), { reason: { code: 'invalid_job_state', message: 'The batch is being started; start-processing runs once per batch' } });
+  const column = (won[0] as PromiseFulfilledResult<JobRecord>).value.email_column!;
+  const done = await waitFor(job.id, (j) => j.status === 'completed');
+  t.strictSame([done.total_rows, done.unique_emails, done.processed, done.email_column], [3000, 3000, 3000, column]);
+  const csv = await text((await blobs.get(done.results_key!))!);
+  const lines = csv.trim().split('\r\n');
+  t.equal(lines.length, 3001, 'every row in the results');
+  const first = lines[1]!.split(',');
+  t.strictSame(first.slice(0, 2), ['u0@v.test', 'x0@w.test'], 'the input columns as uploaded');
+  t.equal(await store.jobs.claimIntake(acc, job.id, 60_000), false, 'queued: no claim left to take');
+});
+
 async function roundTrip(t: Tap, w: World) {
   const acc = await store.accounts.create({ credits: 20 });
   const { job, q } = await prepared(w, acc, 'leads.csv');

@@ -178,6 +178,36 @@ export class JobsRepo {
    * in one transaction. Another account's job is not_found; a job not awaiting its upload (started
    * twice) is invalid_state.
    */
+  /**
+   * Claims an awaiting-upload batch for its intake (start-processing) for `leaseMs`: true when this
+   * caller has it, false when the batch is unknown, another account's, no longer awaiting its
+   * upload, or claimed by another intake whose lease has not run out. Across processes.
+   */
+  async claimIntake(accountId: string, id: string, leaseMs: number): Promise<boolean> {
+    const rows = await this.db.query(
+      `UPDATE jobs SET intake_claimed_until = now() + make_interval(secs => $3::double precision / 1000)
+        WHERE id = $1 AND account_id = $2 AND status = 'awaiting_upload' AND (intake_claimed_until IS NULL OR intake_claimed_until <= now())
+        RETURNING id`,
+      [id, accountId, leaseMs],
+    );
+    return rows.length === 1;
+  }
+
+  /** Extends a held intake claim by `leaseMs` from now (false: the batch is no longer awaiting its upload). */
+  async renewIntake(id: string, leaseMs: number): Promise<boolean> {
+    const rows = await this.db.query(
+      `UPDATE jobs SET intake_claimed_until = now() + make_interval(secs => $2::double precision / 1000)
+        WHERE id = $1 AND status = 'awaiting_upload' AND intake_claimed_until IS NOT NULL RETURNING id`,
+      [id, leaseMs],
+    );
+    return rows.length === 1;
+  }
+
+  /** Gives an intake claim back (the intake failed: the batch may be started again at once). */
+  async releaseIntake(id: string): Promise<void> {
+    await this.db.query(`UPDATE jobs SET intake_claimed_until = NULL WHERE id = $1`, [id]);
+  }
+
   async queue(accountId: string, id: string, input: QueuedInput, completes?: (job: JobRecord) => IdempotentCompletion): Promise<QueueJobResult> {
     return this.db.transaction(async (tx) => {
       const cur = await lockJob(tx, id, accountId);

@@ -246,6 +246,28 @@ function suite(t: Tap, open: (t: Tap) => Promise<Target>): void {
     t.strictSame(await store.ledger.balance(acc).then((x) => [x!.balance, x!.reserved]), [5, 2]);
   });
 
+  t.test('start-processing claims a CSV batch once across handles; the claim expires, is renewed and given back', async (t) => {
+    const target = await open(t);
+    const store = new Store(target.db);
+    const second = target.another ? new Store(await target.another()) : store;
+    const acc = await store.accounts.create({ credits: 5 });
+    const other = await store.accounts.create({ credits: 5 });
+    const up = await store.jobs.createAwaitingUpload({ id: 'job_claim00001', accountId: acc, filename: 'leads.csv' });
+    t.equal(await store.jobs.claimIntake(other, up.id, 60_000), false, "another account's batch");
+    t.equal(await store.jobs.claimIntake(acc, 'job_nosuch00001', 60_000), false, 'an unknown batch');
+    const both = await Promise.all([store.jobs.claimIntake(acc, up.id, 60_000), second.jobs.claimIntake(acc, up.id, 60_000)]);
+    t.strictSame(both.sort(), [false, true], 'two claims at once (two processes where the adapter has them): exactly one wins');
+    t.equal(await store.jobs.renewIntake(up.id, 60_000), true, 'the holder renews');
+    await store.jobs.releaseIntake(up.id);
+    t.equal(await second.jobs.claimIntake(acc, up.id, 1), true, 'given back: claimable at once');
+    await new Promise((r) => setTimeout(r, 20));
+    t.equal(await store.jobs.claimIntake(acc, up.id, 60_000), true, 'a lease that ran out (a killed intake) is claimable');
+    const q = await store.jobs.queue(acc, up.id, { totalRows: 3, uniqueEmails: 2, inputKey: 'jobs/job_claim00001/rows.ndjson' });
+    t.equal(q.ok, true);
+    t.equal(await store.jobs.claimIntake(acc, up.id, 60_000), false, 'a queued job is never claimed again');
+    t.equal(await store.jobs.renewIntake(up.id, 60_000), false, 'nor renewed');
+  });
+
   t.test('list: newest first, keyset cursor, status filter', async (t) => {
     const { db } = await open(t);
     const store = new Store(db);
