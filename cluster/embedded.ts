@@ -45,8 +45,7 @@ function printGeneratedKey(key: string): void {
 async function main(): Promise<void> {
   const svc = await startService(config, { onGeneratedKey: printGeneratedKey });
   const log = svc.app.log;
-  if (config.clickhouseUrl) log.warn('CLICKHOUSE_URL is set but this build does not send analytics to it yet (the port and its ClickHouse adapter exist; the wiring comes next)');
-  log.info({ url: svc.url, role: config.role, store: config.databaseUrl ? 'postgres' : 'pglite', cache: config.redisUrl ? 'redis' : 'in-process', bus: config.kafkaBrokers ? 'kafka' : 'in-process', dataDir: config.databaseUrl ? undefined : config.dataDir }, 'email validation service listening');
+  log.info({ url: svc.url, role: config.role, store: config.databaseUrl ? 'postgres' : 'pglite', cache: config.redisUrl ? 'redis' : 'in-process', bus: config.kafkaBrokers ? 'kafka' : 'in-process', analytics: config.clickhouseUrl ? 'clickhouse' : 'sql', dataDir: config.databaseUrl ? undefined : config.dataDir }, 'email validation service listening');
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;

@@ -2,7 +2,7 @@
 
 import type { ReadinessState } from '@svc/contracts';
 import type { CsvJobs, JobsService } from '@svc/jobs';
-import type { RateLimiterPort, Store } from '@svc/store';
+import type { Analytics, RateLimiterPort, Store } from '@svc/store';
 import type { Verifier } from '@svc/verifier';
 
 /** What the front needs from the composition root. */
@@ -15,6 +15,8 @@ export interface ApiServices {
   jobs?: JobsService;
   /** CSV batches (prepare-upload, the signed upload, start-processing); served with `jobs`. */
   csvJobs?: CsvJobs;
+  /** Where every validation decision goes (DESIGN 4); without it none is recorded. */
+  analytics?: Pick<Analytics, 'record'>;
 }
 
 /** The settings the front uses (a slice of the runtime configuration). */

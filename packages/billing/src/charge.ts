@@ -7,6 +7,7 @@
 import { ServiceError } from '@svc/contracts';
 import type { IdempotentCompletion, Store } from '@svc/store';
 import type { Verifier } from '@svc/verifier';
+import { recordDecisions, syncDecisions, type SyncDecisionContext } from './decisions.ts';
 import { upstream } from './failures.ts';
 import { creditsOf, priced, type ChargedResult } from './pricing.ts';
 
@@ -24,6 +25,11 @@ export interface ChargeOptions {
   /** What the credits are for (ledger note and reservation purpose); 'sync' by default. */
   purpose?: string;
   completion?: Completion;
+  /**
+   * Analytics: once the charge is committed, one decision per result goes to the sink (buffered;
+   * never awaited, never failing the request).
+   */
+  decisions?: SyncDecisionContext;
 }
 
 function insufficient(required: number, available: number): ServiceError {
@@ -34,6 +40,11 @@ export async function validateAndCharge(store: Store, verifier: Verifier, accoun
   const { ledger, idempotency } = store;
   const purpose = opts.purpose ?? 'sync';
   const completion = opts.completion;
+  const decided = (results: ChargedResult[]): ChargedResult[] => {
+    const d = opts.decisions;
+    if (d) recordDecisions(d.sink, () => syncDecisions(results, accountId, d.requestId, d.source), d.log, { request_id: d.requestId });
+    return results;
+  };
   const plan = await verifier.plan(emails);
   // With an Idempotency-Key the response is recorded in the same transaction as the money, so a
   // crash can never leave a charge without its stored response (and a later retry re-charging).
@@ -52,7 +63,7 @@ export async function validateAndCharge(store: Store, verifier: Verifier, accoun
     } else if (completes) {
       await upstream(idempotency.complete(accountId, completes.key, completes.status, completes.body));
     }
-    return results;
+    return decided(results);
   }
   let reservationId: string | undefined;
   if (plan.maxCost > 0) {
@@ -62,12 +73,12 @@ export async function validateAndCharge(store: Store, verifier: Verifier, accoun
   }
   let charged = 0;
   let completes: IdempotentCompletion | undefined;
+  let out: ChargedResult[];
   try {
-    const out = priced(await verifier.run(plan), plan);
+    out = priced(await verifier.run(plan), plan);
     // Render first: if that throws, nothing is charged (the key is freed and a retry pays once).
     completes = record(out);
     charged = creditsOf(out);
-    return out;
   } finally {
     if (reservationId) {
       // false: the reservation was no longer open (released by the stale sweep), so nothing was
@@ -75,4 +86,5 @@ export async function validateAndCharge(store: Store, verifier: Verifier, accoun
       if (!(await upstream(ledger.settle(reservationId, charged, completes)))) throw new ServiceError('validation_upstream_failed', 'The credit hold expired before the validation finished; retry');
     } else if (completes) await upstream(idempotency.complete(accountId, completes.key, completes.status, completes.body));
   }
+  return decided(out);
 }

@@ -2,3 +2,4 @@
 export { validateAndCharge, type ChargeOptions, type Completion } from './charge.ts';
 export { chargeReasonFor, creditsOf, priced, summarize, type ChargedResult } from './pricing.ts';
 export { isConnectionFailure, upstream } from './failures.ts';
+export { addressIdentity, recordDecisions, syncDecisions, type AddressIdentity, type DecisionLog, type DecisionSink, type SyncDecisionContext } from './decisions.ts';

@@ -7,8 +7,9 @@
 // written once per (job, idx), the CSV is rendered from stored data only (same bytes, replaced
 // atomically), and only the finalize that moves the job from running to completed settles.
 
-import type { BlobStore, InFinalTx, JobRecord, JobResultInput, Store } from '@svc/store';
-import { RESULTS_TOPIC, isResultsMessage } from './messages.ts';
+import { addressIdentity, recordDecisions, type DecisionSink } from '@svc/billing';
+import type { BlobStore, Decision, InFinalTx, JobRecord, JobResultInput, Store } from '@svc/store';
+import { RESULTS_TOPIC, isResultsMessage, type ResultItem } from './messages.ts';
 import type { Bus, BusMessage, Scheduler } from './ports.ts';
 import { resultsCsv, type RowRenderer } from './results-csv.ts';
 import { resultsKey } from './rows.ts';
@@ -33,7 +34,35 @@ export interface AggregatorOptions {
   renderer?: RowRenderer;
   onFinal?: OnFinal;
   onFinalTx?: InFinalTx;
+  /** Analytics: each unique email's final result is a decision (id `<job id>:<idx>`), recorded once its row is written. */
+  analytics?: DecisionSink;
   log: JobsLogger;
+}
+
+/**
+ * The decisions of a results message's final rows (a deferred row is decided later). A
+ * redelivered message makes the same ids, which analytics counts once.
+ */
+export function jobDecisions(jobId: string, accountId: string, results: readonly ResultItem[], decidedAt = new Date()): Decision[] {
+  const out: Decision[] = [];
+  for (const r of results) {
+    if (r.state !== 'done') continue;
+    out.push({
+      id: `${jobId}:${r.idx}`,
+      account_id: accountId,
+      ...addressIdentity(r.email),
+      result: r.verdict.result,
+      reason_code: r.verdict.reason_code,
+      layer: r.verdict.validation_layer,
+      mx_host: r.mx_host ?? null,
+      latency_ms: r.latency_ms ?? 0,
+      job_id: jobId,
+      source: 'job',
+      credits_charged: r.verdict.credits_charged,
+      decided_at: decidedAt,
+    });
+  }
+  return out;
 }
 
 const RUNNING = new Set(['queued', 'processing']);
@@ -60,6 +89,9 @@ export class JobAggregator {
     }));
     const out = await this.opts.store.jobs.recordResults(message.job_id, rows);
     if (!out.accepted || !out.job) return; // canceled or final: late results are dropped
+    const analytics = this.opts.analytics;
+    const accountId = out.job.account_id;
+    if (analytics) recordDecisions(analytics, () => jobDecisions(message.job_id, accountId, message.results), this.opts.log, { job_id: message.job_id });
     let soonest: number | undefined;
     for (const r of rows) if (r.nextAttemptAt && (soonest === undefined || r.nextAttemptAt.getTime() < soonest)) soonest = r.nextAttemptAt.getTime();
     if (soonest !== undefined) this.opts.scheduler.wake(new Date(soonest));

@@ -3,7 +3,7 @@ export { WebhookDispatcher, buildJobEvent, jobWebhookEvent, webhookRetryDelayMs,
 export { validateWebhookUrl, guardTarget, classifyAddress, pinnedLookup, systemResolver, MAX_WEBHOOK_URL_LENGTH, type WebhookUrlCheck, type WebhookUrlProblem, type GuardResult, type GuardOptions, type GuardRefusal, type AddressClass, type Resolver, type ResolvedAddress } from './net-guard.ts';
 export { JobsService, MAX_JOB_EMAILS, resultsPath, type JobsServiceOptions, type DownloadLink } from './service.ts';
 export { CsvJobs, csvError, uploadPath, uploadKey, MAX_FILENAME_CHARS, type CsvJobsOptions, type PreparedUpload, type UploadReceipt } from './csv-jobs.ts';
-export { JobAggregator, silentLogger, type JobsLogger, type OnFinal } from './aggregator.ts';
+export { JobAggregator, jobDecisions, silentLogger, type JobsLogger, type OnFinal } from './aggregator.ts';
 export { JobWorker, priceVerdict, type JobVerifier, type WorkerOptions } from './worker.ts';
 export { intake, dedupeKey, newJobId, type IntakeInput, type IntakeRow, type IntakeDeps } from './intake.ts';
 export { jobStatus, downloadable, CREDITS_PER_HIGH_VALUE_VALIDATION, type JobStatus } from './status.ts';

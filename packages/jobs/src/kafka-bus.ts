@@ -189,6 +189,16 @@ export class KafkaBus implements Bus {
     await Promise.all([this.#getProducer(), this.#getAdmin()]);
   }
 
+  /**
+   * One metadata request (describeCluster) through the admin client, for readiness: true when the
+   * cluster names at least one broker; throws when it cannot be reached.
+   */
+  async ping(): Promise<boolean> {
+    if (this.#closing) throw new Error('bus closed');
+    const admin = await this.#getAdmin();
+    return (await admin.describeCluster()).brokers.length > 0;
+  }
+
   /** Resolves once every consumer subscribed so far has joined its group and got its assignment. */
   async ready(timeoutMs = 30_000): Promise<void> {
     const members = [...this.#subs.values()].flatMap((s) => s.members);

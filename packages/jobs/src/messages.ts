@@ -36,6 +36,10 @@ export interface ResultItem {
   state: 'done' | 'deferred';
   /** For a deferred email: when to probe it again (ISO 8601). */
   next_attempt_at?: string;
+  /** For analytics (absent from older producers): the MX host whose SMTP answer decided it, null when none did. */
+  mx_host?: string | null;
+  /** For analytics: how long the verification took, in milliseconds. */
+  latency_ms?: number;
 }
 
 export interface ResultsMessageV1 {

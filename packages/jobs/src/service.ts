@@ -10,6 +10,7 @@
 // kill -9 at any moment therefore loses nothing, and nothing is done twice that counts: result
 // rows are written once per (job, idx) and the settlement happens once (JobsRepo).
 
+import type { DecisionSink } from '@svc/billing';
 import { ServiceError, type JobState } from '@svc/contracts';
 import type { BlobStore, InFinalTx, JobRecord, Store } from '@svc/store';
 import type { Readable } from 'node:stream';
@@ -65,6 +66,8 @@ export interface JobsServiceOptions {
   /** How long a taken re-probe is leased before it is due again (default 10 min). */
   reprobeLeaseMs?: number;
   scheduler?: Scheduler;
+  /** Analytics: every unique email's final result is recorded as a decision. */
+  analytics?: DecisionSink;
   log?: JobsLogger;
   now?: () => number;
 }
@@ -108,6 +111,7 @@ export class JobsService {
       ...(opts.renderer ? { renderer: opts.renderer } : {}),
       ...(opts.onFinal ? { onFinal: opts.onFinal } : {}),
       ...(opts.onFinalTx ? { onFinalTx: opts.onFinalTx } : {}),
+      ...(opts.analytics ? { analytics: opts.analytics } : {}),
     });
     this.worker = new JobWorker({
       store,

@@ -8,7 +8,7 @@
 
 import { chargeReasonFor, type ChargedResult } from '@svc/billing';
 import type { Store } from '@svc/store';
-import type { RunOptions, Verdict } from '@svc/verifier';
+import { verdictTrace, type RunOptions, type Verdict } from '@svc/verifier';
 import { RESULTS_TOPIC, WORK_TOPIC, isWorkMessage, type ResultItem, type ResultsMessageV1, type WorkMessageV1 } from './messages.ts';
 import type { Bus, BusMessage } from './ports.ts';
 
@@ -69,6 +69,7 @@ export class JobWorker {
       const v = verdicts[i]!;
       const attempts = before + 1;
       const again = v.reason_code === 'smtp_tempfail' && attempts < greylistAttempts;
+      const trace = verdictTrace(v);
       return {
         idx,
         email,
@@ -77,6 +78,8 @@ export class JobWorker {
         attempts,
         state: again ? 'deferred' : 'done',
         ...(again ? { next_attempt_at: new Date(now + greylistDelayMs).toISOString() } : {}),
+        mx_host: trace?.mx_host ?? null,
+        latency_ms: Math.round(trace?.latency_ms ?? 0),
       };
     });
   }

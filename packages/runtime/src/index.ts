@@ -2,6 +2,6 @@
 // (cluster/*.ts, tests, benchmarks).
 export { CONFIG_TABLE, ConfigError, configTableMarkdown, loadConfig, type Config } from './config.ts';
 export { createServices, type Services } from './services.ts';
-export { Readiness, type ReadinessDeps } from './readiness.ts';
+export { clickhouseSelect1, Readiness, type ReadinessDeps } from './readiness.ts';
 export { bootstrap, startService, type BootstrapOutcome, type RunningService } from './server.ts';
 export { adminSocketPath, callAdminSocket, runAdmin, runAdminCli, serveAdminSocket, type AdminResult } from './admin.ts';

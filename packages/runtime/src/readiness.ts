@@ -1,5 +1,6 @@
 // Readiness (DESIGN 6): DNS resolves the MX of SVC_READY_DOMAIN, a TCP connection to that MX
-// on SVC_SMTP_PORT opens, the cache answers, the database answers. Checked in the background
+// on SVC_SMTP_PORT opens, the cache answers, the database answers; in the cluster profile also
+// Kafka (a metadata request) and ClickHouse (SELECT 1) when configured. Checked in the background
 // every 30 s; /ready only reads the last result, so probes never multiply with traffic.
 
 import type { CheckState, ReadinessState } from '@svc/contracts';
@@ -10,10 +11,41 @@ export interface ReadinessDeps {
   tcpReachable: (host: string, port: number, timeoutMs: number) => Promise<boolean>;
   cachePing: () => Promise<boolean>;
   databasePing?: () => Promise<boolean>;
+  /** With KAFKA_BROKERS: a metadata request to the brokers (the bus's admin client). */
+  kafkaPing?: () => Promise<boolean>;
+  /** With CLICKHOUSE_URL: SELECT 1 over HTTP. */
+  clickhousePing?: () => Promise<boolean>;
   readyDomain: string;
   smtpPort: number;
   timeoutMs: number;
   intervalMs?: number;
+}
+
+/** `p`, or a rejection after `ms` (the probe itself goes on in the background). */
+function within<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+    timer.unref();
+  });
+  p.catch(() => {}); // a probe that fails after the deadline is not an unhandled rejection
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * SELECT 1 over ClickHouse's HTTP interface (credentials in the URL become Basic auth); true
+ * when it answers `1`.
+ */
+export async function clickhouseSelect1(url: string, timeoutMs: number): Promise<boolean> {
+  const u = new URL(url);
+  const headers: Record<string, string> = {};
+  if (u.username || u.password) headers.authorization = `Basic ${Buffer.from(`${decodeURIComponent(u.username)}:${decodeURIComponent(u.password)}`).toString('base64')}`;
+  u.username = u.password = '';
+  u.search = '?query=SELECT%201';
+  const res = await fetch(u, { headers, signal: AbortSignal.timeout(timeoutMs) });
+  const body = (await res.text()).trim();
+  if (!res.ok) throw new Error(`HTTP ${res.status}: ${body.slice(0, 200)}`);
+  return body === '1';
 }
 
 export class Readiness {
@@ -60,6 +92,9 @@ export class Readiness {
     let mxHost: string | undefined;
     await guard('redis', async () => ((await d.cachePing()) ? undefined : 'redis: cache did not answer'));
     if (d.databasePing) await guard('database', async () => ((await d.databasePing!()) ? undefined : 'database: did not answer'));
+    // A client that retries on its own (kafkajs) would hold the check past the interval: bounded here.
+    if (d.kafkaPing) await guard('kafka', async () => ((await within(d.kafkaPing!(), d.timeoutMs)) ? undefined : 'kafka: the brokers did not answer'));
+    if (d.clickhousePing) await guard('clickhouse', async () => ((await within(d.clickhousePing!(), d.timeoutMs)) ? undefined : 'clickhouse: SELECT 1 did not answer 1'));
     await guard('dns', async () => {
       const mx = await d.dns.resolveMail(d.readyDomain);
       if (mx.kind !== 'mx' && mx.kind !== 'implicit') return `dns: MX lookup of ${d.readyDomain} failed (${mx.kind})`;

@@ -4,14 +4,14 @@
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
-import { connectRedis, DirBlobStore, type BlobStore, MemoryCache, MemoryRateLimiter, openStore, RedisCache, RedisMxThrottle, RedisRateLimiter, type RateLimiterPort, type Store } from '@svc/store';
+import { ClickHouseAnalytics, connectRedis, DirBlobStore, type Analytics, type BlobStore, MemoryCache, MemoryRateLimiter, openStore, RedisCache, RedisMxThrottle, RedisRateLimiter, type RateLimiterPort, type Store } from '@svc/store';
 import { createCsvPool, CsvJobs, InProcessBus, JobsService, jobStatus, jobWebhookEvent, KafkaBus, silentLogger, WebhookDispatcher, type Bus, type JobsLogger } from '@svc/jobs';
 import { Engine, ENGINE_DEFAULTS, type MxThrottle } from '@svc/engine';
 import { Verifier, verifierConfig, type CachePort } from '@svc/verifier';
 import { nodeDns, netSmtpConnector, tcpReachable } from '@svc/verifier/adapters';
 import { isConnectionFailure } from '@svc/billing';
 import { ConfigError, redactUrl, type Config } from './config.ts';
-import { Readiness } from './readiness.ts';
+import { clickhouseSelect1, Readiness } from './readiness.ts';
 
 export interface Services {
   config: Config;
@@ -35,6 +35,11 @@ export interface Services {
   webhooks: WebhookDispatcher;
   /** SVC_SECRET, or the secret generated once and kept in the store: the HMAC key of signed URLs and webhooks. */
   secret: string;
+  /**
+   * Every validation decision (sync and job; DESIGN 4): ClickHouse with CLICKHOUSE_URL, else the
+   * relational store's validation_decisions table. Buffered; closed (flushed) before the store.
+   */
+  analytics: Analytics;
   /** Where the job pipeline logs (silent until the API's logger is set). */
   setJobsLogger: (log: JobsLogger) => void;
 }
@@ -156,16 +161,6 @@ export async function createServices(config: Config, opts: { store?: Store } = {
       deadlineMs: config.validationTimeoutMs,
     }),
   });
-  const readiness = new Readiness({
-    dns,
-    tcpReachable,
-    cachePing,
-    // DESIGN 6: `database` is a readiness check when a database server is configured.
-    ...(config.databaseUrl ? { databasePing: () => store.ping() } : {}),
-    readyDomain: config.readyDomain,
-    smtpPort: config.smtpPort,
-    timeoutMs: Math.min(config.smtpTimeoutMs, 5000),
-  });
   // Jobs (DESIGN 4): the blob store beside the database, the in-process bus, and the pipeline.
   let jobsLog: JobsLogger = silentLogger;
   const log: JobsLogger = {
@@ -173,10 +168,9 @@ export async function createServices(config: Config, opts: { store?: Store } = {
     warn: (o, m) => jobsLog.warn(o, m),
     error: (o, m) => jobsLog.error(o, m),
   };
-  const blobs: BlobStore = config.databaseUrl ? store.blobs : new DirBlobStore(path.join(config.dataDir, 'blobs'));
-  throttleErrors = (err) => log.warn({ err }, 'shared MX session limit (Redis): error; retrying');
+  const analytics = openAnalytics(config, store, log);
   const onBusError = (err: unknown, topic: string, key?: string) => log.error({ err, topic, key }, 'job message failed; retrying');
-  const bus: Bus = config.kafkaBrokers
+  const kafkaBus = config.kafkaBrokers
     ? new KafkaBus({
         brokers: config.kafkaBrokers,
         clientId: `svc-${config.role}-${os.hostname()}-${process.pid}`,
@@ -193,7 +187,25 @@ export async function createServices(config: Config, opts: { store?: Store } = {
             log.warn({ component: 'kafka', namespace, ...rest }, String(message));
           },
       })
-    : new InProcessBus({ onError: onBusError });
+    : undefined;
+  const bus: Bus = kafkaBus ?? new InProcessBus({ onError: onBusError });
+  const readinessTimeoutMs = Math.min(config.smtpTimeoutMs, 5000);
+  const clickhouseUrl = config.clickhouseUrl;
+  const readiness = new Readiness({
+    dns,
+    tcpReachable,
+    cachePing,
+    // DESIGN 6: `database` is a readiness check when a database server is configured.
+    ...(config.databaseUrl ? { databasePing: () => store.ping() } : {}),
+    // Issue 7: the cluster profile's servers, when configured (a metadata request; SELECT 1).
+    ...(kafkaBus ? { kafkaPing: () => kafkaBus.ping() } : {}),
+    ...(clickhouseUrl ? { clickhousePing: () => clickhouseSelect1(clickhouseUrl, readinessTimeoutMs) } : {}),
+    readyDomain: config.readyDomain,
+    smtpPort: config.smtpPort,
+    timeoutMs: readinessTimeoutMs,
+  });
+  const blobs: BlobStore = config.databaseUrl ? store.blobs : new DirBlobStore(path.join(config.dataDir, 'blobs'));
+  throttleErrors = (err) => log.warn({ err }, 'shared MX session limit (Redis): error; retrying');
   // CSV parsing and results rendering on a Piscina pool when configured (SVC_CSV_POOL_THREADS).
   const csvPool = config.csvPoolThreads > 0 ? createCsvPool({ threads: config.csvPoolThreads }) : undefined;
   const jobs = new JobsService({
@@ -220,8 +232,53 @@ export async function createServices(config: Config, opts: { store?: Store } = {
       await store.webhooks.enqueueIn(tx, jobWebhookEvent({ accountId: job.account_id, url: job.webhook_url, event, job: jobStatus(job, config.publicUrl), createdAt: new Date(job.completed_at ?? Date.now()) }));
     },
     onFinal: () => webhooks.kick(),
+    analytics,
   });
   const webhooks = new WebhookDispatcher({ store, secret, allowPrivate: config.webhookAllowPrivate, logger: log });
   const csvJobs = new CsvJobs({ jobs, store, blobs, publicUrl: config.publicUrl, secret, maxBytes: config.csvMaxBytes, ...(csvPool ? { parser: csvPool } : {}) });
-  return { config, store, verifier, rateLimiter, readiness, closeCache, blobs, bus, jobs, csvJobs, webhooks, closeCsvPool: async () => void (await csvPool?.close()), secret, setJobsLogger: (l) => (jobsLog = l) };
+  return { config, store, verifier, rateLimiter, readiness, closeCache, blobs, bus, jobs, csvJobs, webhooks, closeCsvPool: async () => void (await csvPool?.close()), secret, analytics, setJobsLogger: (l) => (jobsLog = l) };
+}
+
+/** How often an analytics outage is logged at most (the rows wait in the buffer meanwhile). */
+const ANALYTICS_LOG_EVERY_MS = 60_000;
+
+/**
+ * The Analytics adapter of the configuration (ClickHouse with CLICKHOUSE_URL, else the store's
+ * SQL tables), with its outages logged as warnings: the first failed write at once, then at most
+ * one line a minute saying how many writes failed since (not one line per retry); dropped rows
+ * likewise; and one line when writes land again.
+ */
+export function openAnalytics(config: Pick<Config, 'clickhouseUrl' | 'clickhouseDatabase'>, store: Store, log: JobsLogger): Analytics {
+  const analytics: Analytics = config.clickhouseUrl ? new ClickHouseAnalytics({ url: config.clickhouseUrl, database: config.clickhouseDatabase }) : store.sqlAnalytics();
+  const backend = config.clickhouseUrl ? 'clickhouse' : 'sql';
+  let lastFailLog = -Infinity;
+  let failedSince = 0;
+  let lastDropLog = -Infinity;
+  let droppedSince = 0;
+  let down = false;
+  analytics.on('write_failed', (err) => {
+    down = true;
+    failedSince++;
+    const now = Date.now();
+    if (now - lastFailLog < ANALYTICS_LOG_EVERY_MS) return;
+    lastFailLog = now;
+    log.warn({ component: 'analytics', backend, err, failed_writes: failedSince, pending: analytics.pending }, 'analytics write failed; decisions stay buffered and are retried');
+    failedSince = 0;
+  });
+  analytics.on('dropped', (rows) => {
+    droppedSince += rows;
+    const now = Date.now();
+    if (now - lastDropLog < ANALYTICS_LOG_EVERY_MS) return;
+    lastDropLog = now;
+    log.warn({ component: 'analytics', backend, dropped: droppedSince, dropped_total: analytics.dropped }, 'analytics buffer full: oldest decisions dropped');
+    droppedSince = 0;
+  });
+  analytics.on('written', () => {
+    if (!down) return;
+    down = false;
+    failedSince = 0;
+    lastFailLog = -Infinity;
+    log.info({ component: 'analytics', backend, pending: analytics.pending }, 'analytics writes succeed again');
+  });
+  return analytics;
 }

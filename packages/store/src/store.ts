@@ -1,6 +1,7 @@
 // The relational store: one repository per aggregate over one Db port (PGlite or Postgres). The
 // raw connection stays inside: business code goes through the repositories.
 
+import { SqlAnalytics, type AnalyticsOptions } from './analytics.ts';
 import { PgBlobStore } from './blob-pg.ts';
 import type { Db } from './db.ts';
 import { AccountsRepo } from './accounts.ts';
@@ -53,6 +54,14 @@ export class Store {
 
   close(): Promise<void> {
     return this.#db.close();
+  }
+
+  /**
+   * The embedded profile's Analytics adapter on this store's database (table validation_decisions).
+   * It uses the store's connection: close it (its flush) before the store.
+   */
+  sqlAnalytics(opts: AnalyticsOptions = {}): SqlAnalytics {
+    return new SqlAnalytics(this.#db, opts);
   }
 }
 

@@ -44,6 +44,36 @@ export interface VerifierDeps {
 
 type Stored = Omit<Verdict, 'email'>;
 
+/**
+ * How a verdict returned by Verifier.run was reached, for analytics (DESIGN 4: every decision
+ * goes to analytics). Kept beside the verdict (verdictTrace), never on it: the verdict is what
+ * the API serialises and the cache stores.
+ */
+export interface VerdictTrace {
+  /** The canonical mailbox (exact local part, lower-case ASCII domain); absent when the syntax failed. */
+  key?: string;
+  /** The ASCII domain; absent when the syntax failed. */
+  domain?: string;
+  /** The MX host whose SMTP answer decided it; null when no SMTP answer did (syntax, DNS, a session failure, the cache). */
+  mx_host: string | null;
+  /** From plan() to this verdict's answer, in milliseconds. */
+  latency_ms: number;
+}
+
+/** Per verdict object of a run: a WeakMap, so nothing is added to the objects and nothing outlives them. */
+const traces = new WeakMap<object, VerdictTrace>();
+/** When each plan was made (performance.now()): the start of its latencies. */
+const planStarts = new WeakMap<Plan, number>();
+
+/** The trace of a verdict returned by Verifier.run (or of the same object priced in place); undefined for any other object. */
+export const verdictTrace = (v: object): VerdictTrace | undefined => traces.get(v);
+
+/** A fresh verdict of one mailbox, and the MX host that answered it. */
+interface Fresh {
+  stored: Stored;
+  mxHost: string | null;
+}
+
 export interface RunOptions {
   /**
    * How often a 4xx RCPT answer (greylisting) is retried inside the engine before the verdict is
@@ -78,7 +108,7 @@ export interface Plan {
 const withEmail = (email: string, s: Stored): Verdict => ({ email, ...s });
 
 export class Verifier {
-  #inflight = new Map<string, Promise<Stored>>();
+  #inflight = new Map<string, Promise<Fresh>>();
   #mxInflight = new Map<string, Promise<MxAnswer>>();
   /** Parsed addresses by input string: the hot path of cached validations parses the same few. */
   #parsed = new Map<string, ParsedAddress>();
@@ -86,6 +116,7 @@ export class Verifier {
   constructor(readonly deps: VerifierDeps) {}
 
   async plan(emails: readonly string[]): Promise<Plan> {
+    const started = performance.now();
     const items: PlanItem[] = [];
     const open = new Set<string>();
     // One cache read per mailbox: a repeated address must be priced and answered from the same entry.
@@ -110,7 +141,9 @@ export class Verifier {
       }
       items.push(item);
     }
-    return { items, maxCost, settled };
+    const plan: Plan = { items, maxCost, settled };
+    planStarts.set(plan, started);
+    return plan;
   }
 
   #parse(email: string): ParsedAddress {
@@ -127,15 +160,27 @@ export class Verifier {
 
   /** Verdicts in input order, one per submitted string. */
   async run(plan: Plan, opts: RunOptions = {}): Promise<Verdict[]> {
-    if (plan.settled) return plan.items.map((item) => item.verdict!);
-    return Promise.all(plan.items.map(async (item) => item.verdict ?? withEmail(item.email, await this.#verifyKey(item.key!, item.parsed, opts))));
+    const started = planStarts.get(plan) ?? performance.now();
+    const traced = (item: PlanItem, v: Verdict, mxHost: string | null): Verdict => {
+      const p = item.parsed;
+      traces.set(v, p.ok ? { key: item.key!, domain: p.asciiDomain, mx_host: mxHost, latency_ms: performance.now() - started } : { mx_host: null, latency_ms: performance.now() - started });
+      return v;
+    };
+    if (plan.settled) return plan.items.map((item) => traced(item, item.verdict!, null));
+    return Promise.all(
+      plan.items.map(async (item) => {
+        if (item.verdict) return traced(item, item.verdict, null);
+        const fresh = await this.#verifyKey(item.key!, item.parsed, opts);
+        return traced(item, withEmail(item.email, fresh.stored), fresh.mxHost);
+      }),
+    );
   }
 
   async verify(emails: readonly string[], opts: RunOptions = {}): Promise<Verdict[]> {
     return this.run(await this.plan(emails), opts);
   }
 
-  #verifyKey(key: string, parsed: ParsedAddress, opts: RunOptions): Promise<Stored> {
+  #verifyKey(key: string, parsed: ParsedAddress, opts: RunOptions): Promise<Fresh> {
     // Jobs (no in-session greylist retry) and sync requests do not share a probe in flight.
     const flightKey = opts.smtpRetries === undefined && opts.deadlineMs === undefined ? key : `${key}\u0000${opts.smtpRetries}\u0000${opts.deadlineMs}`;
     let p = this.#inflight.get(flightKey);
@@ -146,10 +191,11 @@ export class Verifier {
     return p;
   }
 
-  async #fresh(key: string, parsed: ParsedAddress, opts: RunOptions): Promise<Stored> {
+  async #fresh(key: string, parsed: ParsedAddress, opts: RunOptions): Promise<Fresh> {
     const ok = parsed as Extract<ParsedAddress, { ok: true }>;
     const mx = await this.#mx(ok.asciiDomain);
     let verdict: Verdict;
+    let mxHost: string | null = null;
     if (mx.kind === 'mx' || mx.kind === 'implicit') {
       const outcome = await this.deps.probe.check({
         domain: ok.asciiDomain,
@@ -160,12 +206,14 @@ export class Verifier {
         ...this.#deadline(opts),
       });
       verdict = buildVerdict(key, parsed, { layer: 'smtp', outcome, implicitMx: mx.kind === 'implicit' });
+      // The engine says which MX (by index in the list it was given) answered.
+      if (outcome.kind !== 'failure') mxHost = mx.hosts[outcome.mxIndex]?.exchange.toLowerCase() ?? null;
     } else {
       verdict = buildVerdict(key, parsed, { layer: 'dns', answer: mx });
     }
     const { email: _drop, ...stored } = verdict;
     if (stored.result !== 'unknown') await this.deps.cache.set(`v:${key}`, stored, this.deps.config.resultCacheTtlMs);
-    return stored;
+    return { stored, mxHost };
   }
 
   #deadline(opts: RunOptions): { deadlineMs?: number } {

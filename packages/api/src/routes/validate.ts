@@ -1,8 +1,8 @@
 // POST /v1/validate and POST /v1/validate/bulk (spec core 4; bulk envelope per DESIGN 6).
 
-import type { FastifyError, FastifyPluginAsync } from 'fastify';
+import type { FastifyError, FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type { ErrorCode } from '@svc/contracts';
-import { summarize, validateAndCharge, type ChargedResult } from '@svc/billing';
+import { summarize, validateAndCharge, type ChargedResult, type ChargeOptions } from '@svc/billing';
 import type { ApiServices } from '../types.ts';
 import { errorResponses, type RouteErrors } from '../schemas.ts';
 import { IDEMPOTENCY_CODES, idempotent } from '../idempotency.ts';
@@ -54,6 +54,9 @@ const idempotencyHeader = { type: 'object', properties: { 'idempotency-key': { t
 
 export const validateRoutes: FastifyPluginAsync<{ services: ApiServices }> = async (app, { services }) => {
   const { store, verifier } = services;
+  // Every answered address is a decision for analytics: `<request id>:<index>`, recorded once the charge commits.
+  const decisions = (req: FastifyRequest, source: 'single' | 'bulk'): Pick<ChargeOptions, 'decisions'> =>
+    services.analytics ? { decisions: { sink: services.analytics, requestId: String(req.id), source, log: req.log } } : {};
 
   app.post<{ Body: { email: string } }>(
     '/v1/validate',
@@ -76,7 +79,7 @@ export const validateRoutes: FastifyPluginAsync<{ services: ApiServices }> = asy
       idempotent(store, req, reply, async (record) => {
         const shape = (results: ChargedResult[]) => results[0]!;
         const completion = record && { key: record.key, status: record.status, render: (rs: ChargedResult[]) => record.serialize(shape(rs)) };
-        return shape(await validateAndCharge(store, verifier, req.principal!.accountId, [req.body.email.trim()], completion && { completion }));
+        return shape(await validateAndCharge(store, verifier, req.principal!.accountId, [req.body.email.trim()], { ...(completion && { completion }), ...decisions(req, 'single') }));
       }),
   );
 
@@ -102,7 +105,7 @@ export const validateRoutes: FastifyPluginAsync<{ services: ApiServices }> = asy
       idempotent(store, req, reply, async (record) => {
         const shape = (results: ChargedResult[]) => ({ results, summary: summarize(results) });
         const completion = record && { key: record.key, status: record.status, render: (rs: ChargedResult[]) => record.serialize(shape(rs)) };
-        return shape(await validateAndCharge(store, verifier, req.principal!.accountId, req.body.emails.map((e) => e.trim()), completion && { completion }));
+        return shape(await validateAndCharge(store, verifier, req.principal!.accountId, req.body.emails.map((e) => e.trim()), { ...(completion && { completion }), ...decisions(req, 'bulk') }));
       }),
   );
 };
