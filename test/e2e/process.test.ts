@@ -35,7 +35,8 @@ async function startProc(env: Record<string, string>): Promise<Proc> {
   child.stdout!.on('data', (d) => ((out += d), (stdout += d)));
   child.stderr!.on('data', (d) => ((out += d), (stderr += d)));
   const closed = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
-  const deadline = Date.now() + 30_000;
+  // A first start runs initdb (about 5 s on a quiet machine; 30 s and more under a load of 15-20).
+  const deadline = Date.now() + 90_000;
   while (Date.now() < deadline) {
     const m = /"url":"(http:\/\/[^"]+)"/.exec(out);
     if (m) return { child, url: m[1]!, out: () => out, stdout: () => stdout, stderr: () => stderr, closed };
@@ -250,7 +251,7 @@ t.test('the README flow: `npm run sim`, then `npm start` with the variables it p
     }
   });
   const url = `http://127.0.0.1:${base + 2}`;
-  while (!svcOut.includes('email validation service listening') && Date.now() < deadline + 30_000) await new Promise((r) => setTimeout(r, 50));
+  while (!svcOut.includes('email validation service listening') && Date.now() < deadline + 90_000) await new Promise((r) => setTimeout(r, 50));
   const post = async (email: string) => {
     const r = await fetch(`${url}/v1/validate`, { method: 'POST', headers: { 'x-api-key': 'svc_test_readmeFlowKey000000000001', 'content-type': 'application/json' }, body: JSON.stringify({ email }) });
     return { status: r.status, body: (await r.json()) as Record<string, unknown> };
