@@ -26,7 +26,6 @@ function within<T>(p: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
-    timer.unref();
   });
   p.catch(() => {}); // a probe that fails after the deadline is not an unhandled rejection
   return Promise.race([p, late]).finally(() => clearTimeout(timer));
