@@ -383,22 +383,8 @@ const COLUMNS = ['id', 'account_id', 'email_hash', 'domain', 'result', 'reason_c
 /** Rows per INSERT statement: 13 parameters each, well under Postgres's 65,535. */
 const ROWS_PER_STATEMENT = 1000;
 
-interface DecisionRow {
-  id: string;
-  account_id: string;
-  email_hash: string;
-  domain: string;
-  result: ValidationResult;
-  reason_code: ReasonCode;
-  layer: Layer;
-  mx_host: string | null;
-  latency_ms: number;
-  job_id: string | null;
-  source: DecisionSource;
-  credits_charged: number;
-  decided_at: Date;
-  [k: string]: unknown;
-}
+/** A row of validation_decisions: a Decision as the database gives it back. */
+type DecisionRow = Decision & Record<string, unknown>;
 
 /**
  * The embedded profile's adapter: the `validation_decisions` table (infra/migrations/
