@@ -18,7 +18,7 @@
 // (a perf_hooks histogram in the child), with its GC pauses and event-loop stalls. Baseline, same
 // process just before: the same stream for 2 s with the service idle.
 //
-// Variants (INGEST_BENCH_ROLES, default all three):
+// Variants (INGEST_BENCH_ROLES, default all four):
 // - front: embedded profile (PGlite), SVC_ROLE=front: the job intake only, nothing consumes the
 //   work (DESIGN 8's "front process");
 // - all: embedded profile, SVC_ROLE=all (the default): the job's probing starts while its work is
@@ -27,7 +27,9 @@
 //   can;
 // - front-pg: SVC_ROLE=front with DATABASE_URL (a fresh schema of BENCH_DATABASE_URL,
 //   TEST_DATABASE_URL or postgres://postgres@127.0.0.1:5432/test; skipped with a warning when it
-//   does not answer): the front of the cluster profile, without PGlite in the process.
+//   does not answer): a front on PostgreSQL, without PGlite in the process, bus in-process;
+// - front-kafka: the cluster front: PostgreSQL (store and blobs), Redis (caches) and Kafka (its
+//   work published to topics of its own, nothing consuming them), as scripts/infra-up.sh runs them.
 //
 //   node --import tsx bench/jobs/ingest.ts                 prints the figures
 //   INGEST_BENCH_ROWS=100000 INGEST_BENCH_ROLES=front-pg INGEST_BENCH_KINDS=csv node --import tsx bench/jobs/ingest.ts
@@ -58,8 +60,8 @@ const STREAM_INTERVAL_MS = 10;
 const DOMAINS = 20_000;
 
 type Kind = 'json' | 'csv';
-/** front / all: embedded (PGlite), SVC_ROLE=front or all; front-pg: SVC_ROLE=front with its store on PostgreSQL. */
-type Role = 'front' | 'all' | 'front-pg';
+/** front / all: embedded (PGlite), SVC_ROLE=front or all; front-pg: SVC_ROLE=front with its store on PostgreSQL; front-kafka: the cluster front (PostgreSQL, Redis, Kafka). */
+type Role = 'front' | 'all' | 'front-pg' | 'front-kafka';
 
 export interface IngestOptions {
   rows?: number;
@@ -315,7 +317,7 @@ async function pgSchema(): Promise<{ url: string; drop: () => Promise<void> }> {
 
 async function ingestOnce(kind: Kind, role: Role, input: { body: Buffer; rows: number; unique: number }, sim: Child<{ dnsServers: string; smtpPort: number }>, o: IngestOptions): Promise<Measure> {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-ingest-bench-'));
-  const db = role === 'front-pg' ? await pgSchema() : undefined;
+  const db = role === 'front-pg' || role === 'front-kafka' ? await pgSchema() : undefined;
   try {
     return await ingestIn(kind, role, input, sim, o, dataDir, db?.url);
   } finally {
@@ -332,9 +334,11 @@ async function ingestIn(kind: Kind, role: Role, input: { body: Buffer; rows: num
       PORT: '0',
       HOST: '127.0.0.1',
       SVC_DATA_DIR: dataDir,
-      DATABASE_URL: databaseUrl ?? '', // embedded profile: PGlite; front-pg: PostgreSQL (caches and bus in-process either way)
-      REDIS_URL: '',
-      KAFKA_BROKERS: '',
+      DATABASE_URL: databaseUrl ?? '', // embedded profile: PGlite; front-pg / front-kafka: PostgreSQL
+      // front-kafka: the cluster front, its work published to Kafka (topics of their own) and its caches on Redis.
+      REDIS_URL: role === 'front-kafka' ? (process.env.REDIS_URL ?? 'redis://127.0.0.1:6379') : '',
+      KAFKA_BROKERS: role === 'front-kafka' ? (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092') : '',
+      SVC_KAFKA_TOPIC_PREFIX: `bench${process.pid}${Date.now().toString(36)}.`,
       CLICKHOUSE_URL: '',
       SVC_ROLE: role === 'all' ? 'all' : 'front',
       SVC_DNS_SERVERS: sim.info.dnsServers,
@@ -463,7 +467,7 @@ export async function run(opts: IngestOptions = {}): Promise<BenchResult> {
   const env = process.env;
   const o: IngestOptions = {
     rows: opts.rows ?? Number(env.INGEST_BENCH_ROWS ?? 500_000),
-    roles: opts.roles ?? ((env.INGEST_BENCH_ROLES?.split(',') as Role[] | undefined) ?? ['front', 'all', 'front-pg']),
+    roles: opts.roles ?? ((env.INGEST_BENCH_ROLES?.split(',') as Role[] | undefined) ?? ['front', 'all', 'front-pg', 'front-kafka']),
     kinds: opts.kinds ?? ((env.INGEST_BENCH_KINDS?.split(',') as Kind[] | undefined) ?? ['json', 'csv']),
     ...(opts.profDir ?? env.INGEST_BENCH_PROF ? { profDir: opts.profDir ?? env.INGEST_BENCH_PROF } : {}),
     nodeArgs: opts.nodeArgs ?? (env.INGEST_BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? []),
@@ -476,14 +480,14 @@ export async function run(opts: IngestOptions = {}): Promise<BenchResult> {
   list.length = 0;
   const warnings: string[] = [];
   const loadStart = os.loadavg().map((l) => l.toFixed(2)).join(' / ');
-  if (o.roles!.includes('front-pg')) {
+  if (o.roles!.includes('front-pg') || o.roles!.includes('front-kafka')) {
     const why = await pgAdmin('SELECT 1').then(
       () => undefined,
       (err: unknown) => String((err as Error).message ?? err),
     );
     if (why) {
-      warnings.push(`PostgreSQL at ${PG_BASE.replace(/\/\/[^@/]*@/, '//***@')} not reachable (${why}): the front-pg variant is skipped`);
-      o.roles = o.roles!.filter((r) => r !== 'front-pg');
+      warnings.push(`PostgreSQL at ${PG_BASE.replace(/\/\/[^@/]*@/, '//***@')} not reachable (${why}): the front-pg and front-kafka variants are skipped`);
+      o.roles = o.roles!.filter((r) => r !== 'front-pg' && r !== 'front-kafka');
     }
   }
   const sim = await startChild<{ dnsServers: string; smtpPort: number }>('sim-child.ts', { args: ['0'] });
@@ -498,6 +502,7 @@ export async function run(opts: IngestOptions = {}): Promise<BenchResult> {
     front: ['embedded (PGlite), SVC_ROLE=front: workers off', 'embedded front'],
     all: ['embedded (PGlite), SVC_ROLE=all: workers on', 'embedded, workers on'],
     'front-pg': ['PostgreSQL store, SVC_ROLE=front: workers off', 'front on PostgreSQL'],
+    'front-kafka': ['cluster front (PostgreSQL, Redis, Kafka), SVC_ROLE=front', 'cluster front, work to Kafka'],
   };
   const label = (m: Measure) => `${m.kind === 'json' ? 'JSON' : 'CSV'} job, ${ROLE_LABEL[m.role][0]}`;
   const short = (m: Measure) => `${m.kind === 'json' ? 'JSON' : 'CSV'}, ${ROLE_LABEL[m.role][1]}`;
@@ -524,7 +529,7 @@ export async function run(opts: IngestOptions = {}): Promise<BenchResult> {
   const lat = (l: Latency) => `${fmt(l.p50)} / ${fmt(l.p99)} / ${fmt(l.max)} (n ${l.n})`;
   const details = [
     `${rows} addresses per job (${unique} unique mailboxes on ${DOMAINS} domains unknown to the sim, ${rows - unique} repeats); JSON body ${fmt(bodies.json.length / 2 ** 20)} MiB, CSV ${fmt(bodies.csv.length / 2 ** 20)} MiB (5 columns, CRLF, quoted cells). ` +
-      `Each line: a fresh service process (embedded: PGlite in its data directory; front on PostgreSQL: a fresh schema of ${PG_BASE.replace(/\/\/[^@/]*@/, '//***@')}; caches and bus in-process in all), ${os.availableParallelism()} cores available, shared by this process (client), the service and the sim; load average at start ${loadStart}, at end ${os.loadavg().map((l) => l.toFixed(2)).join(' / ')}. ` +
+      `Each line: a fresh service process (embedded: PGlite in its data directory; front on PostgreSQL: a fresh schema of ${PG_BASE.replace(/\/\/[^@/]*@/, '//***@')}; caches and bus in-process, except the cluster front: Redis, and Kafka topics of its own), ${os.availableParallelism()} cores available, shared by this process (client), the service and the sim; load average at start ${loadStart}, at end ${os.loadavg().map((l) => l.toFixed(2)).join(' / ')}. ` +
       `Cached stream: POST /v1/validate {"email":"${CACHED}"} (cached valid_role_based, not charged) every ${STREAM_INTERVAL_MS} ms, open loop, from this process; latency = send to end of response, client side. ` +
       'Server event-loop delay: perf_hooks.monitorEventLoopDelay (1 ms resolution) in the service process over the same window (bench/jobs/ingest-child.ts; the service itself exposes none).',
     '',
