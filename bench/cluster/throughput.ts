@@ -1,0 +1,207 @@
+// Benchmark (issue 7): one JSON job end to end, request to `completed`, in the embedded profile and
+// in the cluster profile with 1, 2 and 3 workers, on the world of bench/engine/throughput.ts (10
+// Postfix-like MX hosts, 5 connections per client each, 25 ms each way, 'network' latency model;
+// bench/engine/world.ts), all in one run.
+//
+// Every service is a real process (bench/jobs/ingest-child.ts: startService(loadConfig(env))):
+// - embedded: one process, SVC_ROLE=all, PGlite in a fresh data directory, everything in-process;
+// - cluster: one front (SVC_ROLE=front) and N workers (SVC_ROLE=worker) on PostgreSQL (a fresh
+//   schema), Redis and Kafka (topics of their own), as scripts/infra-up.sh runs them; every process
+//   has the same SVC_EGRESS_ID, so they share one limit of 5 sessions per MX host (Redis): the
+//   bound of the world does not grow with the workers, only the CPU to reach it does.
+// The job is posted to the (front) process; its status is polled every 100 ms; the results CSV is
+// downloaded from the front and every row checked against the world's truth. Fresh MX servers
+// before each configuration (full flow-token pools, no connections).
+//
+//   node --import tsx bench/cluster/throughput.ts     (CLUSTER_BENCH_N, default 2,000;
+//                                                       CLUSTER_BENCH_WORKERS, default 1,2,3)
+
+import { randomBytes } from 'node:crypto';
+import os from 'node:os';
+import { pathToFileURL } from 'node:url';
+import { Kafka, logLevel } from 'kafkajs';
+import pg from 'pg';
+import { parse } from 'csv-parse/sync';
+import { startChild, type Child } from '../lib/children.ts';
+import type { BenchResult, Row } from '../lib/result.ts';
+import { fmt } from '../lib/stats.ts';
+import { POSTFIX_HOSTS, LIMITS, RTT_MS, worldAddresses, type WorldAddress } from '../engine/world.ts';
+
+export const NAME = 'cluster/throughput';
+const KEY = 'svc_live_benchClusterKey0000000000001';
+const BOUND = (POSTFIX_HOSTS * LIMITS.connectionsPerClient * 1000) / RTT_MS;
+const PG_BASE = process.env.BENCH_DATABASE_URL || process.env.TEST_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
+const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const BROKERS = process.env.KAFKA_BROKERS ?? '127.0.0.1:9092';
+
+type World = Child<{ dnsServers: string; smtpPort: number }>;
+type Svc = Child<{ url: string; pid: number }>;
+
+interface Phase {
+  label: string;
+  workers: number | undefined;
+  wallMs: number;
+  wrong: number;
+  unknown: number;
+  rows: number;
+}
+
+async function pgAdmin(sql: string): Promise<void> {
+  const c = new pg.Client({ connectionString: PG_BASE });
+  await c.connect();
+  try {
+    await c.query(sql);
+  } finally {
+    await c.end();
+  }
+}
+
+function serviceEnv(world: World, extra: Record<string, string>): Record<string, string> {
+  return {
+    PORT: '0',
+    HOST: '127.0.0.1',
+    SVC_DNS_SERVERS: world.info.dnsServers,
+    SVC_SMTP_PORT: String(world.info.smtpPort),
+    SVC_READY_DOMAIN: 'gmail.com',
+    SVC_HELO_NAME: 'verifier.bench.test',
+    SVC_MAIL_FROM: 'probe@verifier.bench.test',
+    SVC_LOG_LEVEL: 'silent',
+    SVC_BOOTSTRAP_API_KEY: KEY,
+    SVC_BOOTSTRAP_CREDITS: '10000000',
+    SVC_RATE_LIMIT_PER_KEY: '10000000',
+    SVC_RATE_LIMIT_PER_IP: '10000000',
+    SVC_EGRESS_ID: 'bench-egress',
+    SVC_SECRET: 'cluster-bench-secret-0123456789',
+    DATABASE_URL: '',
+    REDIS_URL: '',
+    KAFKA_BROKERS: '',
+    CLICKHOUSE_URL: '',
+    ...extra,
+  };
+}
+
+const api = async (base: string, method: string, route: string, body?: unknown) => {
+  const res = await fetch(base + route, { method, headers: { 'x-api-key': KEY, ...(body ? { 'content-type': 'application/json' } : {}) }, ...(body ? { body: JSON.stringify(body) } : {}) });
+  const text = await res.text();
+  let json: any;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: res.status, json, text };
+};
+
+/** Posts the job to `front`, waits for `completed`, checks every row against the world. */
+async function runJob(front: string, addrs: readonly WorldAddress[]): Promise<Omit<Phase, 'label' | 'workers'>> {
+  const t0 = performance.now();
+  const created = await api(front, 'POST', '/v1/validate/batch', { emails: addrs.map((a) => a.email) });
+  if (created.status !== 202) throw new Error(`job refused: ${created.status} ${created.text}`);
+  const id = created.json.id as string;
+  for (;;) {
+    const s = await api(front, 'GET', `/v1/csv/jobs/${id}`);
+    if (s.json?.status === 'completed') break;
+    if (s.json?.status === 'failed' || s.json?.status === 'canceled') throw new Error(`job ${s.json.status}`);
+    if (performance.now() - t0 > 300_000) throw new Error(`job still ${s.json?.status} after 300 s: ${JSON.stringify(s.json?.progress)}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const wallMs = performance.now() - t0;
+  const csv = await api(front, 'GET', `/v1/csv/jobs/${id}/download`);
+  const rows = parse(csv.text) as string[][];
+  const header = rows[0]!;
+  const at = (name: string) => header.indexOf(name);
+  const truth = new Map(addrs.map((a) => [a.email, a.truth]));
+  let wrong = 0;
+  let unknown = 0;
+  for (const r of rows.slice(1)) {
+    const t = truth.get(r[0]!);
+    if (r[at('result')] === 'unknown') unknown++;
+    if (!t || r[at('result')] !== t.result || r[at('reason_code')] !== t.reason_code) wrong++;
+  }
+  return { wallMs, wrong, unknown, rows: rows.length - 1 };
+}
+
+async function embeddedPhase(world: World, addrs: readonly WorldAddress[]): Promise<Phase> {
+  await world.request('restart');
+  const svc: Svc = await startChild('jobs/ingest-child.ts', { env: serviceEnv(world, { SVC_ROLE: 'all' }) });
+  try {
+    return { label: 'embedded (one process, PGlite, in-process bus)', workers: undefined, ...(await runJob(svc.info.url, addrs)) };
+  } finally {
+    await svc.stop();
+  }
+}
+
+async function clusterPhase(world: World, addrs: readonly WorldAddress[], workers: number): Promise<Phase> {
+  await world.request('restart');
+  const schema = `bench_cluster_${process.pid}_${Date.now().toString(36)}`;
+  await pgAdmin(`CREATE SCHEMA ${schema}`);
+  const prefix = `bc${randomBytes(4).toString('hex')}.`;
+  const env = serviceEnv(world, {
+    DATABASE_URL: `${PG_BASE}${PG_BASE.includes('?') ? '&' : '?'}options=${encodeURIComponent(`-c search_path=${schema}`)}`,
+    REDIS_URL,
+    KAFKA_BROKERS: BROKERS,
+    SVC_KAFKA_TOPIC_PREFIX: prefix,
+    SVC_KAFKA_PARTITIONS: '12',
+  });
+  const procs: Svc[] = [];
+  try {
+    const front: Svc = await startChild('jobs/ingest-child.ts', { env: { ...env, SVC_ROLE: 'front' } });
+    procs.push(front);
+    procs.push(...(await Promise.all(Array.from({ length: workers }, () => startChild<{ url: string; pid: number }>('jobs/ingest-child.ts', { env: { ...env, SVC_ROLE: 'worker' } })))));
+    return { label: `cluster: 1 front + ${workers} worker${workers > 1 ? 's' : ''} (PostgreSQL, Redis, Kafka)`, workers, ...(await runJob(front.info.url, addrs)) };
+  } finally {
+    await Promise.all(procs.map((p) => p.stop()));
+    await pgAdmin(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => {});
+    const admin = new Kafka({ clientId: 'cluster-bench-cleanup', brokers: BROKERS.split(','), logLevel: logLevel.NOTHING }).admin();
+    await admin.connect();
+    const topics = (await admin.listTopics()).filter((t) => t.startsWith(prefix));
+    if (topics.length) await admin.deleteTopics({ topics }).catch(() => {});
+    const groups = (await admin.listGroups()).groups.map((g) => g.groupId).filter((g) => g.includes(prefix));
+    if (groups.length) await admin.deleteGroups(groups).catch(() => {});
+    await admin.disconnect();
+  }
+}
+
+export async function run(opts: { n?: number; workers?: number[] } = {}): Promise<BenchResult> {
+  const n = opts.n ?? Number(process.env.CLUSTER_BENCH_N ?? 2_000);
+  const workerCounts = opts.workers ?? (process.env.CLUSTER_BENCH_WORKERS ?? '1,2,3').split(',').map(Number);
+  const addrs = worldAddresses(n, 7);
+  const loadStart = os.loadavg().map((l) => l.toFixed(2)).join(' / ');
+  const world: World = await startChild('engine/world-child.ts', { args: [String(RTT_MS), String(n), 'network'] });
+  const phases: Phase[] = [];
+  const warnings: string[] = [];
+  try {
+    // Warm-up (not measured): JIT and the first DNS answers of this machine.
+    await embeddedPhase(world, worldAddresses(200, 8));
+    phases.push(await embeddedPhase(world, addrs));
+    for (const w of workerCounts) phases.push(await clusterPhase(world, addrs, w));
+  } finally {
+    await world.stop();
+  }
+  const rate = (p: Phase) => (n * 1000) / p.wallMs;
+  const embedded = phases[0]!;
+  const rows: Row[] = phases.map((p) => ({
+    bench: NAME,
+    metric: `job end to end, ${n} addresses, ${p.label}`,
+    value: rate(p),
+    unit: 'addr/s',
+    baseline: { label: `bound ${POSTFIX_HOSTS} hosts × ${LIMITS.connectionsPerClient} conns × 1 RCPT/${RTT_MS} ms`, value: BOUND },
+    ratio: rate(p) / BOUND,
+    ratioLabel: 'of bound',
+  }));
+  for (const p of phases) if (p.wrong > 0 || p.rows !== n) warnings.push(`${p.label}: ${p.wrong} wrong verdicts (${p.unknown} unknown), ${p.rows} rows for ${n} addresses`);
+  const details = [
+    `${n} world addresses (bench/engine/world.ts, seed 7) as one JSON job; world: ${POSTFIX_HOSTS} Postfix-like MX hosts, ${LIMITS.connectionsPerClient} connections per client, 25 ms each way ('network' model). Every service a process of its own (bench/jobs/ingest-child.ts); cluster processes share SVC_EGRESS_ID, hence one limit of ${LIMITS.connectionsPerClient} sessions per MX host through Redis. Load average at start ${loadStart}, at end ${os.loadavg().map((l) => l.toFixed(2)).join(' / ')} (2 cores, shared with the world, Kafka, PostgreSQL and Redis).`,
+    '',
+    '| configuration | wall s (request → completed) | addresses/s | / bound | / embedded | wrong | unknown |',
+    '|---|---|---|---|---|---|---|',
+    ...phases.map((p) => `| ${p.label} | ${fmt(p.wallMs / 1000)} | ${fmt(rate(p))} | ${fmt(rate(p) / BOUND)} | ${fmt(rate(p) / rate(embedded))} | ${p.wrong} | ${p.unknown} |`),
+  ];
+  return { name: NAME, rows, details, warnings };
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const r = await run();
+  console.log(r.details.join('\n'));
+  for (const w of r.warnings) console.log(`WARNING: ${w}`);
+}
