@@ -152,6 +152,7 @@ export async function intake(deps: IntakeDeps, input: IntakeInput): Promise<JobR
   // job queued without results and publishes its work again (JobsService.start).
   try {
     await publishWork(bus, job.id, uniqueItems(uniques));
+    await store.jobs.markWorkPublished(job.id);
   } catch (err) {
     deps.onPublishError?.(err, job.id);
   }

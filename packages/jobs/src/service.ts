@@ -44,6 +44,12 @@ export interface JobsServiceOptions {
   greylistAttempts?: number;
   /** SVC_WEBHOOK_ALLOW_PRIVATE: webhook URLs naming loopback or private addresses are accepted. */
   allowPrivateWebhooks?: boolean;
+  /**
+   * The bus keeps published messages across restarts (Kafka): a starting process resumes only the
+   * jobs whose work was never published (an intake that died first), not every unfinished job.
+   * The in-process bus loses its messages with the process: every unfinished job is resumed.
+   */
+  durableBus?: boolean;
   /** Work messages probed at once (default 4). */
   workPartitions?: number;
   /** Results messages recorded at once (default 2). */
@@ -156,6 +162,8 @@ export class JobsService {
       await this.aggregator.complete(job.id);
       return;
     }
+    // A durable bus still holds the work of a job that published it: nothing to send again.
+    if (this.#o.durableBus && (await store.jobs.workPublished(job.id))) return;
     const rows = job.input_key ? await openRows(blobs, job.input_key) : undefined;
     if (!rows) {
       await this.aggregator.fail(job.id, 'the stored input of the job is missing');
@@ -174,6 +182,7 @@ export class JobsService {
     }
     log.info({ job_id: job.id, unique: job.unique_emails, republished: missing.length }, 'resuming job');
     await publishWork(bus, job.id, missing);
+    await store.jobs.markWorkPublished(job.id);
   }
 
   async #reprobeDue(now: Date): Promise<void> {

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { ServiceError } from '@svc/contracts';
 import { DirBlobStore, Store, type JobRecord } from '@svc/store';
 import type { Verdict } from '@svc/verifier';
-import { InProcessBus, JobsService, dedupeKey, intake, resultsPath, type JobsServiceOptions, type JobVerifier } from '../src/index.ts';
+import { InProcessBus, JobsService, WORK_TOPIC, dedupeKey, intake, resultsPath, type BusMessage, type JobsServiceOptions, type JobVerifier } from '../src/index.ts';
 import { migratedPglite } from '../../../test/helpers/pglite.ts';
 
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0];
@@ -354,6 +354,42 @@ t.test('restart recovery: a second process finishes the job, every row once, cre
   const link = await second.svc.downloadLink(acc, job.id);
   const csv = await text((await second.svc.openResults(job.id, Object.fromEntries(new URL(link.url).searchParams))).body as AsyncIterable<unknown>);
   t.equal(csv.split('\r\n').length - 2, 8, 'one line per input row');
+});
+
+t.test('a durable bus: a starting process publishes again only the work of jobs whose work was never published', async (t) => {
+  const w = await world(t);
+  const acc = await w.store.accounts.create({ credits: 100 });
+  const first = await w.service();
+  w.verifier.hold.add('p.test');
+  w.verifier.hold.add('u.test');
+  const published = await first.svc.createJsonJob(acc, ['a@p.test', 'b@p.test']);
+  t.equal(await w.store.jobs.workPublished(published.id), true, "the intake notes that the job's work is on the bus");
+  // An intake whose publishing failed (or died) after its job row: the work was never published.
+  const refusing = { publish: async () => Promise.reject(new Error('broker down')), subscribe: () => {}, close: async () => {} };
+  const unpublished = await intake({ store: w.store, blobs: w.blobs, bus: refusing, onPublishError: () => {} }, { accountId: acc, source: 'json', columns: ['email'], emailIndex: 0, rows: [[{ fields: ['c@u.test'], email: 'c@u.test' }]] });
+  t.equal(await w.store.jobs.workPublished(unpublished.id), false);
+  await first.svc.stop();
+  void first.bus.close();
+  // A second process on a bus that kept its messages (Kafka): count what it publishes.
+  const sent: Array<{ job: string; items: number }> = [];
+  class CountingBus extends InProcessBus {
+    override async publish(topic: string, key: string, message: BusMessage): Promise<void> {
+      if (topic === WORK_TOPIC) sent.push({ job: String(message.job_id), items: (message.items as unknown[]).length });
+      return super.publish(topic, key, message);
+    }
+  }
+  const bus = new CountingBus({ retryDelayMs: 20 });
+  const second = new JobsService({ store: w.store, blobs: w.blobs, bus, verifier: w.verifier, publicUrl: 'http://svc.test', secret: 'a-test-secret-of-32-characters!!', ownsAllWork: true, durableBus: true });
+  await second.start();
+  t.teardown(async () => {
+    w.verifier.release(); // the held probes end, so the bus can close
+    await second.stop();
+    await bus.close();
+  });
+  t.strictSame(sent, [{ job: unpublished.id, items: 1 }], 'only the unpublished job is published again');
+  t.equal(await w.store.jobs.workPublished(unpublished.id), true, 'and is noted as published');
+  // The store is shared by the next tests: leave no unfinished job for their services to resume.
+  for (const id of [published.id, unpublished.id]) t.equal((await w.store.jobs.cancel(acc, id)).ok, true);
 });
 
 t.test('restart recovery: a job whose results are all stored but that was not finalized is finalized', async (t) => {

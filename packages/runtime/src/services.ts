@@ -177,6 +177,9 @@ export async function createServices(config: Config, opts: { store?: Store } = {
         groupPrefix: config.kafkaTopicPrefix.replace(/\.$/, '') || 'svc',
         topicPrefix: config.kafkaTopicPrefix,
         defaultPartitions: config.kafkaPartitions,
+        // A killed worker holds its partitions until its session times out (kafkajs default 30 s,
+        // measured as 30-60 s stalls of the whole group in test/e2e/cluster-crash.test.ts).
+        consumer: { sessionTimeout: config.kafkaSessionTimeoutMs, heartbeatInterval: Math.floor(config.kafkaSessionTimeoutMs / 3) },
         onError: onBusError,
         // kafkajs's own lines go to the service's log as warnings (it logs a group's rebalances,
         // which members learn of from "rebalancing" answers, as errors).
@@ -222,6 +225,8 @@ export async function createServices(config: Config, opts: { store?: Store } = {
     // Embedded, this process is the only one working on the store's jobs.
     ownsAllWork: !config.databaseUrl,
     consume: config.role !== 'front',
+    // Kafka keeps the published work across restarts: a starting worker resends only unpublished work.
+    durableBus: !!config.kafkaBrokers,
     log,
     // DESIGN 6 job webhook: the event is written to the outbox in the transaction that completes
     // or fails the job, so a crash can neither lose it nor make a second one (its id is derived

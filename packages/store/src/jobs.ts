@@ -450,6 +450,17 @@ export class JobsRepo {
   }
 
   /** Jobs still running (queued or processing), oldest first: what a restart resumes. */
+  /** Notes that the job's work is on the bus (its intake, or a resume, published all of it). */
+  async markWorkPublished(id: string): Promise<void> {
+    await this.db.query(`UPDATE jobs SET work_published_at = now() WHERE id = $1`, [id]);
+  }
+
+  /** Whether the job's work was published (markWorkPublished). */
+  async workPublished(id: string): Promise<boolean> {
+    const r = await this.db.query<{ p: boolean }>(`SELECT work_published_at IS NOT NULL AS p FROM jobs WHERE id = $1`, [id]);
+    return r[0]?.p === true;
+  }
+
   async listUnfinished(): Promise<JobRecord[]> {
     return (await this.db.query(`SELECT ${COLUMNS} FROM jobs WHERE status IN ${ACTIVE} ORDER BY created_at`)).map(toJob);
   }
