@@ -107,6 +107,16 @@ export interface KafkaBusOptions {
 }
 
 const MAX_RETRY_DELAY_MS = 30_000;
+/** close(): how long it waits for a member still joining its group, then for the members to leave. */
+const CLOSE_JOIN_WAIT_MS = 5_000;
+const CLOSE_LEAVE_WAIT_MS = 10_000;
+
+/** Waits until every promise settled, or `ms` passed. */
+async function settledWithin(ps: ReadonlyArray<Promise<unknown> | undefined>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([Promise.allSettled(ps), new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]);
+  clearTimeout(timer);
+}
 const REBALANCE_ERRORS = new Set(['REBALANCE_IN_PROGRESS', 'NOT_COORDINATOR_FOR_GROUP', 'ILLEGAL_GENERATION']);
 const isRebalance = (err: unknown): boolean => REBALANCE_ERRORS.has(String((err as { type?: unknown } | null)?.type));
 
@@ -267,11 +277,17 @@ export class KafkaBus implements Bus {
     this.#timers.clear();
     const members = [...this.#subs.values()].flatMap((s) => s.members);
     for (const m of members) if (!m.hasJoined) m.failJoined(new Error('bus closed'));
-    await Promise.allSettled(members.map((m) => m.starting));
+    // A member still joining its group may be held by the broker until a rebalance ends (until a
+    // killed member's session times out): the wait for it, and for leaving the group, is bounded,
+    // so a process told to stop during a rebalance still stops in time (its handlers in progress
+    // are always waited for: they are the work). A member that could not leave is expelled by the
+    // broker after its session timeout, as a killed one is.
+    await settledWithin(members.map((m) => m.starting), CLOSE_JOIN_WAIT_MS);
     // Stops fetching, waits for the batch in progress (it stops after its handler in progress),
     // commits its resolved offsets, leaves the group.
-    await Promise.allSettled(members.map((m) => m.consumer?.disconnect()));
+    const leaving = members.map((m) => m.consumer?.disconnect());
     await Promise.allSettled([...this.#handling]);
+    await settledWithin(leaving, CLOSE_LEAVE_WAIT_MS);
     this.#closed = true;
     await Promise.allSettled([...this.#publishing]);
     const producer = this.#producer?.catch(() => undefined);
