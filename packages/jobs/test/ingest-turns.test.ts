@@ -124,7 +124,9 @@ t.test('start-processing parses the upload in chunks of at most START_CHUNK_ROWS
     },
     checkWebhookUrl: (u: unknown) => String(u),
   };
-  const csvJobs = new CsvJobs({ jobs, store: {} as never, blobs, publicUrl: 'http://localhost', secret: 's'.repeat(32), maxBytes: 1 << 20, parser });
+  // The batch's intake claim (in the database in the service): granted here.
+  const claims = { claimIntake: async () => true, renewIntake: async () => true, releaseIntake: async () => {} };
+  const csvJobs = new CsvJobs({ jobs, store: { jobs: claims } as never, blobs, publicUrl: 'http://localhost', secret: 's'.repeat(32), maxBytes: 1 << 20, parser });
   const job = await csvJobs.start('acc_1', batchId, 'email');
   t.equal(job.total_rows, n, 'every row read');
   t.equal(taken, n);
