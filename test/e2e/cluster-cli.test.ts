@@ -25,16 +25,22 @@ t.test('arguments', async (t) => {
   t.strictSame(clusterEnv({ KAFKA_BROKERS: 'k:1' }), { KAFKA_BROKERS: 'k:1', DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/test', REDIS_URL: 'redis://127.0.0.1:6379' });
 });
 
-/** A port nobody listens on now (and the next 20, for the worker). */
+/** Whether nobody listens on 127.0.0.1:`port` now. */
+const portFree = (port: number) =>
+  new Promise<boolean>((resolve) => {
+    const s = net.createServer();
+    s.once('error', () => resolve(false));
+    s.listen(port, '0.0.0.0', () => s.close(() => resolve(true)));
+  });
+
+/**
+ * A first front port whose worker port (11 above it) is free too, below Linux's ephemeral range
+ * (32768-60999), where the other tests' services (PORT=0) and every outgoing connection take theirs.
+ */
 async function freePort(): Promise<number> {
   for (;;) {
-    const port = 20_000 + Math.floor(Math.random() * 30_000);
-    const ok = await new Promise<boolean>((resolve) => {
-      const s = net.createServer();
-      s.once('error', () => resolve(false));
-      s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
-    });
-    if (ok) return port;
+    const port = 10_000 + Math.floor(Math.random() * 20_000);
+    if ((await portFree(port)) && (await portFree(port + 11))) return port;
   }
 }
 

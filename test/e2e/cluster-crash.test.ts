@@ -32,18 +32,15 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import t, { type Test as Tap } from 'tap';
 import pg from 'pg';
-import { Redis } from 'ioredis';
-import { Kafka, logLevel } from 'kafkajs';
 import { startSim, SIM_DOMAINS, SIM_UNKNOWN_LOCAL } from '../sim/index.ts';
 import { BOOTSTRAP_KEY, stackEnv } from '../helpers/stack.ts';
-import { freshSchema, pgUnreachable, PG_SHOWN } from '../helpers/postgres.ts';
+import { BROKERS, REDIS_URL, clusterServersUnreachable, dropKafkaPrefix } from '../helpers/cluster.ts';
+import { freshSchema } from '../helpers/postgres.ts';
 import { countersFrom, generatedAt, parseResults, respelled, seededRandom, seedFrom, shuffle, simDomain, startWebhookReceiver, typed, verdictKey, type InputEmail } from '../helpers/jobs.ts';
 
 t.setTimeout(420_000);
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-const BROKERS = (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',');
 const SEED = seedFrom(process.env.CRASH_SEED);
 /** Events (kill -9 + replacement, add, SIGTERM) over all jobs. */
 const EVENTS = Number(process.env.CLUSTER_CRASH_EVENTS ?? 10);
@@ -51,29 +48,6 @@ const EVENTS = Number(process.env.CLUSTER_CRASH_EVENTS ?? 10);
 const GENERATED = Number(process.env.CLUSTER_CRASH_ADDRESSES ?? 1500);
 const MAX_JOBS = 4;
 const MAX_WORKERS = 4;
-
-async function unreachable(): Promise<string | undefined> {
-  const pgWhy = await pgUnreachable();
-  if (pgWhy) return `PostgreSQL at ${PG_SHOWN}: ${pgWhy}`;
-  const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1, lazyConnect: true });
-  redis.on('error', () => {});
-  const redisUp = await redis.connect().then(
-    () => true,
-    () => false,
-  );
-  redis.disconnect();
-  if (!redisUp) return `Redis at ${REDIS_URL} did not answer`;
-  const admin = new Kafka({ clientId: 'cluster-crash-probe', brokers: BROKERS, logLevel: logLevel.NOTHING, retry: { retries: 1 } }).admin();
-  try {
-    await admin.connect();
-    await admin.listTopics();
-  } catch (err) {
-    return `Kafka at ${BROKERS.join(',')}: ${(err as Error).message}`;
-  } finally {
-    await admin.disconnect().catch(() => {});
-  }
-  return undefined;
-}
 
 // ------------------------------------------------------------------------------------------------
 // Child processes
@@ -139,17 +113,7 @@ async function run(): Promise<void> {
     await Promise.all(logs.map((s) => new Promise<void>((r) => s.end(r))));
     if (t.passing()) rmSync(logDir, { recursive: true, force: true });
     else t.comment(`children's logs kept in ${logDir}`);
-    const admin = new Kafka({ clientId: 'cluster-crash-cleanup', brokers: BROKERS, logLevel: logLevel.NOTHING }).admin();
-    await admin.connect();
-    const topics = (await admin.listTopics()).filter((n) => n.startsWith(prefix));
-    if (topics.length) await admin.deleteTopics({ topics }).catch(() => {});
-    const groups = (await admin.listGroups()).groups.map((g) => g.groupId).filter((g) => g.includes(prefix.replace(/\.$/, '')));
-    // A group whose killed member has not expired yet cannot be deleted: one more try after that.
-    if (groups.length) await admin.deleteGroups(groups).catch(async () => {
-      await sleep(5000);
-      await admin.deleteGroups(groups).catch(() => {});
-    });
-    await admin.disconnect();
+    await dropKafkaPrefix(prefix);
   });
 
   const spawned = { front: 0, worker: 0 };
@@ -482,7 +446,7 @@ async function run(): Promise<void> {
   });
 }
 
-const why = await unreachable();
+const why = await clusterServersUnreachable();
 if (why) {
   if (process.env.CI_REQUIRE_SERVICES === '1') t.fail(`${why} (CI_REQUIRE_SERVICES=1: start them with scripts/infra-up.sh)`);
   else t.plan(0, `${why}: skipping; scripts/infra-up.sh starts them`);

@@ -11,40 +11,17 @@ import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import t from 'tap';
-import { Redis } from 'ioredis';
-import { Kafka, logLevel } from 'kafkajs';
 import { loadConfig, startService, type RunningService } from '@svc/runtime';
 import { startSim, SIM_DOMAINS, SIM_UNKNOWN_LOCAL } from '../sim/index.ts';
 import { BOOTSTRAP_KEY, stackEnv } from '../helpers/stack.ts';
-import { freshSchema, pgUnreachable, PG_SHOWN } from '../helpers/postgres.ts';
+import { BROKERS, REDIS_URL, clusterServersUnreachable, dropKafkaPrefix } from '../helpers/cluster.ts';
+import { freshSchema } from '../helpers/postgres.ts';
 import { countersFrom, parseResults, verdictKey } from '../helpers/jobs.ts';
 
 t.setTimeout(240_000);
 
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-const BROKERS = (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',');
 
-async function unreachable(): Promise<string | undefined> {
-  const pgWhy = await pgUnreachable();
-  if (pgWhy) return `PostgreSQL at ${PG_SHOWN}: ${pgWhy}`;
-  const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1, lazyConnect: true });
-  redis.on('error', () => {});
-  const redisUp = await redis.connect().then(() => true, () => false);
-  redis.disconnect();
-  if (!redisUp) return `Redis at ${REDIS_URL} did not answer`;
-  const admin = new Kafka({ clientId: 'cluster-test-probe', brokers: BROKERS, logLevel: logLevel.NOTHING, retry: { retries: 1 } }).admin();
-  try {
-    await admin.connect();
-    await admin.listTopics();
-  } catch (err) {
-    return `Kafka at ${BROKERS.join(',')}: ${(err as Error).message}`;
-  } finally {
-    await admin.disconnect().catch(() => {});
-  }
-  return undefined;
-}
-
-const why = await unreachable();
+const why = await clusterServersUnreachable();
 if (why) {
   if (process.env.CI_REQUIRE_SERVICES === '1') t.fail(`${why} (CI_REQUIRE_SERVICES=1: start them with scripts/infra-up.sh)`);
   else t.plan(0, `${why}: skipping; scripts/infra-up.sh starts them`);
@@ -63,13 +40,7 @@ async function run(): Promise<void> {
     for (const s of started.reverse()) await s.close().catch(() => {});
     await schema.drop();
     for (const d of dirs) rmSync(d, { recursive: true, force: true });
-    const admin = new Kafka({ clientId: 'cluster-test-cleanup', brokers: BROKERS, logLevel: logLevel.NOTHING }).admin();
-    await admin.connect();
-    const topics = (await admin.listTopics()).filter((n) => n.startsWith(prefix));
-    if (topics.length) await admin.deleteTopics({ topics }).catch(() => {});
-    const groups = (await admin.listGroups()).groups.map((g) => g.groupId).filter((g) => g.includes(prefix));
-    if (groups.length) await admin.deleteGroups(groups).catch(() => {});
-    await admin.disconnect();
+    await dropKafkaPrefix(prefix);
   });
   const start = async (role: 'front' | 'worker'): Promise<RunningService> => {
     const dir = mkdtempSync(path.join(os.tmpdir(), `svc-cluster-${role}-`));

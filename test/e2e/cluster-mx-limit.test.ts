@@ -26,18 +26,16 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import t from 'tap';
 import { Redis } from 'ioredis';
-import { Kafka, logLevel } from 'kafkajs';
 import { loadConfig, startService, type RunningService } from '@svc/runtime';
 import { startDns, type Zone } from '../sim/dns.ts';
 import { Timers, startMx, type RunningMx, type SmtpContext } from '../sim/smtp.ts';
 import { BOOTSTRAP_KEY } from '../helpers/stack.ts';
-import { freshSchema, pgUnreachable, PG_SHOWN } from '../helpers/postgres.ts';
+import { BROKERS, REDIS_URL, clusterServersUnreachable, dropKafkaPrefix } from '../helpers/cluster.ts';
+import { freshSchema } from '../helpers/postgres.ts';
 import { parseResults, verdictKey } from '../helpers/jobs.ts';
 
 t.setTimeout(300_000);
 
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-const BROKERS = (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',');
 
 /** The sim MX hosts' smtpd_client_connection_count_limit, and the engine's per-MX session limit. */
 const LIMIT = 5;
@@ -52,26 +50,6 @@ const MIN_WAVES = 2;
 const MAX_WAVES = 8;
 /** Loopback addresses of this file's MX hosts (test/sim uses 127.0.10.x, the bench 127.0.31.x). */
 const mxIp = (h: number) => `127.0.47.${h + 1}`;
-
-async function unreachable(): Promise<string | undefined> {
-  const pgWhy = await pgUnreachable();
-  if (pgWhy) return `PostgreSQL at ${PG_SHOWN}: ${pgWhy}`;
-  const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1, lazyConnect: true });
-  redis.on('error', () => {});
-  const redisUp = await redis.connect().then(() => true, () => false);
-  redis.disconnect();
-  if (!redisUp) return `Redis at ${REDIS_URL} did not answer`;
-  const admin = new Kafka({ clientId: 'cluster-mx-limit-probe', brokers: BROKERS, logLevel: logLevel.NOTHING, retry: { retries: 1 } }).admin();
-  try {
-    await admin.connect();
-    await admin.listTopics();
-  } catch (err) {
-    return `Kafka at ${BROKERS.join(',')}: ${(err as Error).message}`;
-  } finally {
-    await admin.disconnect().catch(() => {});
-  }
-  return undefined;
-}
 
 // ------------------------------------------------------------------------------------------------
 // The world: DNS plus LIMIT-capped Postfix-like MX hosts, and a counter of their open sessions
@@ -255,13 +233,7 @@ async function runCluster(t: { teardown: (fn: () => unknown) => void }, shared: 
     }
     await schema.drop();
     for (const d of dirs) rmSync(d, { recursive: true, force: true });
-    const admin = new Kafka({ clientId: 'cluster-mx-limit-cleanup', brokers: BROKERS, logLevel: logLevel.NOTHING }).admin();
-    await admin.connect();
-    const topics = (await admin.listTopics()).filter((n) => n.startsWith(prefix));
-    if (topics.length) await admin.deleteTopics({ topics }).catch(() => {});
-    const groups = (await admin.listGroups()).groups.map((g) => g.groupId).filter((g) => g.includes(prefix.replace(/\.$/, '')));
-    if (groups.length) await admin.deleteGroups(groups).catch(() => {});
-    await admin.disconnect();
+    await dropKafkaPrefix(prefix);
     if (shared) {
       // The throttle's keys expire by themselves (4 leases); this run's are gone at once.
       const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
@@ -418,7 +390,7 @@ async function runCluster(t: { teardown: (fn: () => unknown) => void }, shared: 
 
 // ------------------------------------------------------------------------------------------------
 
-const why = await unreachable();
+const why = await clusterServersUnreachable();
 if (why) {
   if (process.env.CI_REQUIRE_SERVICES === '1') t.fail(`${why} (CI_REQUIRE_SERVICES=1: start them with scripts/infra-up.sh)`);
   else t.plan(0, `${why}: skipping; scripts/infra-up.sh starts them`);

@@ -1,0 +1,55 @@
+// The real servers of the cluster-profile tests (scripts/infra-up.sh): where they are, whether they
+// answer, and the cleanup of a test's Kafka topics and consumer groups.
+
+import { Redis } from 'ioredis';
+import { Kafka, logLevel } from 'kafkajs';
+import { pgUnreachable, PG_SHOWN } from './postgres.ts';
+
+export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+export const BROKERS = (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092')
+  .split(',')
+  .map((b) => b.trim())
+  .filter(Boolean);
+
+/** Why PostgreSQL, Redis or Kafka cannot be used (a real request to each), or undefined when all answer. */
+export async function clusterServersUnreachable(): Promise<string | undefined> {
+  const pgWhy = await pgUnreachable();
+  if (pgWhy) return `PostgreSQL at ${PG_SHOWN}: ${pgWhy}`;
+  const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1, lazyConnect: true });
+  redis.on('error', () => {});
+  const redisUp = await redis.connect().then(
+    () => true,
+    () => false,
+  );
+  redis.disconnect();
+  if (!redisUp) return `Redis at ${REDIS_URL} did not answer`;
+  const admin = new Kafka({ clientId: 'cluster-test-probe', brokers: BROKERS, logLevel: logLevel.NOTHING, retry: { retries: 1 } }).admin();
+  try {
+    await admin.connect();
+    await admin.listTopics();
+  } catch (err) {
+    return `Kafka at ${BROKERS.join(',')}: ${(err as Error).message}`;
+  } finally {
+    await admin.disconnect().catch(() => {});
+  }
+  return undefined;
+}
+
+/** Deletes the topics that start with `prefix` and the consumer groups that name it (once more if the broker was still rebalancing them). */
+export async function dropKafkaPrefix(prefix: string): Promise<void> {
+  const admin = new Kafka({ clientId: 'cluster-test-cleanup', brokers: BROKERS, logLevel: logLevel.NOTHING }).admin();
+  await admin.connect();
+  try {
+    const topics = (await admin.listTopics()).filter((n) => n.startsWith(prefix));
+    if (topics.length) await admin.deleteTopics({ topics }).catch(() => {});
+    const groups = (await admin.listGroups()).groups.map((g) => g.groupId).filter((g) => g.includes(prefix.replace(/\.$/, '')));
+    if (groups.length) {
+      await admin.deleteGroups(groups).catch(async () => {
+        await new Promise((r) => setTimeout(r, 1000));
+        await admin.deleteGroups(groups).catch(() => {});
+      });
+    }
+  } finally {
+    await admin.disconnect();
+  }
+}
