@@ -120,7 +120,7 @@ import { Verifier, verifierConfig, type ProbePort, type Verdict } from '@svc/ver
 import { nodeDns, netSmtpConnector } from '@svc/verifier/adapters';
 import { startDns, type Zone } from '../../test/sim/dns.ts';
 import { SIM_KNOWN_MAILBOXES } from '../../test/sim/domains.ts';
-import { ERROR_SLEEP_MS, LIMITS, ONE_WAY_MS, POSTFIX_HOSTS, worldAddresses, worldHosts, type WorldAddress } from './world.ts';
+import { ERROR_SLEEP_MS, LIMITS, ONE_WAY_MS, POSTFIX_HOSTS, routeByMx, worldAddresses, worldHosts, type WorldAddress } from './world.ts';
 
 const POSTFIX_PORT = 2626;
 const LOG = '/var/log/postfix.log';
@@ -622,25 +622,8 @@ async function naivePhase(ctx: Ctx, addrs: WorldAddress[]): Promise<PhaseResult>
   let failures = 0;
   const refusalTexts = new Map<string, number>();
   const t0 = performance.now();
-  const route = new Map<string, { host: string; ip: string }>();
-  const ipOf = new Map<string, Promise<string>>();
-  await Promise.all(
-    [...new Set(addrs.map((a) => a.domain))].map(async (domain) => {
-      const mx = await dns.resolveMail(domain);
-      if (mx.kind !== 'mx') throw new Error(`${domain}: no MX (${mx.kind})`);
-      const host = mx.hosts[0]!.exchange.toLowerCase();
-      let ip = ipOf.get(host);
-      if (!ip) ipOf.set(host, (ip = dns.resolveAddresses(host).then((ips) => ips[0] ?? Promise.reject(new Error(`${host}: no address`)))));
-      route.set(domain, { host, ip: await ip });
-    }),
-  );
-  const byHost = new Map<string, WorldAddress[]>();
-  for (const a of addrs) {
-    const h = route.get(a.domain)!.host;
-    let l = byHost.get(h);
-    if (!l) byHost.set(h, (l = []));
-    l.push(a);
-  }
+  // What a naive validator with a DNS cache asks: one MX per domain, one A per host.
+  const { route, byHost } = await routeByMx(dns, addrs);
   const wrongList: string[] = [];
   await Promise.all(
     [...byHost].map(async ([host, list]) => {

@@ -39,7 +39,7 @@ import type { MxStats } from '../../test/sim/smtp.ts';
 import { startChild, type Child } from '../lib/children.ts';
 import type { BenchResult, Row } from '../lib/result.ts';
 import { fmt, percentile, withTimeout } from '../lib/stats.ts';
-import { LIMITS, POSTFIX_HOSTS, RTT_MS, ONE_WAY_MS, hostLoads, worldAddresses, worldHosts, type WorldAddress } from './world.ts';
+import { LIMITS, POSTFIX_HOSTS, RTT_MS, ONE_WAY_MS, hostLoads, routeByMx, worldAddresses, worldHosts, type WorldAddress } from './world.ts';
 
 export const NAME = 'engine/throughput';
 const HELO = 'verifier.bench.test';
@@ -258,25 +258,7 @@ async function naivePhase(world: World, addrs: WorldAddress[]): Promise<NaivePha
   const t0 = performance.now();
   const work = (async () => {
     // What a naive validator with a DNS cache asks: one MX per domain, one A per host.
-    const route = new Map<string, { host: string; ip: string }>();
-    const ipOf = new Map<string, Promise<string>>();
-    await Promise.all(
-      [...new Set(addrs.map((a) => a.domain))].map(async (domain) => {
-        const mx = await dns.resolveMail(domain);
-        if (mx.kind !== 'mx') throw new Error(`${domain}: no MX (${mx.kind})`);
-        const host = mx.hosts[0]!.exchange.toLowerCase();
-        let ip = ipOf.get(host);
-        if (!ip) ipOf.set(host, (ip = dns.resolveAddresses(host).then((ips) => ips[0] ?? Promise.reject(new Error(`${host}: no address`)))));
-        route.set(domain, { host, ip: await ip });
-      }),
-    );
-    const byHost = new Map<string, WorldAddress[]>();
-    for (const a of addrs) {
-      const h = route.get(a.domain)!.host;
-      let l = byHost.get(h);
-      if (!l) byHost.set(h, (l = []));
-      l.push(a);
-    }
+    const { route, byHost } = await routeByMx(dns, addrs);
     await Promise.all(
       [...byHost].map(async ([host, list]) => {
         let next = 0;

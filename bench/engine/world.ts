@@ -8,6 +8,7 @@
 // connections allowed per client; 200 domains, 20 per host; plus a few catch-all domains on one
 // more host. About 70% of the addresses exist (a few of them role mailboxes), 30% are unknown.
 
+import type { DnsPort } from '@svc/verifier';
 import type { MxLimits } from '../../test/sim/domains.ts';
 import { seededRandom as prng } from '../../test/helpers/random.ts';
 
@@ -159,4 +160,34 @@ export function hostLoads(addrs: readonly WorldAddress[]): HostLoad[] {
     }
   }
   return [...loads.values()].map(({ seen: _s, ...l }) => l);
+}
+
+/**
+ * What a naive validator with a DNS cache asks before it connects: one MX per domain, one address
+ * per MX host. The first MX and its address for each domain, and the addresses grouped by that host.
+ */
+export async function routeByMx(
+  dns: Pick<DnsPort, 'resolveMail' | 'resolveAddresses'>,
+  addrs: readonly WorldAddress[],
+): Promise<{ route: Map<string, { host: string; ip: string }>; byHost: Map<string, WorldAddress[]> }> {
+  const route = new Map<string, { host: string; ip: string }>();
+  const ipOf = new Map<string, Promise<string>>();
+  await Promise.all(
+    [...new Set(addrs.map((a) => a.domain))].map(async (domain) => {
+      const mx = await dns.resolveMail(domain);
+      if (mx.kind !== 'mx') throw new Error(`${domain}: no MX (${mx.kind})`);
+      const host = mx.hosts[0]!.exchange.toLowerCase();
+      let ip = ipOf.get(host);
+      if (!ip) ipOf.set(host, (ip = dns.resolveAddresses(host).then((ips) => ips[0] ?? Promise.reject(new Error(`${host}: no address`)))));
+      route.set(domain, { host, ip: await ip });
+    }),
+  );
+  const byHost = new Map<string, WorldAddress[]>();
+  for (const a of addrs) {
+    const h = route.get(a.domain)!.host;
+    let l = byHost.get(h);
+    if (!l) byHost.set(h, (l = []));
+    l.push(a);
+  }
+  return { route, byHost };
 }

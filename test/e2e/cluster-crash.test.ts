@@ -33,8 +33,8 @@ import { randomBytes } from 'node:crypto';
 import t, { type Test as Tap } from 'tap';
 import pg from 'pg';
 import { startSim, SIM_DOMAINS, SIM_UNKNOWN_LOCAL } from '../sim/index.ts';
-import { BOOTSTRAP_KEY, stackEnv } from '../helpers/stack.ts';
-import { BROKERS, REDIS_URL, clusterServersUnreachable, dropKafkaPrefix } from '../helpers/cluster.ts';
+import { stackEnv } from '../helpers/stack.ts';
+import { BROKERS, REDIS_URL, callApi, clusterServersUnreachable, dropKafkaPrefix } from '../helpers/cluster.ts';
 import { freshSchema } from '../helpers/postgres.ts';
 import { countersFrom, generatedAt, parseResults, respelled, seededRandom, seedFrom, shuffle, simDomain, startWebhookReceiver, typed, verdictKey, type InputEmail } from '../helpers/jobs.ts';
 
@@ -210,17 +210,7 @@ async function run(): Promise<void> {
   await db.connect();
   t.comment(`front and 2 workers listening at ${at()}; logs in ${logDir}`);
 
-  const call = async (method: string, route: string, body?: unknown): Promise<{ status: number; body: any; text: string }> => {
-    const res = await fetch(front.url + route, { method, headers: { 'x-api-key': BOOTSTRAP_KEY, ...(body ? { 'content-type': 'application/json' } : {}) }, ...(body ? { body: JSON.stringify(body) } : {}) });
-    const text = await res.text();
-    let json: unknown = text;
-    try {
-      json = JSON.parse(text);
-    } catch {
-      /* CSV */
-    }
-    return { status: res.status, body: json, text };
-  };
+  const call = (method: string, route: string, body?: unknown) => callApi(front.url!, method, route, body);
 
   // ----------------------------------------------------------------------------------------------
   // The event plan: EVENTS events (about 4 in 10 kill -9 + replacement, 3 adds, 3 SIGTERMs), each

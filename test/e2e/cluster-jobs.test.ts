@@ -13,8 +13,8 @@ import { randomBytes } from 'node:crypto';
 import t from 'tap';
 import { loadConfig, startService, type RunningService } from '@svc/runtime';
 import { startSim, SIM_DOMAINS, SIM_UNKNOWN_LOCAL } from '../sim/index.ts';
-import { BOOTSTRAP_KEY, stackEnv } from '../helpers/stack.ts';
-import { BROKERS, REDIS_URL, clusterServersUnreachable, dropKafkaPrefix } from '../helpers/cluster.ts';
+import { stackEnv } from '../helpers/stack.ts';
+import { BROKERS, REDIS_URL, callApi, clusterServersUnreachable, dropKafkaPrefix } from '../helpers/cluster.ts';
 import { freshSchema } from '../helpers/postgres.ts';
 import { countersFrom, parseResults, verdictKey } from '../helpers/jobs.ts';
 
@@ -65,17 +65,7 @@ async function run(): Promise<void> {
   await start('worker');
   await start('worker');
 
-  const call = async (method: string, route: string, body?: unknown) => {
-    const res = await fetch(front.url + route, { method, headers: { 'x-api-key': BOOTSTRAP_KEY, ...(body ? { 'content-type': 'application/json' } : {}) }, ...(body ? { body: JSON.stringify(body) } : {}) });
-    const text = await res.text();
-    let json: any = text;
-    try {
-      json = JSON.parse(text);
-    } catch {
-      /* CSV */
-    }
-    return { status: res.status, body: json, text };
-  };
+  const call = (method: string, route: string, body?: unknown) => callApi(front.url, method, route, body);
 
   t.test('a JSON job through the front, probed by two workers over Kafka: every row once, the expected verdicts, exact credits', async (t) => {
     const expected = new Map<string, string>();

@@ -30,7 +30,7 @@ import { loadConfig, startService, type RunningService } from '@svc/runtime';
 import { startDns, type Zone } from '../sim/dns.ts';
 import { Timers, startMx, type RunningMx, type SmtpContext } from '../sim/smtp.ts';
 import { BOOTSTRAP_KEY } from '../helpers/stack.ts';
-import { BROKERS, REDIS_URL, clusterServersUnreachable, dropKafkaPrefix } from '../helpers/cluster.ts';
+import { BROKERS, REDIS_URL, callApi, clusterServersUnreachable, dropKafkaPrefix } from '../helpers/cluster.ts';
 import { freshSchema } from '../helpers/postgres.ts';
 import { parseResults, verdictKey } from '../helpers/jobs.ts';
 
@@ -289,17 +289,7 @@ async function runCluster(t: { teardown: (fn: () => unknown) => void }, shared: 
   // Every consumer in its group with its partitions, so each worker gets a share of the job.
   await Promise.all(processes.map((s) => (s.services.bus as { ready?: (timeoutMs?: number) => Promise<void> }).ready?.(60_000)));
 
-  const call = async (base: string, method: string, route: string, body?: unknown) => {
-    const res = await fetch(base + route, { method, headers: { 'x-api-key': BOOTSTRAP_KEY, ...(body ? { 'content-type': 'application/json' } : {}) }, ...(body ? { body: JSON.stringify(body) } : {}) });
-    const text = await res.text();
-    let json: any = text;
-    try {
-      json = JSON.parse(text);
-    } catch {
-      /* CSV */
-    }
-    return { status: res.status, body: json, text };
-  };
+  const call = callApi;
 
   // Addresses: a running counter, spread over every domain; 4 in 5 are mailboxes the hosts know.
   let next = 0;

@@ -4,6 +4,7 @@
 import { Redis } from 'ioredis';
 import { Kafka, logLevel } from 'kafkajs';
 import { pgUnreachable, PG_SHOWN } from './postgres.ts';
+import { BOOTSTRAP_KEY } from './stack.ts';
 
 export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 export const BROKERS = (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092')
@@ -52,4 +53,24 @@ export async function dropKafkaPrefix(prefix: string): Promise<void> {
   } finally {
     await admin.disconnect();
   }
+}
+
+/** A service's answer: the status, the body parsed as JSON (or the text itself when it is not JSON: a CSV), and the text. */
+export interface ApiAnswer {
+  status: number;
+  body: any;
+  text: string;
+}
+
+/** One request to the service at `base` with the bootstrap key, a JSON body when given. */
+export async function callApi(base: string, method: string, route: string, body?: unknown): Promise<ApiAnswer> {
+  const res = await fetch(base + route, { method, headers: { 'x-api-key': BOOTSTRAP_KEY, ...(body ? { 'content-type': 'application/json' } : {}) }, ...(body ? { body: JSON.stringify(body) } : {}) });
+  const text = await res.text();
+  let json: unknown = text;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    /* CSV */
+  }
+  return { status: res.status, body: json, text };
 }
