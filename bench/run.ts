@@ -11,6 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as httpCached from './api/http-cached.ts';
+import * as clusterThroughput from './cluster/throughput.ts';
 import * as engineThroughput from './engine/throughput.ts';
 import * as csv from './jobs/csv.ts';
 import * as ingest from './jobs/ingest.ts';
@@ -26,6 +27,7 @@ const BENCHES: { name: string; run: () => Promise<BenchResult> }[] = [
   { name: csv.NAME, run: () => csv.run() },
   { name: ingest.NAME, run: () => ingest.run() },
   { name: engineThroughput.NAME, run: () => engineThroughput.run() },
+  { name: clusterThroughput.NAME, run: () => clusterThroughput.run() },
 ];
 
 const RESULTS = path.join(path.dirname(fileURLToPath(import.meta.url)), 'RESULTS.md');

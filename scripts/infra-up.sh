@@ -230,6 +230,9 @@ kafka_start() {
 KAFKA_STARTED=0 KAFKA_LOG_OFFSET=0
 if kafka_ready; then
   log "Kafka is up (127.0.0.1:$KAFKA_PORT)"
+  # A broker started from another checkout's cache: the jars are still wanted here, by the tests
+  # that run a private broker of their own (test/helpers/private-infra.ts). From ~/.m2: seconds.
+  { mkdir -p "$KAFKA_DIR" && kafka_fetch_libs; } || { log "could not fetch the Kafka jars with mvn"; FAILED+=("Kafka jars"); }
 elif kafka_start; then
   KAFKA_STARTED=1   # waited for below, after ClickHouse is started, so both boot in parallel
 else

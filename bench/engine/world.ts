@@ -55,7 +55,7 @@ export interface WorldHost {
   domains: string[];
 }
 
-export type Truth = { result: 'valid'; reason_code: 'accepted' } | { result: 'valid_role_based'; reason_code: 'role_account' } | { result: 'invalid'; reason_code: 'mailbox_not_found' } | { result: 'risky'; reason_code: 'catch_all' };
+export type Truth = { result: 'valid'; reason_code: 'accepted' } | { result: 'valid_role_based'; reason_code: 'role_account' } | { result: 'invalid'; reason_code: 'mailbox_not_found' } | { result: 'risky'; reason_code: 'catch_all' } | { result: 'invalid'; reason_code: 'nxdomain' };
 
 export interface WorldAddress {
   email: string;

@@ -10,7 +10,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import t, { type Test } from 'tap';
 import { jobDecisions, type ResultItem } from '@svc/jobs';
 import type { Analytics, Decision } from '@svc/store';
-import { makeKey, startStack, type Stack } from '../helpers/stack.ts';
+import { CLUSTER_PROFILE, makeKey, startStack, TEST_PROFILE, type Stack } from '../helpers/stack.ts';
 
 t.setTimeout(180_000);
 
@@ -148,8 +148,9 @@ async function scenario(t: Test, stack: Stack, rawRows: () => Promise<Array<Reco
   });
 }
 
-t.test('embedded: decisions in the relational store (SqlAnalytics)', async (t) => {
-  const stack = await startStack();
+t.test(`${TEST_PROFILE}: decisions in the relational store (SqlAnalytics)`, async (t) => {
+  // In the cluster profile without CLICKHOUSE_URL (empty is unset): SqlAnalytics on PostgreSQL.
+  const stack = await startStack(CLUSTER_PROFILE ? { env: { CLICKHOUSE_URL: '' } } : {});
   t.teardown(() => stack.close());
   await scenario(t, stack, () => stack.db.query('SELECT * FROM validation_decisions'));
 });

@@ -16,6 +16,9 @@
 //   once (a counter kept here beside the sim's servers), so the test cannot pass by being serial.
 // - Without REDIS_URL (each process its own limit of 5; the negative control): the same traffic
 //   draws banner 421s, counted at the sim whatever the engine's back-off makes of them.
+// - Either way, the five services are then closed all at once (as SIGTERM to `npm run cluster`
+//   does) and every close ends within 60 s: a front's close used to hang here (an MX actor whose
+//   Redis permit came after its work had gone elsewhere never told the engine it was idle).
 //
 // PostgreSQL, Redis or Kafka missing: skipped, or a failure under CI_REQUIRE_SERVICES=1.
 
@@ -25,12 +28,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import t from 'tap';
-import { Redis } from 'ioredis';
 import { loadConfig, startService, type RunningService } from '@svc/runtime';
 import { startDns, type Zone } from '../sim/dns.ts';
 import { Timers, startMx, type RunningMx, type SmtpContext } from '../sim/smtp.ts';
 import { BOOTSTRAP_KEY } from '../helpers/stack.ts';
-import { BROKERS, REDIS_URL, callApi, clusterServersUnreachable, dropKafkaPrefix } from '../helpers/cluster.ts';
+import { BROKERS, REDIS_URL, callApi, clusterServersUnreachable, dropKafkaPrefix, dropRedisPrefix } from '../helpers/cluster.ts';
 import { freshSchema } from '../helpers/postgres.ts';
 import { parseResults, verdictKey } from '../helpers/jobs.ts';
 
@@ -48,6 +50,8 @@ const BULK_SIZE = 100;
 const BULK_PER_FRONT = 2;
 const MIN_WAVES = 2;
 const MAX_WAVES = 8;
+/** How long the services' closes, started all at once, may take together. */
+const CLOSE_MS = 60_000;
 /** Loopback addresses of this file's MX hosts (test/sim uses 127.0.10.x, the bench 127.0.31.x). */
 const mxIp = (h: number) => `127.0.47.${h + 1}`;
 
@@ -208,6 +212,10 @@ interface Outcome {
   jobWrongCount: number;
   waves: number;
   overlapped: boolean;
+  /** Each service's close, all started at once, in ms (fronts first); 'pending' if not within CLOSE_MS. */
+  closeMs: Array<number | 'pending'>;
+  /** Per process: close() found its engine idle by its own periodic check, not by an actor's report (should be 0). */
+  closeIdleByCheck: number[];
   wallMs: number;
 }
 
@@ -221,30 +229,26 @@ async function runCluster(t: { teardown: (fn: () => unknown) => void }, shared: 
   const egressId = `mxlimit-${tag}`;
   const dirs: string[] = [];
   const started: RunningService[] = [];
+  /** Closes every service at once, each bounded (CLOSE_MS): how long each took, or 'pending'. */
+  const closeAll = async (): Promise<Array<number | 'pending'>> => {
+    const t0 = Date.now();
+    const took: Array<number | 'pending'> = started.map(() => 'pending');
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.all(started.map((s, i) => s.close().then(() => void (took[i] = Date.now() - t0), () => void (took[i] = Date.now() - t0)))),
+      new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSE_MS))),
+    ]);
+    clearTimeout(timer);
+    return took;
+  };
   t.teardown(async () => {
-    // One at a time, workers first (as cluster-jobs.test.ts): closing the fronts while the workers
-    // were still closing has left a front's verifier.close() hanging, so each close is bounded,
-    // and the schema and topics go whatever happens.
-    for (const s of [...started].reverse()) {
-      let timer: NodeJS.Timeout | undefined;
-      const bounded = new Promise<void>((resolve) => (timer = setTimeout(() => (console.error(`cluster-mx-limit: a ${s.services.config.role} did not close within 60 s`), resolve()), 60_000)));
-      await Promise.race([s.close().catch(() => {}), bounded]);
-      clearTimeout(timer);
-    }
+    // Closed by the run already (close() is idempotent); here too if the run failed before that.
+    await closeAll();
     await schema.drop();
     for (const d of dirs) rmSync(d, { recursive: true, force: true });
     await dropKafkaPrefix(prefix);
-    if (shared) {
-      // The throttle's keys expire by themselves (4 leases); this run's are gone at once.
-      const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
-      redis.on('error', () => {});
-      try {
-        const keys = (await Promise.all(world.hosts.map((h) => redis.keys(`svc:mx:{${egressId}|${h}}:*`)))).flat();
-        if (keys.length) await redis.del(...keys);
-      } finally {
-        redis.disconnect();
-      }
-    }
+    // The throttle's keys expire by themselves (4 leases); this run's are gone at once.
+    if (shared) await dropRedisPrefix(`${prefix.replace(/\.$/, '')}:`).catch(() => {});
   });
 
   const start = async (role: 'front' | 'worker'): Promise<RunningService> => {
@@ -275,7 +279,9 @@ async function runCluster(t: { teardown: (fn: () => unknown) => void }, shared: 
       SVC_RATE_LIMIT_PER_KEY: '1000000',
       SVC_RATE_LIMIT_PER_IP: '1000000',
       SVC_SECRET: 'cluster-mx-limit-secret-0123456789',
-      ...(shared ? { REDIS_URL } : {}),
+      // Keys of this run only (ioredis's keyPrefix): its throttle, and rate-limit counters no other
+      // test on this Redis shares.
+      ...(shared ? { REDIS_URL: `${REDIS_URL}${REDIS_URL.includes('?') ? '&' : '?'}keyPrefix=${prefix.replace(/\.$/, '')}:` } : {}),
     };
     const svc = await startService(loadConfig(env));
     started.push(svc);
@@ -358,6 +364,9 @@ async function runCluster(t: { teardown: (fn: () => unknown) => void }, shared: 
   const events = world.limitEvents();
   const refusals = Object.fromEntries(world.hosts.map((h) => [h, events[`${h} banner_421`] ?? 0]));
   const sessionsByProcess = processes.map((s) => (s.services.verifier.deps.probe as unknown as { counters?: { sessionsOpened: number } }).counters?.sessionsOpened ?? -1);
+  // All five closed at once, as SIGTERM to `npm run cluster` closes them (started: the processes in order, fronts first).
+  const closeMs = await closeAll();
+  const closeIdleByCheck = processes.map((s) => (s.services.verifier.deps.probe as unknown as { counters: { closeIdleByCheck: number } }).counters.closeIdleByCheck);
   return {
     refusals,
     events,
@@ -374,6 +383,8 @@ async function runCluster(t: { teardown: (fn: () => unknown) => void }, shared: 
     jobWrongCount: jobWrong.length,
     waves: waves.length,
     overlapped,
+    closeMs,
+    closeIdleByCheck,
     wallMs: Date.now() - began,
   };
 }
@@ -399,6 +410,7 @@ if (why) {
     // Fronts first: both probed; the job's domains hash to partitions, so a worker may get none.
     t.ok(o.sessionsByProcess[0]! > 0 && o.sessionsByProcess[1]! > 0, `both fronts opened sessions (${o.sessionsByProcess.join(', ')})`);
     t.ok(o.sessionsByProcess.slice(2).filter((n) => n > 0).length >= 2, `at least two workers opened sessions (${o.sessionsByProcess.join(', ')})`);
+    t.ok(o.closeMs.every((ms) => ms !== 'pending'), `closed all at once, every close ended (ms, fronts first: ${o.closeMs.join(', ')})`);
   });
 
   t.test('negative control: the same cluster without REDIS_URL (a limit per process) is refused at the banner', async (t) => {
@@ -407,5 +419,6 @@ if (why) {
     const total = Object.values(o.refusals).reduce((a, b) => a + b, 0);
     t.ok(total > 0, `banner 421s counted at the sim: ${JSON.stringify(o.refusals)}`);
     t.comment(`without the shared limit: ${o.syncWrongCount} sync and ${o.jobWrongCount} job verdicts off the expected one, job ${o.jobStatus}`);
+    t.ok(o.closeMs.every((ms) => ms !== 'pending'), `closed all at once, every close ended (ms, fronts first: ${o.closeMs.join(', ')})`);
   });
 }

@@ -1,7 +1,9 @@
 // Regression: an idempotency claim left `in_progress` by a process that died kept its key busy
 // for 10 minutes (409 idempotency_request_in_progress to every retry) after a restart. Start-up
 // now deletes such claims like it releases sync reservations: embedded, all of them (this process
-// is the only one); with DATABASE_URL only those older than 10 min (others share the database).
+// is the only one); with DATABASE_URL only those not renewed for SVC_CLAIM_LEASE_MS (others share
+// the database and renew theirs). And without any restart, a retry takes over a claim whose lease
+// ran out (its front died; another front serves the retry).
 
 import t from 'tap';
 import { createHash } from 'node:crypto';
@@ -69,7 +71,7 @@ t.test('embedded: a claim left in progress by a dead process does not block the 
 const pgUp = (await pgUnreachable()) === undefined;
 
 if (!pgUp && process.env.CI_REQUIRE_SERVICES === '1') t.fail(`CI_REQUIRE_SERVICES=1 but Postgres at ${PG_SHOWN} is unreachable`);
-t.test('DATABASE_URL: only claims older than 10 minutes are released at start', { skip: pgUp ? false : `Postgres at ${PG_SHOWN} is unreachable` }, async (t) => {
+t.test('DATABASE_URL: only claims not renewed for a lease are released at start, or taken over by a retry', { skip: pgUp ? false : `Postgres at ${PG_SHOWN} is unreachable` }, async (t) => {
   const { schema, url: databaseUrl, drop } = await freshSchema();
   t.teardown(drop);
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-crash-pg-'));
@@ -83,15 +85,26 @@ t.test('DATABASE_URL: only claims older than 10 minutes are released at start', 
   const first = await startService(config, { store });
   const busy = await validate(first, apiKey, 'order-8');
   await first.close();
-  t.strictSame([busy.status, busy.body.code], [409, 'idempotency_request_in_progress'], 'a claim younger than 10 min is left to its owner');
+  t.strictSame([busy.status, busy.body.code], [409, 'idempotency_request_in_progress'], 'a claim renewed within its lease (15 s) is left to its owner');
 
-  // Eleven minutes later (the clock moved through the database), a restart releases it.
+  // Its owner stopped renewing it 20 s ago (the clock moved through the database): a restart releases it.
   const claims = () => pgAdmin(async (c) => (await c.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${schema}.idempotency_keys WHERE key = 'order-8'`)).rows[0]!.n);
   t.equal(await claims(), 1, 'the claim survived that start');
-  await pgAdmin((c) => c.query(`UPDATE ${schema}.idempotency_keys SET created_at = now() - interval '11 minutes' WHERE key = 'order-8'`));
+  await pgAdmin((c) => c.query(`UPDATE ${schema}.idempotency_keys SET heartbeat_at = now() - interval '20 seconds' WHERE key = 'order-8'`));
   const second = await startService(config, { store });
   t.teardown(() => second.close());
   t.equal(await claims(), 0, 'this start deleted it (before any request could take it over)');
   const retry = await validate(second, apiKey, 'order-8');
   t.strictSame([retry.status, retry.replayed, retry.body.result, retry.body.credits_charged], [200, null, 'valid', 1], 'the retry runs');
+
+  // No restart: a claim whose owner stopped renewing it is taken over by the retry itself.
+  const { accountId: acc9, apiKey: key9 } = await crashedRequest(store, 'order-9');
+  const held = await validate(second, key9, 'order-9');
+  t.strictSame([held.status, held.body.code], [409, 'idempotency_request_in_progress'], 'within its lease: 409');
+  await pgAdmin((c) => c.query(`UPDATE ${schema}.idempotency_keys SET heartbeat_at = now() - interval '20 seconds' WHERE key = 'order-9'`));
+  const taken = await validate(second, key9, 'order-9');
+  t.strictSame([taken.status, taken.replayed, taken.body.result, taken.body.credits_charged], [200, null, 'valid', 1], 'past its lease, the retry takes it over and runs');
+  const replay = await validate(second, key9, 'order-9');
+  t.strictSame([replay.status, replay.replayed, replay.text], [200, 'true', taken.text], 'and the key replays it');
+  t.strictSame(await store.ledger.totals(acc9), { balance: 9, reserved: 0 }, 'charged once');
 });

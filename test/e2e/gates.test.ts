@@ -2,7 +2,7 @@
 
 import t from 'tap';
 import { Agent, request } from 'undici';
-import { BOOTSTRAP_KEY, makeKey, startStack } from '../helpers/stack.ts';
+import { BOOTSTRAP_KEY, CLUSTER_PROFILE, makeKey, startStack } from '../helpers/stack.ts';
 
 const stack = await startStack();
 t.teardown(() => stack.close());
@@ -70,7 +70,9 @@ t.test('health probes', async (t) => {
   const r = await stack.call('GET', '/ready', { key: null });
   t.equal(r.status, 200);
   t.equal(r.body.status, 'ready');
-  t.same(r.body.checks, { redis: 'ok', dns: 'ok', smtp: 'ok' }, 'the keys of spec core 2.3 (database only with DATABASE_URL)');
+  // The cluster profile adds database (DATABASE_URL), kafka (KAFKA_BROKERS) and clickhouse (CLICKHOUSE_URL).
+  const cluster = CLUSTER_PROFILE ? { database: 'ok', kafka: 'ok', clickhouse: 'ok' } : {};
+  t.same(r.body.checks, { redis: 'ok', dns: 'ok', smtp: 'ok', ...cluster }, 'the keys of spec core 2.3 (database only with DATABASE_URL)');
   t.notOk('errors' in r.body);
 });
 

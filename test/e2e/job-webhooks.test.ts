@@ -60,6 +60,12 @@ t.test('a completed job POSTs one signed job.completed event with its status res
   t.equal(m![2], expected, 'HMAC-SHA256(secret, t + "." + body)');
   const status = await stack.call('GET', `/v1/csv/jobs/${id}`);
   t.strictSame(event.job, status.body, 'the body is the status resource as GET shows it');
-  const stored = await stack.store.webhooks.listForJob(id);
+  // The dispatcher marks the event delivered once our 204 reached it: after the receiver saw the
+  // request, so wait for the outbox to leave `pending` (on PostgreSQL this can take a moment).
+  let stored = await stack.store.webhooks.listForJob(id);
+  for (const end = Date.now() + 10_000; stored.some((e) => e.status === 'pending') && Date.now() < end; ) {
+    await new Promise((r) => setTimeout(r, 50));
+    stored = await stack.store.webhooks.listForJob(id);
+  }
   t.strictSame(stored.map((e) => [e.id, e.event, e.status]), [[event.id, 'job.completed', 'delivered']]);
 });

@@ -22,23 +22,7 @@
 
 import t from 'tap';
 import { makeKey, startStack } from '../helpers/stack.ts';
-import {
-  BAD_SYNTAX,
-  countersFrom,
-  generatedAt,
-  knownAt,
-  parseResults,
-  respelled,
-  roleAt,
-  seededRandom,
-  seedFrom,
-  shownCell,
-  shuffle,
-  simDomain,
-  verdictKey,
-  type InputEmail,
-} from '../helpers/jobs.ts';
-import { SIM_GMAIL_MAILBOXES } from '../sim/index.ts';
+import { countersFrom, dedupeKeyOf, everyBehaviourJob, parseResults, seededRandom, seedFrom, shownCell, verdictKey } from '../helpers/jobs.ts';
 
 t.setTimeout(240_000);
 const SEED = seedFrom(process.env.JOBS_SEED);
@@ -57,78 +41,9 @@ const ENV = {
 const [jobStack, syncStack] = await Promise.all([startStack({ sim: { greylistMs: 300 }, env: ENV }), startStack({ sim: { greylistMs: 300 }, env: ENV })]);
 t.teardown(() => Promise.all([jobStack.close(), syncStack.close()]));
 
-// ------------------------------------------------------------------------------------------------
-// The input
-
-const d = simDomain;
-/** Generated unknown (or, on catch-all domains, accepted) users per domain. */
-const GENERATED: Record<string, number> = {
-  'accept.test': 2000,
-  'gmail.com': 800,
-  'bücher.test': 400,
-  'utf8.test': 200,
-  'slowmx.test': 400,
-  'greylist.test': 600,
-  'greylist-forever.test': 40,
-  'catchall.test': 800,
-  'catchall-backup.test': 200,
-  'mailinator.com': 400,
-  'slowbanner.test': 200,
-  'starttls.test': 200,
-  'multimx.test': 200,
-  'aonly.test': 200,
-  'heloonly.test': 200,
-  'multiline.test': 200,
-  'usertext.test': 200,
-  'badaddr553.test': 200,
-  'mailboxfull.test': 100,
-  'postfix.test': 300,
-  'rcptlimit.test': 200,
-  'rcptlimit451.test': 200,
-  'connlimit.test': 200,
-  'nxdomain.test': 200,
-  'nullmx.test': 100,
-  'nodata.test': 100,
-  'servfail.test': 50,
-  'timeout.test': 20,
-  'alldead.test': 30,
-  'banner421.test': 30,
-  'dropped.test': 20,
-  'policy.test': 50,
-  'blocklist-text.test': 50,
-  'tarpit.test': 3, // each waits the SMTP timeout
-};
-const TOTAL_ROWS = 10_000;
-
-const uniques: InputEmail[] = [];
-for (const [name, n] of Object.entries(GENERATED)) {
-  const dom = d(name);
-  if (n >= 100) uniques.push(...knownAt(dom)); // the known mailboxes of every well-populated domain
-  uniques.push(...generatedAt(dom, n));
-}
-for (const local of ['info', 'support', 'sales', 'admin', 'postmaster'] as const) uniques.push(roleAt(d('accept.test'), local));
-uniques.push(roleAt(d('gmail.com'), 'info'), roleAt(d('bücher.test'), 'sales'), roleAt(d('postfix.test'), 'admin'));
-uniques.push(...SIM_GMAIL_MAILBOXES.map((local) => ({ email: `${local}@gmail.com`, expect: 'valid/accepted' })));
-uniques.push(
-  { email: '"john..doe"@accept.test', expect: 'valid/accepted' },
-  { email: 'josé@utf8.test', expect: 'valid/accepted' },
-  { email: 'josé@accept.test', expect: 'invalid/smtputf8_unsupported' },
-  { email: 'jane.doe@gmial.com', expect: 'invalid/nxdomain' },
-);
-uniques.push(...BAD_SYNTAX.map((email) => ({ email, expect: 'invalid/invalid_syntax' })));
-const UNIQUE = uniques.length;
-
-// Repeats: the same address with the domain in another case (or an IDN in its other form), or
-// the same string again, each somewhere after its first occurrence.
-const firstsOrder = shuffle([...uniques], rand);
-const rows: InputEmail[] = [...firstsOrder];
-while (rows.length < TOTAL_ROWS) {
-  const u = rows[Math.floor(rand() * rows.length)]!;
-  const again = u.expect === 'invalid/invalid_syntax' || rand() < 0.3 ? u.email : respelled(u.email, rand);
-  const first = rows.findIndex((r) => r.email === u.email);
-  rows.splice(first + 1 + Math.floor(rand() * (rows.length - first)), 0, { email: again, expect: u.expect! });
-}
-const emails = rows.map((r) => r.email);
+// The input (test/helpers/jobs.ts, shared with cluster-10k.test.ts): every sim behaviour, 10,000 rows.
+const { rows, emails, unique: UNIQUE } = everyBehaviourJob(rand);
+const TOTAL_ROWS = emails.length;
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -210,9 +125,7 @@ t.test(`a 10,000-address job of every sim behaviour: the sync verdicts, the exac
   const seenIdx = new Set<string>();
   let badDup = 0;
   for (const [i, r] of results.entries()) {
-    const e = emails[i]!;
-    const at = e.lastIndexOf('@');
-    const k = at > 0 && at < e.length - 1 && rows[i]!.expect !== 'invalid/invalid_syntax' ? `${e.slice(0, at)}@${e.slice(at + 1).toLowerCase().replace('xn--bcher-kva.test', 'bücher.test')}` : e;
+    const k = dedupeKeyOf(rows[i]!);
     if (seenIdx.has(k)) {
       if (r.charge_reason !== 'duplicate_in_job' || r.credits_charged !== '0') badDup++;
     } else {

@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
-import { startStack } from '../helpers/stack.ts';
+import { CLUSTER_PROFILE, startStack } from '../helpers/stack.ts';
 
 const run = promisify(execFile);
 const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -87,6 +87,20 @@ t.test('the README names its key and has examples of every endpoint family', asy
   for (const r of ['/v1/validate', '/v1/validate/bulk', '/v1/validate/batch', '/v1/csv/jobs', '/v1/csv/prepare-upload', '/v1/csv/start-processing', '/v1/credits', '/health', '/live', '/ready']) t.ok(routes.has(r), `an example of ${r}`);
 });
 
+t.test('the README\'s test commands are the ones CI runs, in its order', async (t) => {
+  const block = /^## Run it, test it\n+```sh\n([\s\S]*?)^```$/m.exec(readme)?.[1] ?? '';
+  const commands = block
+    .split('\n')
+    .map((l) => l.replace(/#.*$/, '').trim())
+    .filter((l) => /^npm (test|run test:)/.test(l));
+  t.strictSame(commands, ['npm test', 'npm run test:cluster'], 'the embedded pass, then the cluster pass');
+  const ci = readFileSync(path.join(ROOT, '.ci/run'), 'utf8');
+  const ran = [...ci.matchAll(/^(npm (?:test|run test:\S+))\b.*$/gm)].map((m) => m[1]);
+  t.strictSame(ran, commands, '.ci/run runs exactly these');
+  const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+  t.equal(pkg.scripts['test:cluster'], 'bash scripts/test-cluster.sh');
+});
+
 t.test('every curl example answers what the README shows', async (t) => {
   // The service as the README starts it: its bootstrap key and the default 100 credits.
   // Signed URLs name the public URL a user of the README has (the service listens elsewhere here).
@@ -110,6 +124,8 @@ t.test('every curl example answers what the README shows', async (t) => {
       t.equal(stdout.replaceAll('\r\n', '\n').trim(), ex.expected.trim(), `README line ${ex.line}: ${ex.command}`);
       continue;
     }
+    // The README shows the embedded service's /ready; the cluster profile adds the checks of its servers.
+    if (CLUSTER_PROFILE && /\/ready$/.test(ex.command)) Object.assign((expected as { checks: object }).checks, { database: 'ok', kafka: 'ok', clickhouse: 'ok' });
     const problem = matches(expected, JSON.parse(stdout));
     t.equal(problem, undefined, `README line ${ex.line}: ${ex.command}`);
   }

@@ -14,7 +14,10 @@ if (!up) {
   else t.plan(0, `Redis at ${url} did not answer`);
 } else {
   t.teardown(() => redis.quit());
-  const stack = await startStack({ env: { REDIS_URL: url } });
+  // Keys of this run only (ioredis's keyPrefix from the URL): the rate-limit counters of
+  // 127.0.0.1 and the bootstrap key would otherwise be shared with every other test on this Redis.
+  const own = `rp${process.pid}x${Date.now().toString(36)}:`;
+  const stack = await startStack({ env: { REDIS_URL: `${url}${url.includes('?') ? '&' : '?'}keyPrefix=${own}` } });
   t.teardown(() => stack.close());
 
   t.test('validation with the Redis cache and rate limiter', async (t) => {
@@ -23,8 +26,8 @@ if (!up) {
     const email = `${local}@catchall.test`;
     const first = await stack.call('POST', '/v1/validate', { body: { email } });
     t.same([first.status, first.body.result, first.body.reason_code], [200, 'risky', 'catch_all']);
-    t.ok(await redis.exists(`svc:c:v:${email}`), 'the verdict is cached in Redis');
-    t.ok(await redis.exists('svc:c:ca:catchall.test'), 'the catch-all verdict of the domain is cached in Redis');
+    t.ok(await redis.exists(`${own}svc:c:v:${email}`), 'the verdict is cached in Redis');
+    t.ok(await redis.exists(`${own}svc:c:ca:catchall.test`), 'the catch-all verdict of the domain is cached in Redis');
     const rcptBefore = stack.sim.statsFor('catchall.test').rcpt;
     const again = await stack.call('POST', '/v1/validate', { body: { email } });
     t.equal(again.text.replace(/"email":"[^"]*"/, ''), first.text.replace(/"email":"[^"]*"/, ''), 'same verdict from the cache');

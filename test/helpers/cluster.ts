@@ -1,6 +1,8 @@
 // The real servers of the cluster-profile tests (scripts/infra-up.sh): where they are, whether they
-// answer, and the cleanup of a test's Kafka topics and consumer groups.
+// answer, and the cleanup of a test's Kafka topics and consumer groups, Redis keys and ClickHouse
+// database.
 
+import t from 'tap';
 import { Redis } from 'ioredis';
 import { Kafka, logLevel } from 'kafkajs';
 import { pgUnreachable, PG_SHOWN } from './postgres.ts';
@@ -11,6 +13,7 @@ export const BROKERS = (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092')
   .split(',')
   .map((b) => b.trim())
   .filter(Boolean);
+export const CLICKHOUSE_URL = process.env.CLICKHOUSE_URL ?? 'http://127.0.0.1:8123';
 
 /** Why PostgreSQL, Redis or Kafka cannot be used (a real request to each), or undefined when all answer. */
 export async function clusterServersUnreachable(): Promise<string | undefined> {
@@ -34,6 +37,39 @@ export async function clusterServersUnreachable(): Promise<string | undefined> {
     await admin.disconnect().catch(() => {});
   }
   return undefined;
+}
+
+/** Why ClickHouse cannot be used (`SELECT 1` over HTTP), or undefined when it answers. */
+export async function clickhouseUnreachable(): Promise<string | undefined> {
+  try {
+    const res = await fetch(`${CLICKHOUSE_URL}/?query=SELECT%201`, { signal: AbortSignal.timeout(3000) });
+    return res.ok && (await res.text()).trim() === '1' ? undefined : `ClickHouse at ${CLICKHOUSE_URL}: HTTP ${res.status}`;
+  } catch (err) {
+    return `ClickHouse at ${CLICKHOUSE_URL}: ${(err as Error).message}`;
+  }
+}
+
+/** Drops a ClickHouse database (if it exists). */
+export async function dropClickHouseDatabase(database: string): Promise<void> {
+  const res = await fetch(`${CLICKHOUSE_URL}/`, { method: 'POST', body: `DROP DATABASE IF EXISTS ${database}`, signal: AbortSignal.timeout(10_000) });
+  if (!res.ok) throw new Error(`ClickHouse: DROP DATABASE ${database}: ${await res.text()}`);
+}
+
+/** Deletes every Redis key that starts with `prefix`. */
+export async function dropRedisPrefix(prefix: string): Promise<void> {
+  const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1, lazyConnect: true });
+  redis.on('error', () => {});
+  await redis.connect();
+  try {
+    let cursor = '0';
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix.replace(/[*?[\]\\]/g, '\\$&')}*`, 'COUNT', 1000);
+      cursor = next;
+      if (keys.length) await redis.unlink(...keys);
+    } while (cursor !== '0');
+  } finally {
+    redis.disconnect();
+  }
 }
 
 /** Deletes the topics that start with `prefix` and the consumer groups that name it (once more if the broker was still rebalancing them). */
@@ -73,4 +109,14 @@ export async function callApi(base: string, method: string, route: string, body?
     /* CSV */
   }
   return { status: res.status, body: json, text };
+}
+
+/**
+ * Runs the file's `run` when `why` (what is missing, e.g. clusterServersUnreachable()'s answer) is
+ * undefined; otherwise the file is skipped with the reason, or fails under CI_REQUIRE_SERVICES=1.
+ */
+export async function runUnlessMissing(why: string | undefined, run: () => Promise<void>): Promise<void> {
+  if (!why) return run();
+  if (process.env.CI_REQUIRE_SERVICES === '1') t.fail(`${why} (CI_REQUIRE_SERVICES=1: start them with scripts/infra-up.sh)`);
+  else t.plan(0, `${why}: skipping; scripts/infra-up.sh starts them`);
 }

@@ -1,13 +1,14 @@
-// Helpers for the job end-to-end tests (jobs-crash, jobs-10k): a seeded random source, inputs
-// built from the simulated internet's table with the verdict the sim expects for each address,
-// the results CSV parsed into rows, the 2.2 counters counted from those rows, and a webhook
-// receiver that records every request it gets.
+// Helpers for the job end-to-end tests (jobs-crash, jobs-10k, cluster-10k): a seeded random
+// source, inputs built from the simulated internet's table with the verdict the sim expects for
+// each address (among them the 10,000-address job of every sim behaviour), the results CSV parsed
+// into rows, the 2.2 counters counted from those rows, and a webhook receiver that records every
+// request it gets.
 
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { parse } from 'csv-parse/sync';
 import { RESULT_COLUMNS } from '@svc/jobs';
-import { SIM_DOMAINS, type SimDomain } from '../sim/index.ts';
+import { SIM_DOMAINS, SIM_GMAIL_MAILBOXES, type SimDomain } from '../sim/index.ts';
 
 // ------------------------------------------------------------------------------------------------
 // Seeded randomness
@@ -99,6 +100,110 @@ export function respelled(email: string, rand: () => number): string {
   for (const c of domain) out += rand() < 0.5 ? c.toUpperCase() : c;
   if (out === domain) out = domain.toUpperCase();
   return `${local}@${out}`;
+}
+
+// ------------------------------------------------------------------------------------------------
+// The 10,000-address job of every sim behaviour (jobs-10k, cluster-10k)
+
+/**
+ * Generated unknown (or, on catch-all domains, accepted) users per sim domain in the 10,000-address
+ * job: every dialect of refusal, catch-all and disposable domains, greylisting (passed on the
+ * re-probe) and for ever, DNS failures, dead and refusing servers, the Postfix limits, and a few
+ * tarpitted addresses (each waits the SMTP timeout).
+ */
+export const EVERY_BEHAVIOUR_GENERATED: Readonly<Record<string, number>> = {
+  'accept.test': 2000,
+  'gmail.com': 800,
+  'bücher.test': 400,
+  'utf8.test': 200,
+  'slowmx.test': 400,
+  'greylist.test': 600,
+  'greylist-forever.test': 40,
+  'catchall.test': 800,
+  'catchall-backup.test': 200,
+  'mailinator.com': 400,
+  'slowbanner.test': 200,
+  'starttls.test': 200,
+  'multimx.test': 200,
+  'aonly.test': 200,
+  'heloonly.test': 200,
+  'multiline.test': 200,
+  'usertext.test': 200,
+  'badaddr553.test': 200,
+  'mailboxfull.test': 100,
+  'postfix.test': 300,
+  'rcptlimit.test': 200,
+  'rcptlimit451.test': 200,
+  'connlimit.test': 200,
+  'nxdomain.test': 200,
+  'nullmx.test': 100,
+  'nodata.test': 100,
+  'servfail.test': 50,
+  'timeout.test': 20,
+  'alldead.test': 30,
+  'banner421.test': 30,
+  'dropped.test': 20,
+  'policy.test': 50,
+  'blocklist-text.test': 50,
+  'tarpit.test': 3,
+};
+
+export interface EveryBehaviourJob {
+  /** The input rows in order, each with the sim's verdict where the table says. */
+  rows: InputEmail[];
+  /** The same rows as the strings submitted. */
+  emails: string[];
+  /** Unique addresses (what intake dedupes the rows to). */
+  unique: number;
+}
+
+/**
+ * The 10,000-address JSON job of every sim behaviour, shuffled with `rand`: the known mailboxes
+ * of every well-populated domain, EVERY_BEHAVIOUR_GENERATED users per domain, role accounts, the
+ * gmail mailboxes the sim knows, a quoted local part, SMTPUTF8 (accepted and refused), a typo'd
+ * domain, bad syntax; then repeats up to `totalRows`: the same address with the domain in another
+ * case (or an IDN in its other form), or the same string again, each after its first occurrence.
+ * The same seed gives the same job.
+ */
+export function everyBehaviourJob(rand: () => number, totalRows = 10_000): EveryBehaviourJob {
+  const uniques: InputEmail[] = [];
+  for (const [name, n] of Object.entries(EVERY_BEHAVIOUR_GENERATED)) {
+    const dom = simDomain(name);
+    if (n >= 100) uniques.push(...knownAt(dom)); // the known mailboxes of every well-populated domain
+    uniques.push(...generatedAt(dom, n));
+  }
+  for (const local of ['info', 'support', 'sales', 'admin', 'postmaster'] as const) uniques.push(roleAt(simDomain('accept.test'), local));
+  uniques.push(roleAt(simDomain('gmail.com'), 'info'), roleAt(simDomain('bücher.test'), 'sales'), roleAt(simDomain('postfix.test'), 'admin'));
+  uniques.push(...SIM_GMAIL_MAILBOXES.map((local) => ({ email: `${local}@gmail.com`, expect: 'valid/accepted' })));
+  uniques.push(
+    { email: '"john..doe"@accept.test', expect: 'valid/accepted' },
+    { email: 'josé@utf8.test', expect: 'valid/accepted' },
+    { email: 'josé@accept.test', expect: 'invalid/smtputf8_unsupported' },
+    { email: 'jane.doe@gmial.com', expect: 'invalid/nxdomain' },
+  );
+  uniques.push(...BAD_SYNTAX.map((email) => ({ email, expect: 'invalid/invalid_syntax' })));
+
+  const rows: InputEmail[] = shuffle([...uniques], rand);
+  while (rows.length < totalRows) {
+    const u = rows[Math.floor(rand() * rows.length)]!;
+    const again = u.expect === 'invalid/invalid_syntax' || rand() < 0.3 ? u.email : respelled(u.email, rand);
+    const first = rows.findIndex((r) => r.email === u.email);
+    rows.splice(first + 1 + Math.floor(rand() * (rows.length - first)), 0, { email: again, expect: u.expect! });
+  }
+  return { rows, emails: rows.map((r) => r.email), unique: uniques.length };
+}
+
+/**
+ * The key intake dedupes a row on, for the tests' own count: the local part as written and the
+ * domain lower-cased (an IDN in its Unicode form); a string that is not an address is its own key.
+ */
+export function dedupeKeyOf(row: InputEmail): string {
+  const e = row.email;
+  const at = e.lastIndexOf('@');
+  if (at <= 0 || at === e.length - 1 || row.expect === 'invalid/invalid_syntax') return e;
+  const domain = e.slice(at + 1).toLowerCase();
+  const idn = SIM_DOMAINS.find((d) => d.unicode && d.domain === domain);
+  return `${e.slice(0, at)}@${idn ? idn.unicode : domain}`;
 }
 
 // ------------------------------------------------------------------------------------------------

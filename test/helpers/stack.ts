@@ -1,17 +1,42 @@
-// A whole stack for end-to-end tests: the simulated internet plus the embedded service on a
-// random port with its own PGlite data directory, talked to over real HTTP.
+// A whole stack for end-to-end tests: the simulated internet plus the service on a random port,
+// talked to over real HTTP. The profile comes from TEST_PROFILE:
+// - `embedded` (the default): the embedded service with its own PGlite database (in memory).
+// - `cluster`: the cluster adapters on the real servers of scripts/infra-up.sh (SVC_ROLE=all), each
+//   stack isolated from every other: a fresh PostgreSQL schema (the stack's `store`/`db` are on
+//   it), Redis keys under a prefix of its own (ioredis' `keyPrefix`, given in REDIS_URL's query)
+//   and its own SVC_EGRESS_ID, Kafka topics and groups under its own SVC_KAFKA_TOPIC_PREFIX, and a
+//   ClickHouse database of its own; all dropped by close(). A server that does not answer fails
+//   startStack. A test's own `env` overrides any of these.
 
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { loadConfig, startService, type RunningService } from '@svc/runtime';
-import { Store, type Db } from '@svc/store';
+import { migrate, openPostgres, Store, type Db } from '@svc/store';
 import { migratedPglite } from './pglite.ts';
+import { freshSchema } from './postgres.ts';
+import { BROKERS, CLICKHOUSE_URL, clickhouseUnreachable, clusterServersUnreachable, dropClickHouseDatabase, dropKafkaPrefix, dropRedisPrefix, REDIS_URL } from './cluster.ts';
 import { startSim, type Sim, type SimOptions } from '../sim/index.ts';
+
+export type TestProfile = 'embedded' | 'cluster';
+
+function testProfile(raw: string | undefined): TestProfile {
+  if (raw === undefined || raw === '' || raw === 'embedded') return 'embedded';
+  if (raw === 'cluster') return 'cluster';
+  throw new Error(`TEST_PROFILE must be embedded or cluster, got ${JSON.stringify(raw)}`);
+}
+
+/** The profile startStack runs the service in (TEST_PROFILE; default embedded). */
+export const TEST_PROFILE: TestProfile = testProfile(process.env.TEST_PROFILE);
+/** Whether startStack runs the cluster profile (for expectations that differ by profile). */
+export const CLUSTER_PROFILE = TEST_PROFILE === 'cluster';
 
 export const BOOTSTRAP_KEY = 'svc_test_e2eBootstrapKey0000000001';
 
 export interface Stack {
+  /** The profile the service runs in (TEST_PROFILE). */
+  profile: TestProfile;
   sim: Sim;
   svc: RunningService;
   url: string;
@@ -44,7 +69,51 @@ export function stackEnv(sim: Sim, dataDir: string, extra: Record<string, string
   };
 }
 
+/** Whether the servers of the cluster profile answer: asked once per process. */
+let clusterCheck: Promise<string | undefined> | undefined;
+
+/** A cluster-profile stack's own corner of each server, and the cleanup of all of it. */
+async function clusterCorner(): Promise<{ env: Record<string, string>; db: Db; drop: () => Promise<void> }> {
+  clusterCheck ??= (async () => (await clusterServersUnreachable()) ?? (await clickhouseUnreachable()))();
+  const why = await clusterCheck;
+  if (why) throw new Error(`TEST_PROFILE=cluster: ${why} (start the servers with scripts/infra-up.sh)`);
+  const id = `e2e_${randomBytes(5).toString('hex')}`;
+  const schema = await freshSchema();
+  const drop = async (): Promise<void> => {
+    const results = await Promise.allSettled([schema.drop(), dropKafkaPrefix(`${id}.`), dropClickHouseDatabase(id), dropRedisPrefix(`${id}:`)]);
+    const failed = results.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
+    if (failed.length) throw new AggregateError(failed, `cleanup of the cluster stack ${id} failed`);
+  };
+  let db: Db;
+  try {
+    db = await openPostgres(schema.url);
+  } catch (err) {
+    await drop().catch(() => {});
+    throw err;
+  }
+  try {
+    await migrate(db);
+  } catch (err) {
+    await db.close().catch(() => {});
+    await drop().catch(() => {});
+    throw err;
+  }
+  const env = {
+    DATABASE_URL: schema.url,
+    REDIS_URL: `${REDIS_URL}${REDIS_URL.includes('?') ? '&' : '?'}keyPrefix=${id}:`,
+    SVC_EGRESS_ID: id,
+    KAFKA_BROKERS: BROKERS.join(','),
+    // SVC_KAFKA_PARTITIONS stays at its default (16), the service's work lanes: every lane gets one.
+    SVC_KAFKA_TOPIC_PREFIX: `${id}.`,
+    CLICKHOUSE_URL,
+    SVC_CLICKHOUSE_DATABASE: id,
+    SVC_ROLE: 'all',
+  };
+  return { env, db, drop };
+}
+
 export async function startStack(opts: { sim?: SimOptions; env?: Record<string, string> } = {}): Promise<Stack> {
+  if (CLUSTER_PROFILE) return startClusterStack(opts);
   const sim = await startSim({ tarpitMs: 5000, ...opts.sim });
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-e2e-'));
   const env = stackEnv(sim, dataDir, opts.env);
@@ -55,6 +124,46 @@ export async function startStack(opts: { sim?: SimOptions; env?: Record<string, 
   const store = new Store(db);
   const svc = await startService(config, { store });
   await svc.services.readiness.refresh();
+  return assemble({ profile: 'embedded', sim, svc, dataDir, env, store, db }, async () => {
+    await svc.close();
+    await store.close();
+    await sim.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+}
+
+async function startClusterStack(opts: { sim?: SimOptions; env?: Record<string, string> }): Promise<Stack> {
+  const corner = await clusterCorner();
+  // As embedded: the test keeps the raw handle (on the stack's own schema); the service gets the repositories.
+  const { db } = corner;
+  const store = new Store(db);
+  let sim: Sim | undefined;
+  let svc: RunningService | undefined;
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-e2e-'));
+  const close = async (): Promise<void> => {
+    try {
+      await svc?.close();
+      await store.close();
+      await sim?.close();
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+      await corner.drop();
+    }
+  };
+  try {
+    sim = await startSim({ tarpitMs: 5000, ...opts.sim });
+    const env = stackEnv(sim, dataDir, { ...corner.env, ...opts.env });
+    svc = await startService(loadConfig(env), { store });
+    await svc.services.readiness.refresh();
+    return assemble({ profile: 'cluster', sim, svc, dataDir, env, store, db }, close);
+  } catch (err) {
+    await close().catch(() => {});
+    throw err;
+  }
+}
+
+function assemble(parts: Omit<Stack, 'url' | 'call' | 'close'>, close: () => Promise<void>): Stack {
+  const { svc } = parts;
   const call: Stack['call'] = async (method, route, o = {}) => {
     const headers: Record<string, string> = { ...o.headers };
     const key = o.key === undefined ? BOOTSTRAP_KEY : o.key;
@@ -75,22 +184,7 @@ export async function startStack(opts: { sim?: SimOptions; env?: Record<string, 
     }
     return { status: res.status, headers: res.headers, body: parsed, text };
   };
-  return {
-    sim,
-    svc,
-    url: svc.url,
-    dataDir,
-    env,
-    store,
-    db,
-    call,
-    async close() {
-      await svc.close();
-      await store.close();
-      await sim.close();
-      rmSync(dataDir, { recursive: true, force: true });
-    },
-  };
+  return { ...parts, url: svc.url, call, close };
 }
 
 /** Creates an account and a key through the admin command path; returns the key. */

@@ -5,20 +5,22 @@
 // 409 idempotency_request_in_progress. Only successful responses are stored; any other outcome
 // frees the key so a corrected or later retry can run (docs/decisions.md).
 //
+// The claim is a lease the request renews every third of SVC_CLAIM_LEASE_MS while it runs: when
+// its process dies (a front killed mid-ingest), a retry takes the key over once the lease has run
+// out, on any process, instead of answering 409 for minutes.
+//
 // It wraps the route handler rather than adding hooks: requests without the header (nearly all)
 // pay one header lookup, and the stored body is the route's own serialisation of the result.
 
 import { createHash } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ServiceError, type ErrorCode } from '@svc/contracts';
-import type { Store } from '@svc/store';
+import { keepRenewing, type Store } from '@svc/store';
 
 /** What an idempotent route can answer because of the header. */
 export const IDEMPOTENCY_CODES = ['invalid_idempotency_key', 'idempotency_key_conflict', 'idempotency_request_in_progress'] as const satisfies readonly ErrorCode[];
 
 const TTL_MS = 24 * 3600_000;
-/** A claim older than this is taken over: the process that made it died. */
-const STALE_MS = 10 * 60_000;
 const KEY_FORMAT = /^[\x20-\x7e]{1,255}$/;
 
 /**
@@ -27,6 +29,8 @@ const KEY_FORMAT = /^[\x20-\x7e]{1,255}$/;
  */
 export interface IdempotencyRecord {
   key: string;
+  /** The claim's owner: the completion names it (a claim taken over cannot be completed). */
+  owner: string;
   /** The status the response is sent (and replayed) with: set it on the reply before the work records. */
   readonly status: number;
   serialize: (response: unknown) => string;
@@ -45,7 +49,7 @@ async function once(store: Store, req: FastifyRequest, reply: FastifyReply, raw:
   const { accountId } = req.principal!;
   const route = `${req.method} ${req.routeOptions.url}`;
   const hash = createHash('sha256').update(route).update('\n').update(JSON.stringify(req.body ?? null)).digest('hex');
-  const r = await store.idempotency.begin(accountId, key, route, hash, TTL_MS, STALE_MS);
+  const r = await store.idempotency.begin(accountId, key, route, hash, TTL_MS);
   if (r.state === 'conflict') throw new ServiceError('idempotency_key_conflict');
   if (r.state === 'in_progress') throw new ServiceError('idempotency_request_in_progress');
   reply.type('application/json; charset=utf-8');
@@ -53,16 +57,20 @@ async function once(store: Store, req: FastifyRequest, reply: FastifyReply, raw:
     reply.header('Idempotent-Replayed', 'true');
     return reply.status(r.status).send(r.body);
   }
+  const { owner } = r;
+  const stopRenewing = keepRenewing(store.idempotency.leaseMs, () => store.idempotency.renew(accountId, key, owner), (err) => req.log.warn({ err }, 'could not renew an Idempotency-Key claim'));
   let body: string | undefined;
   try {
-    const response = await work({ key, get status() { return reply.statusCode; }, serialize: (res) => (body = String(reply.serialize(res))) });
+    const response = await work({ key, owner, get status() { return reply.statusCode; }, serialize: (res) => (body = String(reply.serialize(res))) });
     if (body === undefined) {
       body = String(reply.serialize(response));
-      await store.idempotency.complete(accountId, key, reply.statusCode, body);
+      await store.idempotency.complete({ accountId, key, owner, status: reply.statusCode, body });
     }
   } catch (err) {
-    await store.idempotency.abandon(accountId, key);
+    await store.idempotency.abandon(accountId, key, owner);
     throw err;
+  } finally {
+    stopRenewing();
   }
   return reply.send(body);
 }

@@ -17,6 +17,8 @@ import { creditsOf, priced, type ChargedResult } from './pricing.ts';
  */
 export interface Completion {
   key: string;
+  /** The claim's owner (a claim another request took over cannot be completed). */
+  owner: string;
   status: number;
   render: (results: ChargedResult[]) => string;
 }
@@ -49,7 +51,7 @@ export async function validateAndCharge(store: Store, verifier: Verifier, accoun
   // With an Idempotency-Key the response is recorded in the same transaction as the money, so a
   // crash can never leave a charge without its stored response (and a later retry re-charging).
   const record = (results: ChargedResult[]): IdempotentCompletion | undefined =>
-    completion ? { accountId, key: completion.key, status: completion.status, body: completion.render(results) } : undefined;
+    completion ? { accountId, key: completion.key, owner: completion.owner, status: completion.status, body: completion.render(results) } : undefined;
   if (plan.settled) {
     // Every verdict is known already (syntax, cache): the cost is exact, so take it in one
     // statement instead of a reservation and a settlement.
@@ -61,7 +63,7 @@ export async function validateAndCharge(store: Store, verifier: Verifier, accoun
       const d = await upstream(ledger.debit(accountId, cost, purpose, completes));
       if (!d.ok) throw insufficient(cost, d.available);
     } else if (completes) {
-      await upstream(idempotency.complete(accountId, completes.key, completes.status, completes.body));
+      await upstream(idempotency.complete(completes));
     }
     return decided(results);
   }
@@ -84,7 +86,7 @@ export async function validateAndCharge(store: Store, verifier: Verifier, accoun
       // false: the reservation was no longer open (released by the stale sweep), so nothing was
       // charged and no response recorded; the client must retry rather than get a free result.
       if (!(await upstream(ledger.settle(reservationId, charged, completes)))) throw new ServiceError('validation_upstream_failed', 'The credit hold expired before the validation finished; retry');
-    } else if (completes) await upstream(idempotency.complete(accountId, completes.key, completes.status, completes.body));
+    } else if (completes) await upstream(idempotency.complete(completes));
   }
   return decided(out);
 }

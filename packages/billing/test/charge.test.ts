@@ -70,8 +70,9 @@ t.test('insufficient credits: 402 with required and available, nothing charged',
 t.test('an idempotent response is recorded with the status it is sent with (a 202 replays as a 202)', async (t) => {
   const { store, verifier, accountId } = await setup(5);
   for (const [key, emails] of [['debit-path', ['known@acme.test']], ['reserve-path', ['jane@nowhere.test']], ['free-path', ['x']]] as const) {
-    t.equal((await store.idempotency.begin(accountId, key, 'POST /v1/test', 'h', 60_000, 60_000)).state, 'new');
-    await validateAndCharge(store, verifier, accountId, emails, { completion: { key, status: 202, render: (rs) => JSON.stringify(rs.map((r) => r.result)) } });
+    const claim = await store.idempotency.begin(accountId, key, 'POST /v1/test', 'h', 60_000, 60_000);
+    if (claim.state !== 'new') throw new Error(`claim: ${claim.state}`);
+    await validateAndCharge(store, verifier, accountId, emails, { completion: { key, owner: claim.owner, status: 202, render: (rs) => JSON.stringify(rs.map((r) => r.result)) } });
     const replay = await store.idempotency.begin(accountId, key, 'POST /v1/test', 'h', 60_000, 60_000);
     t.strictSame(replay, { state: 'replay', status: 202, body: JSON.stringify([key === 'debit-path' ? 'valid' : 'invalid']) }, key);
   }

@@ -10,6 +10,7 @@ import { MxActor, mailRefusalClass, type EngineCounters } from './mx-actor.ts';
 import type { EngineDeps, Item, ItemSink, Resolve } from './types.ts';
 import { classifyRcpt } from '@svc/verifier';
 import { createHmac, randomBytes } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 
 /**
  * The catch-all probe's local part for a domain: random-looking (no real mailbox has it), but the
@@ -116,7 +117,11 @@ class DomainActor implements ItemSink {
       item.notSession = session;
       const timer = setTimeout(() => {
         this.#timers.delete(timer);
-        if (item.done) return;
+        if (item.done) {
+          // Answered meanwhile (its deadline): this timer may have been all that kept the actor.
+          if (this.idle) this.engine.settled(this);
+          return;
+        }
         this.#ensureProbe(pending.hosts);
         this.#route(item, pending.hosts);
       }, this.engine.deps.config.smtpRetryDelayMs);
@@ -197,8 +202,10 @@ export class Engine implements ProbePort {
   readonly #mxs = new Map<string, MxActor>();
   readonly #idleWaiters: Array<() => void> = [];
   readonly throttle;
-  readonly counters: EngineCounters = { sessionsOpened: 0, transactions: 0, rcpts: 0, requeuedForCap: 0, requeuedForClosing: 0, throttled: 0, slowReplies: 0 };
+  readonly counters: EngineCounters = { sessionsOpened: 0, transactions: 0, rcpts: 0, requeuedForCap: 0, requeuedForClosing: 0, throttled: 0, slowReplies: 0, closeIdleByCheck: 0 };
   closing = false;
+  /** Aborted by close(): the MX actors stop waiting for session permits. */
+  readonly #closed = new AbortController();
   #nextItem = 0;
   #nextSession = 0;
 
@@ -208,6 +215,8 @@ export class Engine implements ProbePort {
   constructor(readonly deps: EngineDeps) {
     this.probeSalt = deps.probeSalt ?? randomBytes(16).toString('hex');
     this.throttle = deps.throttle ?? new MemoryMxThrottle(deps.config.maxConnectionsPerMx);
+    // Every permit wait listens to it, one per MX host with a wait (more than Node's warning level of 10).
+    setMaxListeners(0, this.#closed.signal);
   }
 
   async check(req: ProbeRequest): Promise<ProbeOutcome> {
@@ -251,6 +260,7 @@ export class Engine implements ProbePort {
         // An MX actor keeps what it learnt (budget, limit) while the engine runs; it only has to
         // be idle for close() to finish.
         idle: () => this.#checkIdle(),
+        signal: this.#closed.signal,
         nextSessionId: () => ++this.#nextSession,
         counters: this.counters,
       });
@@ -307,11 +317,32 @@ export class Engine implements ProbePort {
     return a && { sessions: a.sessions, limit: a.limit, budget: { ...a.budget } };
   }
 
-  /** Stops retrying, lets every recipient be answered, ends every warm session with QUIT. */
+  /**
+   * Stops retrying, lets every recipient be answered, ends every warm session with QUIT. Never
+   * waits for a session permit (a shared limit's may be held by other processes for as long as
+   * they like): waits for one are cancelled, a permit free at once is still taken, and recipients
+   * that no session of ours can take are answered as connection failures. Bounded by the SMTP
+   * timeouts and the retry delays.
+   *
+   * Every actor reports its last step to idle; close() also checks every closeCheckMs by itself,
+   * so a report that never comes costs that long, never a hang (counted in
+   * counters.closeIdleByCheck, which should stay 0).
+   */
   async close(): Promise<void> {
     this.closing = true;
+    this.#closed.abort(new Error('the engine is closing'));
     for (const mx of this.#mxs.values()) mx.wake();
     if (this.idle) return;
-    await new Promise<void>((resolve) => this.#idleWaiters.push(resolve));
+    await new Promise<void>((resolve) => {
+      const check = setInterval(() => {
+        if (!this.idle) return;
+        this.counters.closeIdleByCheck++;
+        this.#checkIdle();
+      }, this.deps.closeCheckMs ?? 1000);
+      this.#idleWaiters.push(() => {
+        clearInterval(check);
+        resolve();
+      });
+    });
   }
 }

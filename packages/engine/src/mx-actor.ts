@@ -77,6 +77,8 @@ export interface MxActorDeps {
   closing: () => boolean;
   /** Called when the actor has no session, no queue and nothing opening. */
   idle: () => void;
+  /** Aborted when the engine closes: from then on a session permit is taken if one is free, never waited for. */
+  signal?: AbortSignal;
   nextSessionId: () => number;
   counters: EngineCounters;
 }
@@ -89,6 +91,8 @@ export interface EngineCounters {
   requeuedForClosing: number;
   throttled: number;
   slowReplies: number;
+  /** close() found the engine idle on its own periodic check, not by an actor's word: a missed notification (should stay 0). */
+  closeIdleByCheck: number;
 }
 
 /** A reply this much later than the session's round trip is a server sleeping on purpose (Postfix's soft error limit). */
@@ -121,6 +125,12 @@ export class MxActor {
   /** The host refused a connection for being over its per-client cap (421 at the banner): closing sessions count until their sockets close. */
   #capSeen = false;
   #lastSessionEndAt = 0;
+  /**
+   * The throttle refused a permit (the engine is closing and none was free, or the throttle is
+   * closed): no more opens while a session of ours can take the queue; with none, one more try,
+   * and the recipients are answered if that is refused too.
+   */
+  #noPermit = false;
   /** What a session may spend on this host, learnt from its replies. */
   readonly budget: SessionBudget;
 
@@ -159,10 +169,12 @@ export class MxActor {
       this.#cooldownUntil = now + this.deps.config.throttleCooldownMs;
     }
     if (this.#retryTimer) return;
+    if (this.#noPermit && this.#sessions.size + this.#opening > 0) return;
     // A server that caps connections per client still counts a session whose QUIT is on its way.
     const held = () => this.#sessions.size + this.#opening + (this.#capSeen ? this.#closing : 0);
     while (held() < this.limit && this.queue.live() > (this.#sessions.size + this.#opening) * 2) {
       void this.#open();
+      if (this.#noPermit) break;
     }
   }
 
@@ -188,29 +200,42 @@ export class MxActor {
     for (const item of this.queue.drain()) this.deps.sinkOf(item).hostFailed(item, failure);
   }
 
+  // Every way out of #open ends in #afterSession (or leaves a retry timer that calls it): the
+  // actor's last step to idle must reach the engine, or close() waits for ever. (An early return
+  // once missed it: a permit that came from Redis after the work had gone to another session.)
   async #open(): Promise<void> {
     this.#opening++;
     const { smtp, throttle, config } = this.deps;
     let release: (() => void) | undefined;
     let opened: Awaited<ReturnType<SmtpConnector['open']>> | undefined;
+    let refused: unknown;
     try {
-      release = await throttle.acquire(this.host);
-      if (this.queue.live() === 0) return; // the work went elsewhere while we waited
-      const ips = await this.deps.addresses(this.host);
-      if (ips.length === 0) {
-        this.#failHost({ phase: 'connect', kind: 'connection', detail: `MX host ${this.host} has no address` });
-        return;
+      try {
+        release = await throttle.acquire(this.host, this.deps.signal);
+        this.#noPermit = false;
+      } catch (err) {
+        refused = err ?? new Error('refused');
       }
-      // Every address of the host in turn while the connection itself fails (RFC 5321 5.1); a
-      // server that answered and refused is not asked again on another address.
-      for (const ip of ips) {
-        opened = await smtp.open({ host: ip, servername: this.host, port: config.smtpPort, heloName: config.heloName, timeoutMs: config.smtpTimeoutMs });
-        if (opened.ok || opened.failure.phase !== 'connect') break;
+      if (release && this.queue.live() > 0) {
+        // (No work left: it went elsewhere while we waited for the permit.)
+        const ips = await this.deps.addresses(this.host);
+        if (ips.length === 0) this.#failHost({ phase: 'connect', kind: 'connection', detail: `MX host ${this.host} has no address` });
+        // Every address of the host in turn while the connection itself fails (RFC 5321 5.1); a
+        // server that answered and refused is not asked again on another address.
+        else
+          for (const ip of ips) {
+            opened = await smtp.open({ host: ip, servername: this.host, port: config.smtpPort, heloName: config.heloName, timeoutMs: config.smtpTimeoutMs });
+            if (opened.ok || opened.failure.phase !== 'connect') break;
+          }
       }
+    } catch (err) {
+      // A port that threw (a bug): nobody may be left waiting on this host for it.
+      this.#failHost({ phase: 'connect', kind: 'protocol', detail: `internal error: ${(err as Error)?.message ?? String(err)}` });
     } finally {
       this.#opening--;
       if (!opened?.ok) release?.();
     }
+    if (refused !== undefined) return this.#withoutPermit(refused);
     if (!opened) return this.#afterSession();
     if (!opened.ok) {
       const f = opened.failure;
@@ -266,6 +291,20 @@ export class MxActor {
   #afterSession(): void {
     if (this.queue.live() > 0) this.#pump();
     if (!this.busy) this.deps.idle();
+  }
+
+  /**
+   * No permit: the throttle would not give one without a wait (the engine is closing) or is
+   * closed. A session of ours still open takes the queue; with none (and none opening or about
+   * to be retried), the recipients are answered now, so close() never waits for a permit.
+   */
+  #withoutPermit(err: unknown): void {
+    this.#noPermit = true;
+    if (this.#sessions.size === 0 && this.#opening === 0 && !this.#retryTimer) {
+      const failure: SessionFailure = { phase: 'connect', kind: 'connection', detail: `no SMTP session permit for ${this.host}: ${(err as Error)?.message ?? String(err)}` };
+      for (const item of this.queue.drain()) this.deps.sinkOf(item).hostFailed(item, failure);
+    }
+    this.#afterSession();
   }
 
   /** Waits up to idleMs for more recipients; false when none came. */

@@ -4,8 +4,18 @@
 // counts against one limit.
 
 export interface MxThrottle {
-  /** Waits for a session permit for `host`; the returned function gives it back (idempotent). */
-  acquire(host: string): Promise<() => void>;
+  /**
+   * Waits for a session permit for `host`; the returned function gives it back (idempotent).
+   * Once `signal` is aborted the call never waits: it takes a permit that is free at once, or
+   * rejects; a wait in progress is withdrawn and rejects.
+   */
+  acquire(host: string, signal?: AbortSignal): Promise<() => void>;
+}
+
+/** The rejection of an acquire that would have had to wait after its signal was aborted. */
+export function permitWaitCancelled(host: string, signal?: AbortSignal): Error {
+  const why = signal?.reason instanceof Error ? `: ${signal.reason.message}` : '';
+  return new Error(`no session permit free for ${host}, and the wait was cancelled${why}`);
 }
 
 /** In-process adapter: at most `max` permits per host, handed over in arrival order. */
@@ -17,13 +27,26 @@ export class MemoryMxThrottle implements MxThrottle {
     if (!Number.isInteger(max) || max < 1) throw new RangeError('max must be a positive integer');
   }
 
-  async acquire(host: string): Promise<() => void> {
+  async acquire(host: string, signal?: AbortSignal): Promise<() => void> {
     const n = this.#active.get(host) ?? 0;
     if (n < this.max) this.#active.set(host, n + 1);
     else {
-      await new Promise<void>((resolve) => {
+      if (signal?.aborted) throw permitWaitCancelled(host, signal);
+      await new Promise<void>((resolve, reject) => {
         const q = this.#waiting.get(host) ?? [];
-        q.push(resolve);
+        const onAbort = () => {
+          const i = q.indexOf(waiter);
+          if (i < 0) return;
+          q.splice(i, 1);
+          if (q.length === 0 && this.#waiting.get(host) === q) this.#waiting.delete(host);
+          reject(permitWaitCancelled(host, signal));
+        };
+        const waiter = () => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve();
+        };
+        signal?.addEventListener('abort', onAbort, { once: true });
+        q.push(waiter);
         this.#waiting.set(host, q);
       });
     }

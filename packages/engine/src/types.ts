@@ -56,6 +56,8 @@ export interface EngineDeps {
   randomLocal?: () => string;
   /** Salt of the catch-all probe local parts (the service passes SVC_SECRET or its generated secret). */
   probeSalt?: string;
+  /** How often close() checks by itself whether the engine went idle (default 1000 ms; see Engine.close). */
+  closeCheckMs?: number;
 }
 
 /** One recipient on its way through a domain actor and an MX actor. */

@@ -35,7 +35,8 @@ function setup(servers: Record<string, FakeServer>, config: Partial<EngineConfig
   const smtp = new FakeSmtp(servers);
   const dns = new FakeDns(ADDRESSES);
   const cache = new MemoryCache();
-  const engine = new Engine({ dns, smtp, cache, config: { ...CONFIG, ...config }, randomLocal: probeLocals() });
+  // close()'s own periodic idle check out of reach: every test sees the actors' reports alone.
+  const engine = new Engine({ dns, smtp, cache, config: { ...CONFIG, ...config }, randomLocal: probeLocals(), closeCheckMs: 600_000 });
   const check = (domain: string, local: string, o: { hosts?: MxHost[]; retries?: number; utf8?: boolean; deadlineMs?: number } = {}) =>
     engine.check({ domain, hosts: o.hosts ?? SHARED, local, utf8: o.utf8 ?? false, retries: o.retries ?? 0, ...(o.deadlineMs !== undefined ? { deadlineMs: o.deadlineMs } : {}) });
   return { smtp, dns, cache, engine, check };
@@ -326,4 +327,153 @@ t.test('sessions retiring under a connection cap: reconnects refused while the o
   t.ok(smtp.refusedAtBanner >= 1, `the race happened (${smtp.refusedAtBanner} refusals at the banner)`);
   t.ok((smtp.peak.get('mx.shared.test') ?? 0) <= 1);
   await engine.close();
+});
+
+// ------------------------------------------------------------------------------------------------
+// close() with a shared session limit (issue 7: a front's close hung with REDIS_URL set). The
+// Redis throttle can make an open wait for a permit that another process holds, which the
+// in-process one never does (an actor never asks it for more than its own limit).
+
+/** The promise, or a rejection naming what did not happen within `ms`. */
+function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms)))]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * A session limit shared with other processes, as RedisMxThrottle is: `free` permits per host
+ * are left for this engine. A waiter learns of a permit given back a few milliseconds later (a
+ * round trip to Redis and a message). A wait is cancelled by the signal unless `ignoreSignal`.
+ */
+class SharedThrottle {
+  readonly free = new Map<string, number>();
+  readonly waiting: Array<{ host: string; grant: () => void }> = [];
+  granted = 0;
+  cancelled = 0;
+  constructor(
+    free: Record<string, number>,
+    readonly ignoreSignal = false,
+  ) {
+    for (const [h, n] of Object.entries(free)) this.free.set(h, n);
+  }
+  held = 0;
+  acquire(host: string, signal?: AbortSignal): Promise<() => void> {
+    const permit = () => {
+      this.granted++;
+      this.held++;
+      let done = false;
+      return () => {
+        if (done) return;
+        done = true;
+        this.held--;
+        const i = this.waiting.findIndex((w) => w.host === host);
+        if (i >= 0) this.waiting.splice(i, 1)[0]!.grant();
+        else this.free.set(host, (this.free.get(host) ?? 0) + 1);
+      };
+    };
+    const n = this.free.get(host) ?? 0;
+    if (n > 0) {
+      this.free.set(host, n - 1);
+      return Promise.resolve(permit());
+    }
+    if (signal?.aborted && !this.ignoreSignal) {
+      this.cancelled++;
+      return Promise.reject(new Error('no permit free; not waiting'));
+    }
+    return new Promise((resolve, reject) => {
+      const w = { host, grant: () => void setTimeout(() => resolve(permit()), 5) };
+      this.waiting.push(w);
+      if (!this.ignoreSignal)
+        signal?.addEventListener('abort', () => {
+          const i = this.waiting.indexOf(w);
+          if (i < 0) return;
+          this.waiting.splice(i, 1);
+          this.cancelled++;
+          reject(new Error('wait cancelled'));
+        });
+    });
+  }
+}
+
+function setupShared(throttle: SharedThrottle, servers: Record<string, FakeServer>, config: Partial<EngineConfig> = {}) {
+  const smtp = new FakeSmtp(servers);
+  const engine = new Engine({ dns: new FakeDns(ADDRESSES), smtp, cache: new MemoryCache(), throttle, config: { ...CONFIG, ...config }, randomLocal: probeLocals(), closeCheckMs: 600_000 });
+  const check = (domain: string, local: string, o: { hosts?: MxHost[]; retries?: number; deadlineMs?: number } = {}) =>
+    engine.check({ domain, hosts: o.hosts ?? SHARED, local, utf8: false, retries: o.retries ?? 0, ...(o.deadlineMs !== undefined ? { deadlineMs: o.deadlineMs } : {}) });
+  return { smtp, engine, check };
+}
+
+t.test('close(): an open whose permit comes after its work went to another session still lets the engine go idle', async (t) => {
+  // Two sessions wanted, one permit left here: the second open waits; the first session answers
+  // everything and stays warm. close() ends it, its permit goes to the waiting open, which finds
+  // no work: the actor is idle, and close() must hear of it. (The throttle ignores the signal, so
+  // the permit really comes.)
+  const throttle = new SharedThrottle({ 'mx.shared.test': 1 }, true);
+  const { smtp, engine, check } = setupShared(throttle, { 'mx.shared.test': {} }, { idleMs: 60_000 });
+  const outcomes = await Promise.all(['a', 'b', 'c', 'd', 'e'].map((l) => check('a.test', l)));
+  t.strictSame(classes(outcomes), ['accepted', 'accepted', 'accepted', 'accepted', 'accepted']);
+  t.equal(throttle.waiting.length, 1, 'a second open waits for a permit');
+  await within(engine.close(), 3000, 'close()');
+  t.equal(throttle.granted, 2, 'the waiting open got the permit after all');
+  t.equal(throttle.held, 0, 'and gave it back');
+  t.equal(smtp.sessions.length, 1, 'without opening a session for nothing');
+  t.ok(engine.idle);
+});
+
+t.test('close() never waits for a permit: the wait is cancelled and the recipients no session can take are answered', async (t) => {
+  // Every permit of the host is held by other processes (free 0), for as long as they like.
+  const throttle = new SharedThrottle({ 'mx.shared.test': 0 });
+  const { smtp, engine, check } = setupShared(throttle, { 'mx.shared.test': {} });
+  const pending = Promise.all([check('a.test', 'x'), check('b.test', 'y')]);
+  for (let i = 0; i < 50 && throttle.waiting.length === 0; i++) await new Promise((r) => setTimeout(r, 5));
+  t.ok(throttle.waiting.length >= 1, 'an open waits for a permit');
+  await within(engine.close(), 3000, 'close()');
+  const outcomes = await within(pending, 1000, 'the recipients are answered');
+  t.strictSame(classes(outcomes), ['failure:connection', 'failure:connection'], 'as a connection failure (unknown), not left hanging');
+  t.match((outcomes[0] as { failure: { detail: string } }).failure.detail, /permit/);
+  t.equal(throttle.waiting.length, 0, 'no wait is left behind');
+  t.ok(throttle.cancelled >= 1);
+  t.equal(throttle.held, 0);
+  t.equal(smtp.sessions.length, 0);
+});
+
+t.test('close() after a permit wait was cancelled: a free permit is still used, the sessions still open take the queue', async (t) => {
+  // One permit here, the actor wants two sessions: one waits. close() while the recipients are in
+  // flight (each RCPT takes 30 ms): the wait is cancelled, the open session answers everyone.
+  const throttle = new SharedThrottle({ 'mx.shared.test': 1 });
+  const { smtp, engine, check } = setupShared(throttle, { 'mx.shared.test': { latencyMs: 30 } }, { pipelineDepth: 2 });
+  const pending = Promise.all(['a', 'b', 'c', 'd', 'e', 'f'].map((l) => check('a.test', l)));
+  for (let i = 0; i < 50 && throttle.waiting.length === 0; i++) await new Promise((r) => setTimeout(r, 5));
+  t.equal(throttle.waiting.length, 1, 'a second open waits');
+  await within(engine.close(), 5000, 'close()');
+  t.strictSame(classes(await pending), ['accepted', 'accepted', 'accepted', 'accepted', 'accepted', 'accepted']);
+  t.equal(smtp.sessions.length, 1);
+  t.equal(throttle.held, 0);
+});
+
+t.test('close(): a greylist retry whose recipient ran out of time does not keep its domain open', async (t) => {
+  const { engine, check } = setup({ 'mx.shared.test': { handle: (c) => (c.verb === 'RCPT' && !c.local?.startsWith(PROBE_PREFIX) ? reply('450 4.2.0 <x>: Recipient address rejected: Greylisted') : undefined) } }, { smtpRetryDelayMs: 150 });
+  const o = await check('grey.test', 'jane', { retries: 1, deadlineMs: 60 });
+  t.equal(o.kind, 'failure', 'the deadline answered before the retry');
+  await new Promise((r) => setTimeout(r, 250)); // the retry timer fires on a recipient that is done
+  t.equal(engine.activeDomains, 0, 'the domain actor is gone');
+  await within(engine.close(), 3000, 'close()');
+});
+
+t.test('MemoryMxThrottle: once the signal is aborted a free permit is still taken, a wait is withdrawn and rejects', async (t) => {
+  const { MemoryMxThrottle } = await import('../src/throttle.ts');
+  const th = new MemoryMxThrottle(1);
+  const ac = new AbortController();
+  const r1 = await th.acquire('mx.test', ac.signal);
+  const waiting = th.acquire('mx.test', ac.signal);
+  const after = th.acquire('mx.test');
+  ac.abort(new Error('closing'));
+  await t.rejects(waiting, /no session permit free for mx\.test, and the wait was cancelled: closing/);
+  await t.rejects(th.acquire('mx.test', ac.signal), /wait was cancelled/, 'none free: no wait once aborted');
+  r1();
+  const r3 = await within(after, 1000, 'the permit passes to the next waiter, not to the withdrawn one');
+  t.equal(th.active('mx.test'), 1);
+  r3();
+  t.equal(th.active('mx.test'), 0);
+  (await within(th.acquire('mx.test', ac.signal), 1000, 'a free permit, signal aborted'))();
 });

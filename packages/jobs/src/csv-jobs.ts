@@ -26,7 +26,7 @@
 // - Once the job is queued the raw upload is deleted: the rows blob keeps every cell.
 
 import { ServiceError } from '@svc/contracts';
-import { BlobTooLargeError, type BlobStore, type IdempotentCompletion, type JobRecord, type Store } from '@svc/store';
+import { BlobTooLargeError, DEFAULT_CLAIM_LEASE_MS, keepRenewing, type BlobStore, type IdempotentCompletion, type JobRecord, type Store } from '@svc/store';
 import type { Readable } from 'node:stream';
 import { readCsv, type ChunkParser, type CsvChunk, type CsvFailure } from './csv.ts';
 import { newJobId, type IntakeRow } from './intake.ts';
@@ -50,9 +50,6 @@ export const START_CHUNK_ROWS = 250;
 /** Longest `filename` accepted by prepare-upload. */
 export const MAX_FILENAME_CHARS = 255;
 
-/** How long a start-processing intake holds its batch without renewing (renewed every third of it). */
-export const INTAKE_LEASE_MS = 60_000;
-
 export interface CsvJobsOptions {
   /** The job pipeline: the intake, job reads and the status resource. */
   jobs: Pick<JobsService, 'createJob' | 'get' | 'checkWebhookUrl'>;
@@ -64,6 +61,8 @@ export interface CsvJobsOptions {
   secret: string;
   /** SVC_CSV_MAX_BYTES: the largest upload. */
   maxBytes: number;
+  /** SVC_CLAIM_LEASE_MS: how long a start-processing claim outlives its process (default DEFAULT_CLAIM_LEASE_MS). */
+  claimLeaseMs?: number;
   /** How long an upload URL stays valid (default 1 h). */
   uploadTtlMs?: number;
   /** Parses CSV chunks off the event loop (the CSV pool); inline when absent. */
@@ -179,12 +178,12 @@ export class CsvJobs {
     // The claim in the database covers every process sharing the store (two fronts); the set
     // above answers a second request to this process without a round trip.
     let claimed = false;
-    let renew: NodeJS.Timeout | undefined;
+    let stopRenewing: (() => void) | undefined;
+    const lease = this.#o.claimLeaseMs ?? DEFAULT_CLAIM_LEASE_MS;
     try {
-      claimed = await store.jobs.claimIntake(accountId, batchId, INTAKE_LEASE_MS);
+      claimed = await store.jobs.claimIntake(accountId, batchId, lease);
       if (!claimed) throw beingStarted();
-      renew = setInterval(() => void store.jobs.renewIntake(batchId, INTAKE_LEASE_MS).catch(() => {}), INTAKE_LEASE_MS / 3);
-      renew.unref();
+      stopRenewing = keepRenewing(lease, () => store.jobs.renewIntake(batchId, lease));
       const source = await blobs.get(uploadKey(batchId));
       if (!source) throw new ServiceError('upload_missing', `No CSV has been uploaded for ${batchId}: PUT the file to the upload_url of prepare-upload first`);
       const reader = readCsv(source, {
@@ -226,7 +225,7 @@ export class CsvJobs {
         source.destroy();
       }
     } finally {
-      clearInterval(renew);
+      stopRenewing?.();
       if (claimed) await store.jobs.releaseIntake(batchId).catch(() => {});
       this.#starting.delete(batchId);
     }

@@ -12,7 +12,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { ServiceError } from '@svc/contracts';
-import type { BlobStore, IdempotentCompletion, JobRecord, JobSource, Store } from '@svc/store';
+import { DEFAULT_CLAIM_LEASE_MS, keepRenewing, type BlobStore, type IdempotentCompletion, type JobRecord, type JobSource, type Store } from '@svc/store';
 import { parseAddress } from '@svc/verifier';
 import { publishWork, type WorkItem } from './messages.ts';
 import type { Bus } from './ports.ts';
@@ -51,8 +51,14 @@ export interface IntakeDeps {
   store: Pick<Store, 'jobs'>;
   blobs: BlobStore;
   bus: Bus;
-  /** Publishing the work of a created job failed (it is published again at the next start). */
+  /** Publishing the work of a created job failed (a worker publishes it once the claim runs out). */
   onPublishError?: (err: unknown, jobId: string) => void;
+  /**
+   * SVC_CLAIM_LEASE_MS (default 15 s): the job is created with a claim on publishing its work,
+   * renewed every third of it while the intake publishes; if this process dies first, a worker
+   * takes the job over when the claim runs out (JobsService's unpublished sweep).
+   */
+  claimLeaseMs?: number;
 }
 
 export const newJobId = (): string => `job_${randomBytes(12).toString('hex')}`;
@@ -83,6 +89,7 @@ export const LINE_BATCH = 250;
  */
 export async function intake(deps: IntakeDeps, input: IntakeInput): Promise<JobRecord> {
   const { store, blobs, bus } = deps;
+  const lease = deps.claimLeaseMs ?? DEFAULT_CLAIM_LEASE_MS;
   const id = input.jobId ?? newJobId();
   const rKey = rowsKey(id);
   const dKey = dupsKey(id);
@@ -128,7 +135,7 @@ export async function intake(deps: IntakeDeps, input: IntakeInput): Promise<JobR
     index.clear();
     if (total === 0) throw new ServiceError('emails_required');
     await blobs.put(dKey, [Buffer.from(dups.slice(uniques.length))]);
-    const counts = { totalRows: total, uniqueEmails: uniques.length, inputKey: rKey };
+    const counts = { totalRows: total, uniqueEmails: uniques.length, inputKey: rKey, publishLeaseMs: lease };
     if (input.jobId) {
       const r = await store.jobs.queue(input.accountId, input.jobId, { ...counts, emailColumn: input.emailColumn ?? null }, input.completion);
       if (!r.ok) {
@@ -148,13 +155,17 @@ export async function intake(deps: IntakeDeps, input: IntakeInput): Promise<JobR
     await cleanup();
     throw err;
   }
-  // The job is durable from here: if publishing fails (or the process dies), a restart finds the
-  // job queued without results and publishes its work again (JobsService.start).
+  // The job is durable from here, with this process's claim on publishing its work: if publishing
+  // fails (or the process dies), the claim runs out and a worker publishes what is missing
+  // (JobsService's unpublished sweep; an embedded restart resumes it at start).
+  const stopRenewing = keepRenewing(lease, () => store.jobs.renewPublish(job.id, lease));
   try {
     await publishWork(bus, job.id, uniqueItems(uniques));
     await store.jobs.markWorkPublished(job.id);
   } catch (err) {
     deps.onPublishError?.(err, job.id);
+  } finally {
+    stopRenewing();
   }
   return job;
 }

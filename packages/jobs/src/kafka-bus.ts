@@ -13,13 +13,36 @@
 //   message body JSON-serialised at the call (so mutating the object afterwards changes nothing;
 //   plain data, its `v` included), awaited until the broker acknowledged it with acks=-1 (all
 //   in-sync replicas).
-// - Idempotent producer (idempotent: true, maxInFlightRequests: 1, which kafkajs 2.2.4 requires
-//   and serialises per broker with a lock, so concurrent publish() calls get correct sequence
-//   numbers): a produce retried after a lost ack is not written twice. kafkajs then retries a
-//   failed produce for ever (back-off capped at 30 s) instead of rejecting: giving up would roll
-//   the sequence number back and could make the broker drop the *next* message as a duplicate of
-//   one that did land. So publish() waits out a broker outage rather than failing; connecting
-//   (the first publish) does fail if no broker answers.
+// - Idempotent producer (idempotent: true, maxInFlightRequests: 1, which kafkajs 2.2.4 requires):
+//   a produce retried after a lost ack is not written twice. kafkajs gives a failed produce only a
+//   few retries (its client retry: it merges the producer's retry over the client's, so the
+//   idempotent producer's "retry for ever" default never applies) and then rejects, having rolled
+//   the partition's sequence number back; another send taking that number next would be dropped
+//   by the broker as a duplicate if the failed one did land (its ack lost). So this adapter sends
+//   through one queue per process: publish() calls are queued in call order, sent as batches (at
+//   most MAX_BATCH_MESSAGES messages, MAX_BATCH_BYTES of values) one at a time, and a failed batch
+//   is sent again, the same messages in the same order, before anything else, with a back-off
+//   (100 ms doubling to 2 s), until it lands or the bus is closed: publish() waits out a broker
+//   outage (the first failure of a batch goes to onError) instead of failing. Errors that no retry
+//   can cure (a message too large, an invalid topic, no authorisation) reject at once, each
+//   message of a failed batch tried alone so only the bad one fails. A producer whose idempotence
+//   state the broker refuses (unknown producer id, out-of-order sequence, fenced epoch) is replaced
+//   by a new one (a new producer id) before the retry: a duplicate is then possible, as always.
+// - Broker outages. The producer and the consumers retry with a back-off capped at 2 s instead
+//   of kafkajs' 30 s, so they reconnect within 2 s of the broker answering again; the consumers
+//   patiently (CLIENT_RETRY: 30 retries, about a minute), so that a consumer rides out a
+//   restart of the broker in its own runner, keeping its group membership (a consumer that
+//   crashes, and every restart of one, joins as a new member, and the group then waits for the old
+//   member's session to expire, SVC_KAFKA_SESSION_TIMEOUT_MS, before anyone consumes again). The
+//   admin client (topics, readiness pings) keeps kafkajs' retry: a readiness ping should not hang.
+//   A consumer that crashes anyway is recreated (see "Consumers run in the background").
+// - One client per consumer. kafkajs keeps the committed offsets of a group in a map shared by
+//   every consumer made from one Kafka client, and a consumer that joins with no partitions (a
+//   lane beyond the partition count) clears the group's entry in it: a sibling lane of the same
+//   group then fails its next fetch with a TypeError in OffsetManager.resolveOffsets, crashes
+//   (non-retriable) and comes back as a new member, and its group stops for a session timeout.
+//   Seen in every rebalance of test/e2e/cluster-kafka-restart.test.ts; each consumer is made
+//   from a Kafka client of its own instead.
 // - Delivery: at-least-once. A partition's messages are handled one at a time, in offset order,
 //   so one key's messages are handled in order and never concurrently within the group (Kafka's
 //   per-partition order). New groups start from the earliest offset (fromBeginning), so messages
@@ -107,9 +130,56 @@ export interface KafkaBusOptions {
 }
 
 const MAX_RETRY_DELAY_MS = 30_000;
+/** The consumers' kafkajs client retry: see "Broker outages" in the header. */
+const CLIENT_RETRY = { initialRetryTime: 250, maxRetryTime: 2_000, retries: 30 } as const;
+/**
+ * The producer's: the same back-off but 5 retries (about 6 s), after which a send returns to the
+ * publish queue, which sends the batch again (so a bus closing during an outage stops retrying
+ * within CLOSE_PUBLISH_WAIT_MS plus about 6 s).
+ */
+const PRODUCER_RETRY = { initialRetryTime: 250, maxRetryTime: 2_000, retries: 5 } as const;
+/** A recreated consumer's back-off between failed starts: doubling from 1 s up to this. */
+const CONSUMER_RESTART_MAX_MS = 5_000;
+/** One send of the publish queue: at most this many messages, and this many bytes of values (a broker takes 1 MiB batches by default). */
+const MAX_BATCH_MESSAGES = 200;
+const MAX_BATCH_BYTES = 256 * 1024;
+/** Back-off of a batch that failed to send: doubling from the first up to the last. */
+const PUBLISH_RETRY_FIRST_MS = 100;
+const PUBLISH_RETRY_MAX_MS = 2_000;
+/** Broker answers no retry cures (kafkajs error `type`s): the publish fails. */
+const PERMANENT_PUBLISH_ERRORS = new Set(['MESSAGE_TOO_LARGE', 'RECORD_LIST_TOO_LARGE', 'INVALID_TOPIC_EXCEPTION', 'INVALID_RECORD', 'CORRUPT_MESSAGE', 'TOPIC_AUTHORIZATION_FAILED', 'CLUSTER_AUTHORIZATION_FAILED', 'UNSUPPORTED_FOR_MESSAGE_FORMAT', 'INVALID_REQUIRED_ACKS']);
+/** Answers that mean the producer's idempotence state is lost or refused: a new producer sends the retry. */
+const PRODUCER_STATE_ERRORS = new Set(['UNKNOWN_PRODUCER_ID', 'OUT_OF_ORDER_SEQUENCE_NUMBER', 'INVALID_PRODUCER_EPOCH', 'INVALID_PRODUCER_ID_MAPPING', 'PRODUCER_FENCED']);
+
+/** The error and its causes (kafkajs wraps: NonRetriable → NumberOfRetriesExceeded → the broker's answer). */
+function errorChain(err: unknown): Array<{ name?: string; type?: string; message?: string }> {
+  const out: Array<{ name?: string; type?: string; message?: string }> = [];
+  for (let e = err as { cause?: unknown; originalError?: unknown } | null | undefined, i = 0; e && typeof e === 'object' && i < 8; i++) {
+    out.push(e as { name?: string; type?: string });
+    e = (e.cause ?? e.originalError) as typeof e;
+  }
+  return out;
+}
+const chainHas = (err: unknown, types: ReadonlySet<string>): boolean => errorChain(err).some((e) => types.has(String(e.type)));
+/** A programming error or a refusal no retry cures (see PERMANENT_PUBLISH_ERRORS). */
+const isPermanentPublishError = (err: unknown): boolean => chainHas(err, PERMANENT_PUBLISH_ERRORS) || errorChain(err).some((e) => ['TypeError', 'RangeError', 'ReferenceError', 'SyntaxError'].includes(String(e.name)) || /Invalid topic/.test(String(e.message)));
+
+/** A message waiting in the publish queue. */
+interface Outgoing {
+  readonly topic: string;
+  readonly name: string;
+  readonly key: string;
+  readonly value: string;
+  readonly resolve: () => void;
+  readonly reject: (err: unknown) => void;
+}
 /** close(): how long it waits for a member still joining its group, then for the members to leave. */
 const CLOSE_JOIN_WAIT_MS = 5_000;
 const CLOSE_LEAVE_WAIT_MS = 10_000;
+/** close(): how long after it began a publish that keeps failing (a broker outage) is still retried. */
+const CLOSE_PUBLISH_WAIT_MS = 5_000;
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** Waits until every promise settled, or `ms` passed. */
 async function settledWithin(ps: ReadonlyArray<Promise<unknown> | undefined>, ms: number): Promise<void> {
@@ -150,7 +220,11 @@ interface Member {
 
 /** The cluster adapter of the Bus port: see the header comment for its semantics. */
 export class KafkaBus implements Bus {
+  /** The producer's client (PRODUCER_RETRY); the admin's (kafkajs' retry), unless opts.retry sets both. */
   readonly #kafka: Kafka;
+  readonly #adminKafka: Kafka;
+  /** A client for one consumer (see "One client per consumer" in the header). */
+  readonly #consumerClient: () => Kafka;
   readonly #opts: KafkaBusOptions;
   readonly #prefix: string;
   readonly #onError: NonNullable<KafkaBusOptions['onError']>;
@@ -161,10 +235,14 @@ export class KafkaBus implements Bus {
   #topics = new Map<string, Promise<void>>();
   #subs = new Map<string, Subscription>();
   #publishing = new Set<Promise<unknown>>();
+  /** The publish queue and its sender (see "Idempotent producer"). */
+  #outbox: Outgoing[] = [];
+  #pumping: Promise<void> | undefined;
   #handling = new Set<Promise<unknown>>();
   /** Resume timers of paused partitions and back-off sleeps, cut short by close(). */
   #timers = new Map<NodeJS.Timeout, () => void>();
   #closing = false;
+  #closingAt = 0;
   #closed = false;
   #closeP: Promise<void> | undefined;
 
@@ -175,13 +253,29 @@ export class KafkaBus implements Bus {
     this.#onError = opts.onError ?? (() => {});
     this.#retryDelayMs = opts.retryDelayMs ?? 500;
     this.#heartbeatMs = opts.consumer?.heartbeatInterval ?? 3000;
-    this.#kafka = new Kafka({
-      clientId: opts.clientId,
-      brokers: opts.brokers,
-      logLevel: opts.logLevel ?? LogLevel.WARN,
-      ...(opts.logCreator ? { logCreator: opts.logCreator } : {}),
-      ...(opts.retry ? { retry: opts.retry } : {}),
-    });
+    // kafkajs warns that the idempotent producer's retries are limited: they are, on purpose (the
+    // publish queue retries the batch itself, see "Idempotent producer"); that line is dropped.
+    const given = opts.logCreator;
+    const logCreator: KafkaConfig['logCreator'] | undefined =
+      given &&
+      ((level) => {
+        const log = given(level);
+        return (entry) => {
+          if (entry.namespace === 'Producer' && String(entry.log.message).startsWith('Limiting retries for the idempotent producer')) return;
+          log(entry);
+        };
+      });
+    const client = (retry: KafkaConfig['retry'] | undefined) =>
+      new Kafka({
+        clientId: opts.clientId,
+        brokers: opts.brokers,
+        logLevel: opts.logLevel ?? LogLevel.WARN,
+        ...(logCreator ? { logCreator } : {}),
+        ...(retry ? { retry } : {}),
+      });
+    this.#kafka = client(opts.retry ?? PRODUCER_RETRY);
+    this.#adminKafka = client(opts.retry);
+    this.#consumerClient = () => client(opts.retry ?? CLIENT_RETRY);
   }
 
   /** The broker's name of port topic `topic`. */
@@ -232,14 +326,94 @@ export class KafkaBus implements Bus {
     const value = JSON.stringify(message);
     const name = this.topicName(topic);
     const sending = (async () => {
-      await this.#ensureTopic(topic);
-      const producer = await this.#getProducer();
-      await producer.send({ topic: name, acks: -1, messages: [{ key, value }] });
+      // The topic exists before its first message is queued (an outage: tried again until it does).
+      for (let attempt = 0; ; attempt++) {
+        try {
+          await this.#ensureTopic(topic);
+          break;
+        } catch (err) {
+          if (this.#givesUp(err)) throw err;
+          if (attempt === 0) this.#onError(err, topic, key);
+          await sleep(Math.min(PUBLISH_RETRY_MAX_MS, PUBLISH_RETRY_FIRST_MS * 2 ** Math.min(attempt, 10)));
+        }
+      }
+      await new Promise<void>((resolve, reject) => {
+        this.#outbox.push({ topic, name, key, value, resolve, reject });
+        this.#pump();
+      });
     })();
     this.#publishing.add(sending);
     const untrack = () => void this.#publishing.delete(sending);
     sending.then(untrack, untrack);
     await sending;
+  }
+
+  /** Sends the queued messages, one batch at a time, in the order published (see "Idempotent producer"). */
+  #pump(): void {
+    if (this.#pumping) return;
+    const run = (async () => {
+      while (this.#outbox.length > 0) {
+        let bytes = 0;
+        let n = 0;
+        while (n < this.#outbox.length && n < MAX_BATCH_MESSAGES && (n === 0 || bytes + this.#outbox[n]!.value.length <= MAX_BATCH_BYTES)) bytes += this.#outbox[n++]!.value.length;
+        const batch = this.#outbox.splice(0, n);
+        try {
+          await this.#send(batch);
+          for (const m of batch) m.resolve();
+        } catch (err) {
+          if (batch.length === 1 || !isPermanentPublishError(err)) {
+            for (const m of batch) m.reject(err);
+            continue;
+          }
+          // Refused for good (a message too large?): each message alone, so only the bad one fails.
+          for (const m of batch) {
+            try {
+              await this.#send([m]);
+              m.resolve();
+            } catch (e) {
+              m.reject(e);
+            }
+          }
+        }
+      }
+    })();
+    this.#pumping = run;
+    void run.finally(() => {
+      this.#pumping = undefined;
+      if (this.#outbox.length > 0) this.#pump();
+    });
+  }
+
+  /** A failed publish is not retried: the bus is closed (or closing for CLOSE_PUBLISH_WAIT_MS already: a handler draining must end), or the error is permanent. */
+  #givesUp(err: unknown): boolean {
+    return this.#closed || (this.#closing && Date.now() - this.#closingAt >= CLOSE_PUBLISH_WAIT_MS) || isPermanentPublishError(err);
+  }
+
+  /** Sends `batch` until it lands (see "Idempotent producer"); throws when the bus is closed or the error is permanent. */
+  async #send(batch: readonly Outgoing[]): Promise<void> {
+    const topicMessages: Array<{ topic: string; messages: Array<{ key: string; value: string }> }> = [];
+    for (const m of batch) {
+      let entry = topicMessages.find((x) => x.topic === m.name);
+      if (!entry) topicMessages.push((entry = { topic: m.name, messages: [] }));
+      entry.messages.push({ key: m.key, value: m.value });
+    }
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const producer = await this.#getProducer();
+        await producer.sendBatch({ acks: -1, topicMessages });
+        return;
+      } catch (err) {
+        if (this.#givesUp(err)) throw err;
+        if (attempt === 0) this.#onError(err, batch[0]!.topic, batch[0]!.key);
+        if (chainHas(err, PRODUCER_STATE_ERRORS)) {
+          // The broker no longer takes this producer's sequence: a new producer (a new id) sends the retry.
+          const old = this.#producer;
+          this.#producer = undefined;
+          void old?.then((p) => p.disconnect()).catch(() => {});
+        }
+        await sleep(Math.min(PUBLISH_RETRY_MAX_MS, PUBLISH_RETRY_FIRST_MS * 2 ** Math.min(attempt, 10)));
+      }
+    }
   }
 
   subscribe(topic: string, handler: BusHandler, opts: SubscribeOptions = {}): void {
@@ -269,6 +443,7 @@ export class KafkaBus implements Bus {
 
   async #close(): Promise<void> {
     this.#closing = true;
+    this.#closingAt = Date.now();
     // Paused partitions stay paused: nothing more is fetched. Back-off sleeps end now.
     for (const [timer, wake] of this.#timers) {
       clearTimeout(timer);
@@ -319,7 +494,7 @@ export class KafkaBus implements Bus {
 
   #getAdmin(): Promise<Admin> {
     if (!this.#admin) {
-      const admin = this.#kafka.admin();
+      const admin = this.#adminKafka.admin();
       const p = admin.connect().then(() => admin);
       p.catch(() => {
         if (this.#admin === p) this.#admin = undefined;
@@ -376,7 +551,7 @@ export class KafkaBus implements Bus {
           this.#onError(err, member.sub.topic);
           await member.consumer?.disconnect().catch(() => {});
           member.consumer = undefined;
-          await this.#sleep(Math.min(MAX_RETRY_DELAY_MS, 1000 * 2 ** Math.min(attempt, 5)));
+          await this.#sleep(Math.min(CONSUMER_RESTART_MAX_MS, 1000 * 2 ** Math.min(attempt, 5)));
         }
       }
     })();
@@ -390,7 +565,7 @@ export class KafkaBus implements Bus {
     const { sub } = member;
     await this.#ensureTopic(sub.topic);
     if (this.#closing) return;
-    const consumer = this.#kafka.consumer({
+    const consumer = this.#consumerClient().consumer({
       groupId: sub.groupId,
       ...this.#opts.consumer,
       allowAutoTopicCreation: false,

@@ -5,12 +5,22 @@
 // Greylisting (DESIGN 4, docs/decisions.md "Jobs"): a result with reason_code `smtp_tempfail` is
 // stored deferred, to be probed again after `greylistDelayMs` by the scheduler (durably: the due
 // time is in the store), up to `greylistAttempts` probes in all; the last one's `unknown` stands.
+// A DNS timeout or SERVFAIL is deferred the same way, after at most DNS_RETRY_DELAY_MS.
 
 import { chargeReasonFor, type ChargedResult } from '@svc/billing';
 import type { Store } from '@svc/store';
-import { verdictTrace, type RunOptions, type Verdict } from '@svc/verifier';
+import { Semaphore, verdictTrace, type RunOptions, type Verdict } from '@svc/verifier';
 import { RESULTS_TOPIC, WORK_TOPIC, isWorkMessage, type ResultItem, type ResultsMessageV1, type WorkMessageV1 } from './messages.ts';
 import type { Bus, BusMessage } from './ports.ts';
+
+/**
+ * Answers a job probes again later instead of keeping their `unknown`: a 4xx (greylisting) after
+ * SVC_JOB_GREYLIST_DELAY_MS; a DNS lookup that timed out or failed with SERVFAIL (an overloaded or
+ * flapping resolver says nothing about the domain) after DNS_RETRY_DELAY_MS, or the greylist delay
+ * when that is shorter. Both count against SVC_JOB_GREYLIST_ATTEMPTS probes in all.
+ */
+const RETRY_LATER: Partial<Record<string, 'greylist' | 'dns'>> = { smtp_tempfail: 'greylist', dns_timeout: 'dns', dns_servfail: 'dns' };
+export const DNS_RETRY_DELAY_MS = 30_000;
 
 /** The verifier as the worker uses it. */
 export interface JobVerifier {
@@ -25,6 +35,15 @@ export interface WorkerOptions {
   greylistDelayMs: number;
   /** SVC_JOB_GREYLIST_ATTEMPTS: probes in all, the first included. */
   greylistAttempts: number;
+  /**
+   * Addresses probed at once across the work messages in hand (default WORK_IN_FLIGHT, 2,000).
+   * Many lanes help small messages (a job's domains spread over the MX hosts); full 500-address
+   * messages on 16 lanes would hold 8,000 probes, their DNS waits and their result writes at once:
+   * a 500,000-address job in the embedded all-in-one process peaked at 770 MiB (480 with 4 lanes).
+   */
+  maxInFlight?: number;
+  /** Awaited before each message is probed (JobsService: while a job intake runs in this process, probing waits for it). */
+  gate?: () => Promise<void>;
   now?: () => number;
 }
 
@@ -34,11 +53,17 @@ export function priceVerdict(v: Verdict): ChargedResult {
   return { ...rest, credits_charged: chargeable ? 1 : 0, charge_reason: chargeReasonFor(v) };
 }
 
+/** Addresses probed at once across the work messages in hand (WorkerOptions.maxInFlight). */
+export const WORK_IN_FLIGHT = 2_000;
+
 export class JobWorker {
   readonly #now: () => number;
+  /** Addresses in flight across the lanes. */
+  readonly #budget: Semaphore;
 
   constructor(private readonly opts: WorkerOptions) {
     this.#now = opts.now ?? Date.now;
+    this.#budget = new Semaphore(opts.maxInFlight ?? WORK_IN_FLIGHT);
   }
 
   /** Consumes the work topic with `partitions` messages at a time. */
@@ -51,7 +76,8 @@ export class JobWorker {
     const { store, verifier, bus } = this.opts;
     // A canceled or finished job's work is dropped here (and its late results by the aggregator).
     if (!(await store.jobs.claimForWork(message.job_id))) return;
-    const results = await this.probe(message);
+    await this.opts.gate?.();
+    const results = await this.#budget.run(() => this.probe(message), Math.min(message.items.length, this.#budget.max));
     const out: ResultsMessageV1 = { v: 1, job_id: message.job_id, results };
     await bus.publish(RESULTS_TOPIC, message.job_id, out as unknown as BusMessage);
   }
@@ -68,7 +94,8 @@ export class JobWorker {
     return message.items.map(([idx, email, before], i) => {
       const v = verdicts[i]!;
       const attempts = before + 1;
-      const again = v.reason_code === 'smtp_tempfail' && attempts < greylistAttempts;
+      const delay = RETRY_LATER[v.reason_code];
+      const again = delay !== undefined && attempts < greylistAttempts;
       const trace = verdictTrace(v);
       return {
         idx,
@@ -77,7 +104,7 @@ export class JobWorker {
         chargeable: v.chargeable,
         attempts,
         state: again ? 'deferred' : 'done',
-        ...(again ? { next_attempt_at: new Date(now + greylistDelayMs).toISOString() } : {}),
+        ...(again ? { next_attempt_at: new Date(now + (delay === 'greylist' ? greylistDelayMs : Math.min(greylistDelayMs, DNS_RETRY_DELAY_MS))).toISOString() } : {}),
         mx_host: trace?.mx_host ?? null,
         latency_ms: Math.round(trace?.latency_ms ?? 0),
       };

@@ -5,6 +5,8 @@
 // Every bus gets its own topic prefix (so its own topics and groups), deleted at teardown.
 // Consumers are tuned for tests (short heartbeats and long-poll); the broker runs with
 // group.initial.rebalance.delay.ms=0. CI_REQUIRE_SERVICES=1 turns "unreachable" into a failure.
+// The broker restart case runs on a private broker of its own (test/helpers/private-infra.ts, from
+// infra-up.sh's jars), never on the shared one.
 
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
@@ -12,6 +14,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Kafka, logLevel } from 'kafkajs';
 import { KafkaBus, type BusMessage, type KafkaBusOptions } from '../src/index.ts';
 import { busConformance, until, type Adapter, type FreshOptions, type Tap } from './bus-conformance.ts';
+import { privateKafkaMissing, startPrivateKafka } from '../../../test/helpers/private-infra.ts';
 
 const BROKERS = (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',').map((b) => b.trim()).filter(Boolean);
 const REQUIRED = process.env.CI_REQUIRE_SERVICES === '1';
@@ -183,11 +186,124 @@ function kafkaOnly(t: Tap): void {
   });
 }
 
+function brokerRestarts(t: Tap): void {
+  t.test('the broker restarted mid-stream (kill -9, SIGTERM): publish() waits instead of failing, every message handled, each key in order', async (t) => {
+    const missing = privateKafkaMissing();
+    if (missing) {
+      if (REQUIRED) t.fail(`CI_REQUIRE_SERVICES=1 but no private broker: ${missing}`);
+      else t.comment(`skipped: no private broker: ${missing}`);
+      return;
+    }
+    const broker = await startPrivateKafka({ name: 'bus-test' });
+    const errors: string[] = [];
+    const bus = (clientId: string) =>
+      new KafkaBus({
+        brokers: broker.brokers,
+        clientId,
+        groupPrefix: 'bus-test',
+        topicPrefix: 'restart.',
+        defaultPartitions: 4,
+        logLevel: logLevel.NOTHING,
+        // The service's session timeout (SVC_KAFKA_SESSION_TIMEOUT_MS): a member that had to join
+        // again as a new one would stall the group about this long.
+        consumer: { sessionTimeout: 10_000, heartbeatInterval: 1000, maxWaitTimeInMs: 100 },
+        onError: (err) => void errors.push(String((err as Error).message)),
+      });
+    const pub = bus('bus-test-pub');
+    const sub = bus('bus-test-sub');
+    let stop = false;
+    let publishers: Promise<void>[] = [];
+    t.teardown(async () => {
+      stop = true;
+      await Promise.all(publishers);
+      await Promise.all([pub.close(), sub.close()]);
+      await broker.close(!t.passing());
+    });
+    const keys = Array.from({ length: 7 }, (_, i) => `k${i}`);
+    const seen = new Map<string, number[]>();
+    sub.subscribe(
+      'stream',
+      async (m, key) => {
+        const seq = seen.get(key) ?? [];
+        seq.push(m.n as number);
+        seen.set(key, seq);
+        await sleep(5);
+      },
+      { partitions: 2 },
+    );
+    await sub.ready(WAIT_MS);
+    // One publisher per key, each publishing its next message when the last one resolved.
+    const rejected: string[] = [];
+    const sent = new Map<string, number>(keys.map((k) => [k, 0]));
+    publishers = keys.map(async (key) => {
+      while (!stop) {
+        const n = sent.get(key)!;
+        try {
+          await pub.publish('stream', key, { v: 1, n });
+          sent.set(key, n + 1);
+        } catch (err) {
+          rejected.push(`${key}:${n}: ${(err as Error).message}`);
+          await sleep(200);
+        }
+        await sleep(50);
+      }
+    });
+    const total = () => [...sent.values()].reduce((a, b) => a + b, 0);
+    const handled = () => new Set([...seen].flatMap(([k, ns]) => ns.map((n) => `${k}:${n}`))).size;
+    const stalls: string[] = [];
+    // Down for 10 s after the kill (about 15 s with the JVM's start): longer than kafkajs' own
+    // retries of a produce (5, about 9 s), which used to reject publish(); 1 s after the SIGTERM.
+    for (const [signal, downMs] of [['SIGKILL', 10_000], ['SIGTERM', 1000]] as const) {
+      // Messages flowing: three more per key published and handled since the last restart.
+      const flowing = handled() + 3 * keys.length;
+      await until('messages flowing', () => handled() >= flowing, WAIT_MS);
+      const before = total();
+      await broker.stop(signal);
+      await sleep(downMs);
+      const startMs = await broker.start();
+      // Publishing and handling resume: new messages are published and handled.
+      const up = Date.now();
+      await until(`publishing after the ${signal} restart`, () => total() >= before + 2 * keys.length, 60_000);
+      const target = total();
+      await until(`handling after the ${signal} restart`, () => handled() >= target, 60_000);
+      stalls.push(`${signal}, down ${downMs} ms: broker started in ${startMs} ms, ${before} → ${target} published and handled ${Date.now() - up} ms after`);
+    }
+    stop = true;
+    await Promise.all(publishers);
+    await until('every message handled', () => handled() === total(), 60_000);
+    t.strictSame(rejected, [], 'no publish() rejected during the outages');
+    for (const key of keys) {
+      const ns = seen.get(key) ?? [];
+      const n = sent.get(key)!;
+      const got = new Set(ns);
+      const lost = Array.from({ length: n }, (_, i) => i).filter((i) => !got.has(i));
+      t.strictSame(lost, [], `${key}: every one of ${n} messages handled`);
+      const skips = ns.filter((x, i) => i > 0 && x > ns[i - 1]! + 1);
+      t.strictSame(skips, [], `${key}: in order (a redelivery starts over, never skips ahead)`);
+    }
+    t.comment(`${total()} messages, ${[...seen.values()].reduce((a, s) => a + s.length, 0) - total()} redelivered; ${stalls.join('; ')}; ${errors.length} errors reported, e.g. ${errors.slice(0, 3).join(' | ')}`);
+
+    // A bus closed while the broker is down: a publish waiting out the outage gives up, and close() ends.
+    await broker.stop('SIGKILL');
+    const waiting = pub.publish('stream', 'k0', { v: 1, n: -1 }).then(
+      () => 'published',
+      (err: Error) => `rejected: ${err.message}`,
+    );
+    await sleep(1000);
+    const closeStart = Date.now();
+    await pub.close();
+    const closeMs = Date.now() - closeStart;
+    t.match(await waiting, /^rejected: /, 'the waiting publish rejects once the bus closes');
+    t.ok(closeMs < 20_000, `close() with the broker down took ${closeMs} ms (under 20 s)`);
+  });
+}
+
 const why = await kafkaUnreachable();
 if (!why) {
   t.teardown(() => admin.disconnect());
   busConformance(t, adapter);
   kafkaOnly(t);
+  brokerRestarts(t);
 } else if (REQUIRED) {
   t.fail(`CI_REQUIRE_SERVICES=1 but Kafka at ${BROKERS.join(',')} is unreachable: ${why}`);
 } else {

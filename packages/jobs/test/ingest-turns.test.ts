@@ -14,7 +14,7 @@ import { DirBlobStore, type JobRecord } from '@svc/store';
 import { CsvJobs, START_CHUNK_ROWS, uploadKey } from '../src/csv-jobs.ts';
 import { parseCsvChunk, type ChunkParser } from '../src/csv.ts';
 import { intake, LINE_BATCH, type IntakeDeps, type IntakeInput, type IntakeRow } from '../src/intake.ts';
-import { PUBLISH_TURN, WORK_CHUNK, publishWork, type WorkItem } from '../src/messages.ts';
+import { DOMAIN_BUCKETS, ITEMS_TURN, PUBLISH_TURN, WORK_CHUNK, publishWork, type WorkItem } from '../src/messages.ts';
 import type { Bus, BusMessage } from '../src/ports.ts';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'svc-ingest-turns-'));
@@ -98,6 +98,25 @@ t.test('publishWork: at most PUBLISH_TURN work messages per turn of the event lo
   t.ok(messages >= items.length / WORK_CHUNK);
   t.equal(PUBLISH_TURN, 4);
   t.ok(largest <= 4, `at most 4 messages (2,000 items) between two turns (largest: ${largest})`);
+});
+
+t.test('publishWork: at most ITEMS_TURN items bucketed per turn when no bucket fills a message', async (t) => {
+  // 10,000 domains of 2 items each (bench/jobs/ingest.ts's shape): ~310 items per bucket, so no
+  // chunk of WORK_CHUNK fills before the end.
+  const items: WorkItem[] = Array.from({ length: 20_000 }, (_, i) => [i, `user${i}@domain${i % 10_000}.example`, 0]);
+  const bus = countingBus();
+  let taken = 0;
+  function* counted(): Generator<WorkItem> {
+    for (const it of items) {
+      taken++;
+      yield it;
+    }
+  }
+  const { largest } = await largestStretch(() => taken, () => publishWork(bus, 'job_1', counted()));
+  t.equal(bus.items, items.length, 'every item published');
+  t.equal(bus.messages, DOMAIN_BUCKETS, 'one message per bucket: no chunk filled before the end');
+  t.equal(ITEMS_TURN, 5_000);
+  t.ok(largest <= ITEMS_TURN, `at most ${ITEMS_TURN} items bucketed between two turns (largest: ${largest})`);
 });
 
 t.test('start-processing parses the upload in chunks of at most START_CHUNK_ROWS rows', async (t) => {

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { ServiceError } from '@svc/contracts';
 import { DirBlobStore, Store, type JobRecord } from '@svc/store';
 import type { Verdict } from '@svc/verifier';
-import { InProcessBus, JobsService, WORK_TOPIC, dedupeKey, intake, resultsPath, type BusMessage, type JobsServiceOptions, type JobVerifier } from '../src/index.ts';
+import { InProcessBus, JobWorker, JobsService, RESULTS_TOPIC, WORK_TOPIC, dedupeKey, intake, resultsPath, type BusMessage, type JobsServiceOptions, type JobVerifier } from '../src/index.ts';
 import { migratedPglite } from '../../../test/helpers/pglite.ts';
 
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0];
@@ -46,6 +46,11 @@ function scripted(tries: Map<string, number>) {
         return { ...base, result: 'invalid', reason: 'No such user', reason_code: 'mailbox_not_found', smtp_valid: false, b2b_outbound_quality: 'none', b2b_quality: 'none', validation_layer: 'smtp', smtp_response: '550 5.1.1 no, "really"', chargeable: false };
       case 'gf.test':
         return tempfail;
+      case 'dt.test': // the resolver timed out once
+        if (n < 2) return { ...base, result: 'unknown', reason: 'DNS lookup timed out', reason_code: 'dns_timeout', dns_valid: false, smtp_valid: false, b2b_outbound_quality: 'unknown', b2b_quality: 'unknown', validation_layer: 'dns', chargeable: false };
+        return { ...base, result: 'valid', reason_code: 'accepted', b2b_outbound_quality: 'high', b2b_quality: 'high', validation_layer: 'smtp', smtp_response: '250 2.1.5 OK', chargeable: true };
+      case 'sf.test': // SERVFAIL every time
+        return { ...base, result: 'unknown', reason: 'DNS lookup failed (SERVFAIL)', reason_code: 'dns_servfail', dns_valid: false, smtp_valid: false, b2b_outbound_quality: 'unknown', b2b_quality: 'unknown', validation_layer: 'dns', chargeable: false };
       default:
         if (domain === 'g.test' && n < 3) return tempfail; // the third probe is accepted
         if (local === 'info') return { ...base, result: 'valid_role_based', reason: 'Role account', reason_code: 'role_account', is_role_based: true, role_type: 'information', b2b_outbound_quality: 'low', b2b_quality: 'low', validation_layer: 'smtp', chargeable: false };
@@ -366,8 +371,10 @@ t.test('a durable bus: a starting process publishes again only the work of jobs 
   t.equal(await w.store.jobs.workPublished(published.id), true, "the intake notes that the job's work is on the bus");
   // An intake whose publishing failed (or died) after its job row: the work was never published.
   const refusing = { publish: async () => Promise.reject(new Error('broker down')), subscribe: () => {}, close: async () => {} };
-  const unpublished = await intake({ store: w.store, blobs: w.blobs, bus: refusing, onPublishError: () => {} }, { accountId: acc, source: 'json', columns: ['email'], emailIndex: 0, rows: [[{ fields: ['c@u.test'], email: 'c@u.test' }]] });
+  // Its process died (a 1 ms claim: already run out when the next process starts).
+  const unpublished = await intake({ store: w.store, blobs: w.blobs, bus: refusing, claimLeaseMs: 1, onPublishError: () => {} }, { accountId: acc, source: 'json', columns: ['email'], emailIndex: 0, rows: [[{ fields: ['c@u.test'], email: 'c@u.test' }]] });
   t.equal(await w.store.jobs.workPublished(unpublished.id), false);
+  await new Promise((r) => setTimeout(r, 5));
   await first.svc.stop();
   void first.bus.close();
   // A second process on a bus that kept its messages (Kafka): count what it publishes.
@@ -390,6 +397,86 @@ t.test('a durable bus: a starting process publishes again only the work of jobs 
   t.equal(await w.store.jobs.workPublished(unpublished.id), true, 'and is noted as published');
   // The store is shared by the next tests: leave no unfinished job for their services to resume.
   for (const id of [published.id, unpublished.id]) t.equal((await w.store.jobs.cancel(acc, id)).ok, true);
+});
+
+t.test('a front that dies mid-publish: a running worker takes its job over once the claim runs out, not before, and publishes it once', async (t) => {
+  const w = await world(t);
+  const acc = await w.store.accounts.create({ credits: 100 });
+  const sent: string[] = [];
+  class CountingBus extends InProcessBus {
+    override async publish(topic: string, key: string, message: BusMessage): Promise<void> {
+      if (topic === WORK_TOPIC) sent.push(`${String(message.job_id)}:${(message.items as unknown[]).length}`);
+      return super.publish(topic, key, message);
+    }
+  }
+  const bus = new CountingBus({ retryDelayMs: 20 });
+  // A worker (durable bus: Kafka) sweeping every 100 ms for jobs whose publish claim ran out.
+  const worker = new JobsService({ store: w.store, blobs: w.blobs, bus, verifier: w.verifier, publicUrl: 'http://svc.test', secret: 'a-test-secret-of-32-characters!!', durableBus: true, claimLeaseMs: 300 });
+  await worker.start();
+  t.teardown(async () => {
+    await worker.stop();
+    await bus.close();
+  });
+  const rows = (emails: string[]) => [emails.map((e) => ({ fields: [e], email: e }))];
+
+  // The front's publish fails for good (its process is gone) with a 600 ms claim on the job.
+  const refusing = { publish: async () => Promise.reject(new Error('front killed')), subscribe: () => {}, close: async () => {} };
+  const orphan = await intake({ store: w.store, blobs: w.blobs, bus: refusing, claimLeaseMs: 600, onPublishError: () => {} }, { accountId: acc, source: 'json', columns: ['email'], emailIndex: 0, rows: rows(['a@v.test', 'b@x.test', 'c@c.test', 'a@v.test']) });
+  await new Promise((r) => setTimeout(r, 250));
+  t.strictSame(sent, [], 'while its claim runs, nobody takes the job over');
+  t.equal(await w.store.jobs.workPublished(orphan.id), false);
+  const done = await waitFor(w.store, orphan.id, (j) => j.status === 'completed');
+  t.strictSame(sent, [`${orphan.id}:1`, `${orphan.id}:1`, `${orphan.id}:1`], 'then the worker published its 3 unique emails (one message per domain), once');
+  t.strictSame([done.processed, done.unique_emails, done.credits_reserved, done.credits_charged + done.credits_refunded], [3, 3, 3, 3], 'and the job completed with exact credits');
+  t.equal(await w.store.jobs.workPublished(orphan.id), true);
+
+  // A slow front publishing for longer than the lease renews its claim: never taken over.
+  sent.length = 0;
+  const slow = { publish: async (topic: string, key: string, m: BusMessage) => { await new Promise((r) => setTimeout(r, 900)); return bus.publish(topic, key, m); }, subscribe: () => {}, close: async () => {} };
+  const slowJob = await intake({ store: w.store, blobs: w.blobs, bus: slow, claimLeaseMs: 300 }, { accountId: acc, source: 'json', columns: ['email'], emailIndex: 0, rows: rows(['d@v.test']) });
+  await waitFor(w.store, slowJob.id, (j) => j.status === 'completed');
+  t.strictSame(sent, [`${slowJob.id}:1`], 'a renewed claim holds: published by its intake only');
+
+  // Two sweeps racing for one job whose claim ran out: one gets it.
+  const third = await intake({ store: w.store, blobs: w.blobs, bus: refusing, claimLeaseMs: 1, onPublishError: () => {} }, { accountId: acc, source: 'json', columns: ['email'], emailIndex: 0, rows: rows(['e@x.test']) });
+  await worker.stop(); // no sweep of its own meanwhile
+  await new Promise((r) => setTimeout(r, 5));
+  const claims = await Promise.all([w.store.jobs.claimUnpublished(60_000, 20), w.store.jobs.claimUnpublished(60_000, 20)]);
+  t.strictSame(claims.map((c) => c.filter((j) => j.id === third.id).length).sort(), [0, 1], 'exactly one of two concurrent claims gets it');
+  t.equal((await w.store.jobs.cancel(acc, third.id)).ok, true); // leave nothing running for the next tests
+});
+
+t.test('a DNS timeout or SERVFAIL in a job is probed again later, like greylisting, within the same attempts', async (t) => {
+  const w = await world(t);
+  const acc = await w.store.accounts.create({ credits: 10 });
+  const { svc } = await w.service({ greylistDelayMs: 40, greylistAttempts: 3 });
+  const job = await svc.createJsonJob(acc, ['a@dt.test', 'b@sf.test']);
+  const done = await waitFor(w.store, job.id, (j) => j.status === 'completed');
+  const rows = await w.store.jobs.results(job.id, -1, 10);
+  t.strictSame(rows.map((r) => [r.email, r.verdict.result, r.verdict.reason_code, r.state]), [
+    ['a@dt.test', 'valid', 'accepted', 'done'],
+    ['b@sf.test', 'unknown', 'dns_servfail', 'done'],
+  ], 'the timeout was probed again and answered; SERVFAIL three times, then its unknown stands');
+  t.strictSame([w.verifier.tries.get('a@dt.test'), w.verifier.tries.get('b@sf.test')], [2, 3], 'probes: 2 and 3');
+  t.strictSame([done.credits_charged, done.credits_refunded], [1, 1]);
+});
+
+t.test('the orphan sweep deletes stored input whose intake died before creating its job, once it is old enough; nothing of a job', async (t) => {
+  const w = await world(t);
+  const acc = await w.store.accounts.create({ credits: 10 });
+  const { svc } = await w.service();
+  const job = await svc.createJsonJob(acc, ['a@v.test']);
+  await waitFor(w.store, job.id, (j) => j.status === 'completed');
+  // What a front killed between storing a job's input and creating the job leaves behind.
+  const dead = 'job_0000000000000000000000aa';
+  await w.blobs.put(`jobs/${dead}/rows.ndjson`, ['{"v":1}\n']);
+  await w.blobs.put(`jobs/${dead}/dups.bin`, [Buffer.from([0])]);
+  const mine = async () => (await w.blobs.list('jobs/')).map((e) => e.key).filter((k) => k.includes(dead) || k.includes(job.id)).sort();
+  t.equal(await svc.sweepOrphanBlobs(), 0, 'younger than an hour: kept (an intake may still be on its way to creating the job)');
+  t.strictSame(await mine(), [`jobs/${dead}/dups.bin`, `jobs/${dead}/rows.ndjson`, `jobs/${job.id}/dups.bin`, `jobs/${job.id}/results.csv`, `jobs/${job.id}/rows.ndjson`].sort());
+  t.equal(await svc.sweepOrphanBlobs(0), 2, 'old enough: the two blobs without a job go');
+  t.strictSame(await mine(), [`jobs/${job.id}/dups.bin`, `jobs/${job.id}/results.csv`, `jobs/${job.id}/rows.ndjson`].sort(), "the job's blobs stay");
+  t.equal(await svc.sweepOrphanBlobs(0), 0, 'again: nothing');
 });
 
 t.test('restart recovery: a job whose results are all stored but that was not finalized is finalized', async (t) => {
@@ -429,4 +516,39 @@ t.test('onFinal and onFinalTx run once per job', async (t) => {
   await new Promise((r) => setTimeout(r, 20));
   t.strictSame(finals, [`${job.id}:completed`]);
   t.strictSame(inTx, [`${job.id}:completed`]);
+});
+
+t.test('the worker probes at most maxInFlight addresses at once across its lanes, in arrival order', async (t) => {
+  let inFlight = 0;
+  let most = 0;
+  const probed: string[] = [];
+  const verifier: JobVerifier = {
+    async verify(emails) {
+      inFlight += emails.length;
+      most = Math.max(most, inFlight);
+      probed.push(...emails);
+      await new Promise((r) => setTimeout(r, 20));
+      inFlight -= emails.length;
+      return emails.map((e) => scripted(new Map())(e));
+    },
+  };
+  const bus = new InProcessBus({ retryDelayMs: 20 });
+  t.teardown(() => bus.close());
+  const results: string[] = [];
+  bus.subscribe(RESULTS_TOPIC, async (m) => void results.push(...(m.results as Array<{ email: string }>).map((r) => r.email)), { partitions: 1 });
+  const store = { jobs: { claimForWork: async () => true } } as unknown as ConstructorParameters<typeof JobWorker>[0]['store'];
+  const worker = new JobWorker({ store, verifier, bus, greylistDelayMs: 10, greylistAttempts: 1, maxInFlight: 5 });
+  worker.start(16);
+  const sent: string[] = [];
+  for (let i = 0; i < 8; i++) {
+    const items = [0, 1, 2].map((k) => [i * 3 + k, `u${i * 3 + k}@v.test`, 0] as [number, string, number]);
+    sent.push(...items.map((x) => x[1]));
+    await bus.publish(WORK_TOPIC, `d${i}`, { v: 1, job_id: 'job_x', items } as unknown as BusMessage);
+  }
+  const end = Date.now() + 5000;
+  while (results.length < sent.length && Date.now() < end) await new Promise((r) => setTimeout(r, 10));
+  t.strictSame(results.sort(), [...sent].sort(), 'every address probed and its result published');
+  t.equal(most, 3, '8 messages of 3 on 16 lanes with room for 5: one message at a time');
+  t.strictSame(probed, sent, 'in the order they came');
+  t.throws(() => new JobWorker({ store, verifier, bus, greylistDelayMs: 10, greylistAttempts: 1, maxInFlight: 0 }), RangeError);
 });

@@ -219,6 +219,7 @@ export const CONFIG_TABLE = {
   clickhouseDatabase: text('SVC_CLICKHOUSE_DATABASE', () => 'svc', lit('svc'), 'ClickHouse database of the analytics tables (created if missing; with CLICKHOUSE_URL)', (v) => (/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(v) ? undefined : `must be letters, digits or '_' (not starting with a digit, at most 63), got ${shown(v)}`), 'identifier'),
   dnsServers: list('SVC_DNS_SERVERS', dnsServer, '`ip` or `ip:port` (IPv6: `[addr]:port`)', 'DNS resolvers to ask, by address (Node\'s resolver takes no names)', 'the system\'s resolvers', []),
   dnsTimeoutMs: int('SVC_DNS_TIMEOUT_MS', 5000, 50, 60_000, 'DNS query timeout', ' ms'),
+  dnsConcurrency: int('SVC_DNS_CONCURRENCY', 64, 1, 10_000, 'DNS queries on the wire at once per process; the rest wait their turn (a list over many domains must not flood the resolver)'),
   smtpPort: int('SVC_SMTP_PORT', 25, 1, 65535, 'port of every MX'),
   heloName: text('SVC_HELO_NAME', defaultHelo, 'this host\'s name', 'name sent in EHLO/HELO', (v) => (HOST_NAME.test(v) ? undefined : `must be a host name, got ${shown(v)}`), 'host name'),
   mailFrom: text(
@@ -261,6 +262,7 @@ export const CONFIG_TABLE = {
   resultCacheTtlMs: int('SVC_RESULT_CACHE_TTL_MS', V.resultCacheTtlMs, 0, 30 * 86_400_000, `how long a definite verdict is reused (${V.resultCacheTtlMs / 3_600_000} h; \`unknown\` never)`, ' ms'),
   // Capped well below the 10-minute stale-reservation sweep and idempotency takeover.
   validationTimeoutMs: int('SVC_VALIDATION_TIMEOUT_MS', V.deadlineMs ?? 30_000, 100, 120_000, 'the most one address may take end to end (then `unknown`)', ' ms'),
+  claimLeaseMs: int('SVC_CLAIM_LEASE_MS', 15_000, 1_000, 600_000, 'how long a claim outlives the process holding it (an `Idempotency-Key` in progress, a CSV intake, a job\'s work being published): renewed every third of it while held; after it, another process takes over (a retry, a worker)', ' ms'),
   role: oneOf('SVC_ROLE', ['all', 'front', 'worker'] as const, 'all', 'what this process runs: `all` (API and job workers), `front` (API and job intake only), `worker` (job workers; the API still answers)'),
   logLevel: oneOf('SVC_LOG_LEVEL', LOG_LEVELS, 'info', 'log level; logs are JSON lines on stdout'),
   trustProxy: bool('SVC_TRUST_PROXY', false, 'take the client IP from `X-Forwarded-For` (behind a proxy)'),

@@ -78,7 +78,8 @@ export class Readiness {
     const d = this.deps;
     const checks: Record<string, CheckState> = {};
     const errors: string[] = [];
-    const guard = async (name: string, fn: () => Promise<string | undefined>) => {
+    // `gating` false: the check is reported but does not make the service not ready.
+    const guard = async (name: string, fn: () => Promise<string | undefined>, gating = true) => {
       let problem: string | undefined;
       try {
         problem = await fn();
@@ -86,14 +87,16 @@ export class Readiness {
         problem = `${name}: ${(err as Error).message}`;
       }
       checks[name] = problem ? 'failed' : 'ok';
-      if (problem) errors.push(problem);
+      if (problem && gating) errors.push(problem);
     };
     let mxHost: string | undefined;
     await guard('redis', async () => ((await d.cachePing()) ? undefined : 'redis: cache did not answer'));
     if (d.databasePing) await guard('database', async () => ((await d.databasePing!()) ? undefined : 'database: did not answer'));
     // A client that retries on its own (kafkajs) would hold the check past the interval: bounded here.
     if (d.kafkaPing) await guard('kafka', async () => ((await within(d.kafkaPing!(), d.timeoutMs)) ? undefined : 'kafka: the brokers did not answer'));
-    if (d.clickhousePing) await guard('clickhouse', async () => ((await within(d.clickhousePing!(), d.timeoutMs)) ? undefined : 'clickhouse: SELECT 1 did not answer 1'));
+    // Analytics only: while ClickHouse is down, validation and jobs go on and decisions wait in
+    // the buffer, so a load balancer keyed on /ready must not take the front out (reported only).
+    if (d.clickhousePing) await guard('clickhouse', async () => ((await within(d.clickhousePing!(), d.timeoutMs)) ? undefined : 'clickhouse: SELECT 1 did not answer 1'), false);
     await guard('dns', async () => {
       const mx = await d.dns.resolveMail(d.readyDomain);
       if (mx.kind !== 'mx' && mx.kind !== 'implicit') return `dns: MX lookup of ${d.readyDomain} failed (${mx.kind})`;

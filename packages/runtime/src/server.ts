@@ -81,10 +81,11 @@ export async function startService(config: Config, opts: StartOptions = {}): Pro
   try {
     // Sync validations never outlive their process: any still open were cut off by a crash, and so
     // were idempotency claims still in progress (their charge never committed). Embedded, this
-    // process is the only one: all of them; with DATABASE_URL others may be mid-request: 10 min.
+    // process is the only one: all of them; with DATABASE_URL others may be mid-request: open
+    // reservations older than 10 min, and claims their holders stopped renewing a lease ago.
     const orphanedMs = config.databaseUrl ? 10 * 60_000 : 0;
     await store.ledger.releaseStale('sync', orphanedMs);
-    await store.idempotency.releaseInProgress(orphanedMs);
+    await store.idempotency.releaseInProgress(config.databaseUrl ? config.claimLeaseMs : 0);
     boot = await bootstrap(store, config);
     if (boot.kind === 'created' && boot.generatedKey) opts.onGeneratedKey?.(boot.generatedKey);
     app = await buildApp(services, config, opts.logStream ? { logStream: opts.logStream } : {});

@@ -93,7 +93,8 @@ async function openConfiguredStore(config: Config): Promise<Store> {
 
 export async function createServices(config: Config, opts: { store?: Store } = {}): Promise<Services> {
   const store = opts.store ?? (await openConfiguredStore(config));
-  const dns = nodeDns({ servers: config.dnsServers, timeoutMs: config.dnsTimeoutMs, tries: 2 });
+  store.idempotency.leaseMs = config.claimLeaseMs;
+  const dns = nodeDns({ servers: config.dnsServers, timeoutMs: config.dnsTimeoutMs, tries: 2, maxInFlight: config.dnsConcurrency });
   // Cache and rate limits: in-process (embedded), or Redis when REDIS_URL is set (cluster).
   let cache: CachePort;
   let rateLimiter: RateLimiterPort;
@@ -221,6 +222,7 @@ export async function createServices(config: Config, opts: { store?: Store } = {
     secret,
     greylistDelayMs: config.jobGreylistDelayMs,
     greylistAttempts: config.jobGreylistAttempts,
+    claimLeaseMs: config.claimLeaseMs,
     allowPrivateWebhooks: config.webhookAllowPrivate,
     // Embedded, this process is the only one working on the store's jobs.
     ownsAllWork: !config.databaseUrl,
@@ -240,7 +242,7 @@ export async function createServices(config: Config, opts: { store?: Store } = {
     analytics,
   });
   const webhooks = new WebhookDispatcher({ store, secret, allowPrivate: config.webhookAllowPrivate, logger: log });
-  const csvJobs = new CsvJobs({ jobs, store, blobs, publicUrl: config.publicUrl, secret, maxBytes: config.csvMaxBytes, ...(csvPool ? { parser: csvPool } : {}) });
+  const csvJobs = new CsvJobs({ jobs, store, blobs, publicUrl: config.publicUrl, secret, maxBytes: config.csvMaxBytes, claimLeaseMs: config.claimLeaseMs, ...(csvPool ? { parser: csvPool } : {}) });
   return { config, store, verifier, rateLimiter, readiness, closeCache, blobs, bus, jobs, csvJobs, webhooks, closeCsvPool: async () => void (await csvPool?.close()), secret, analytics, setJobsLogger: (l) => (jobsLog = l) };
 }
 

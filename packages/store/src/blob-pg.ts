@@ -14,7 +14,7 @@
 
 import { Readable } from 'node:stream';
 import type { Db } from './db.ts';
-import { BlobTooLargeError, checkBlobKey, type BlobPutOptions, type BlobStore } from './blob.ts';
+import { BlobTooLargeError, checkBlobKey, checkBlobPrefix, type BlobEntry, type BlobPutOptions, type BlobStore } from './blob.ts';
 import { newId } from './ids.ts';
 
 /** pg_advisory_xact_lock(class, hashtext(key)): serialises the publishes of one key. */
@@ -159,6 +159,15 @@ export class PgBlobStore implements BlobStore {
   async delete(key: string): Promise<void> {
     checkBlobKey(key);
     await this.db.query(`DELETE FROM blob_objects WHERE key = $1 AND state = 'live'`, [key]);
+  }
+
+  async list(prefix: string): Promise<BlobEntry[]> {
+    checkBlobPrefix(prefix);
+    const rows = await this.db.query<{ key: string; created_at: Date | string }>(
+      `SELECT key, created_at FROM blob_objects WHERE state = 'live' AND left(key, length($1)) = $1 ORDER BY key COLLATE "C"`,
+      [prefix],
+    );
+    return rows.map((r) => ({ key: r.key, storedAt: new Date(r.created_at) }));
   }
 
   /**

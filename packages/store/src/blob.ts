@@ -26,6 +26,25 @@ export interface BlobStore {
   exists(key: string): Promise<boolean>;
   /** Deletes the blob (nothing happens when there is none). */
   delete(key: string): Promise<void>;
+  /**
+   * Every blob whose key starts with `prefix` (whole segments: `jobs/` or `jobs/<id>/`), with when
+   * it was stored, in key order. Blobs being written are not listed.
+   */
+  list(prefix: string): Promise<BlobEntry[]>;
+}
+
+/** A stored blob, as list() gives it. */
+export interface BlobEntry {
+  key: string;
+  /** When it was stored (its last put). */
+  storedAt: Date;
+}
+
+/** A list() prefix: empty, or key segments each followed by `/`. */
+export function checkBlobPrefix(prefix: string): void {
+  if (prefix === '') return;
+  if (!prefix.endsWith('/')) throw new RangeError(`bad blob prefix ${JSON.stringify(prefix)}: it ends with '/'`);
+  checkBlobKey(prefix.slice(0, -1));
 }
 
 /** A body longer than `maxBytes`: nothing was stored (the API answers 413 payload_too_large). */
@@ -130,6 +149,30 @@ export class DirBlobStore implements BlobStore {
     // A directory the deleted blob leaves empty goes too (one level: `jobs/<id>/`).
     const dir = path.dirname(file);
     if (dir !== this.root) await rmdir(dir).catch(() => {});
+  }
+
+  async list(prefix: string): Promise<BlobEntry[]> {
+    checkBlobPrefix(prefix);
+    const out: BlobEntry[] = [];
+    const walk = async (dir: string, keyPrefix: string): Promise<void> => {
+      let names: string[];
+      try {
+        names = await readdir(dir);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT' || (err as NodeJS.ErrnoException).code === 'ENOTDIR') return;
+        throw err;
+      }
+      for (const name of names) {
+        if (name.includes('.partial-')) continue; // a put in progress (or a crash's leftover)
+        const full = path.join(dir, name);
+        const st = await stat(full).catch(() => undefined);
+        if (!st) continue;
+        if (st.isDirectory()) await walk(full, `${keyPrefix}${name}/`);
+        else if (st.isFile()) out.push({ key: `${keyPrefix}${name}`, storedAt: st.mtime });
+      }
+    };
+    await walk(prefix === '' ? this.root : path.join(this.root, ...prefix.slice(0, -1).split('/')), prefix);
+    return out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   }
 
   /** Removes temporary files a crash left behind (call at start-up, before any put). Returns how many. */

@@ -28,7 +28,7 @@ export {
   type InFinalTx,
 } from './jobs.ts';
 export { SettingsRepo } from './settings.ts';
-export { DirBlobStore, BlobTooLargeError, checkBlobKey, type BlobStore, type BlobPutOptions } from './blob.ts';
+export { DirBlobStore, BlobTooLargeError, checkBlobKey, checkBlobPrefix, type BlobStore, type BlobPutOptions, type BlobEntry } from './blob.ts';
 export { reserveIn, settleIn } from './ledger.ts';
 export { MemoryCache } from './memory-cache.ts';
 export { MemoryRateLimiter, type RateLimiterPort, type RateDecision } from './rate-limit.ts';
@@ -50,3 +50,4 @@ export {
 export { ClickHouseAnalytics, openClickHouseAnalytics, chString, chUInt, chIdent, DEFAULT_CLICKHOUSE_URL, DEFAULT_CLICKHOUSE_DATABASE, type ClickHouseAnalyticsOptions } from './clickhouse-analytics.ts';
 export { RedisMxThrottle, type MxThrottlePort, type RedisMxThrottleOptions, type RedisMxThrottleStats } from './redis-mx-throttle.ts';
 export { PgBlobStore, BlobGoneError, BlobUploadLostError, type PgBlobStoreOptions } from './blob-pg.ts';
+export { DEFAULT_CLAIM_LEASE_MS, keepRenewing } from './lease.ts';

@@ -10,6 +10,7 @@
 import type { JobState, ValidationResultBody } from '@svc/contracts';
 import type { Db, Queryable } from './db.ts';
 import { completeIn, type IdempotentCompletion } from './idempotency.ts';
+import { DEFAULT_CLAIM_LEASE_MS } from './lease.ts';
 import { reserveIn, settleIn } from './ledger.ts';
 
 export type JobSource = 'json' | 'csv';
@@ -58,10 +59,13 @@ export interface NewJob {
   totalRows: number;
   uniqueEmails: number;
   inputKey: string;
+  /** The creator's claim on publishing the job's work (default 15 s; renewPublish extends it). */
+  publishLeaseMs?: number;
 }
 
 /** The work a job is queued with (its counts and input), for a job that was awaiting its upload. */
-export type QueuedInput = Pick<NewJob, 'totalRows' | 'uniqueEmails' | 'inputKey'> & { emailColumn?: string | null };
+export type QueuedInput = Pick<NewJob, 'totalRows' | 'uniqueEmails' | 'inputKey' | 'publishLeaseMs'> & { emailColumn?: string | null };
+
 
 export type CreateJobResult = { ok: true; job: JobRecord } | { ok: false; available: number };
 export type QueueJobResult = CreateJobResult | { ok: false; reason: 'not_found' | 'invalid_state'; job?: JobRecord };
@@ -154,9 +158,9 @@ export class JobsRepo {
       const hold = await reserveIn(tx, job.accountId, job.uniqueEmails, 'job');
       if (!hold.ok) return hold;
       const rows = await tx.query(
-        `INSERT INTO jobs (id, account_id, status, source, filename, webhook_url, email_column, total_rows, unique_emails, reservation_id, credits_reserved, input_key)
-         VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $8, $10) RETURNING ${COLUMNS}`,
-        [job.id, job.accountId, job.source, job.filename ?? null, job.webhookUrl ?? null, job.emailColumn ?? null, job.totalRows, job.uniqueEmails, hold.reservationId, job.inputKey],
+        `INSERT INTO jobs (id, account_id, status, source, filename, webhook_url, email_column, total_rows, unique_emails, reservation_id, credits_reserved, input_key, publish_claimed_until)
+         VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $8, $10, now() + make_interval(secs => $11::double precision / 1000)) RETURNING ${COLUMNS}`,
+        [job.id, job.accountId, job.source, job.filename ?? null, job.webhookUrl ?? null, job.emailColumn ?? null, job.totalRows, job.uniqueEmails, hold.reservationId, job.inputKey, job.publishLeaseMs ?? DEFAULT_CLAIM_LEASE_MS],
       );
       const created = toJob(rows[0]!);
       if (completes) await completeIn(tx, completes(created));
@@ -216,9 +220,10 @@ export class JobsRepo {
       const hold = await reserveIn(tx, accountId, input.uniqueEmails, 'job');
       if (!hold.ok) return hold;
       const rows = await tx.query(
-        `UPDATE jobs SET status = 'queued', total_rows = $2, unique_emails = $3, credits_reserved = $3, reservation_id = $4, input_key = $5, email_column = COALESCE($6, email_column)
+        `UPDATE jobs SET status = 'queued', total_rows = $2, unique_emails = $3, credits_reserved = $3, reservation_id = $4, input_key = $5, email_column = COALESCE($6, email_column),
+                publish_claimed_until = now() + make_interval(secs => $7::double precision / 1000)
           WHERE id = $1 RETURNING ${COLUMNS}`,
-        [id, input.totalRows, input.uniqueEmails, hold.reservationId, input.inputKey, input.emailColumn ?? null],
+        [id, input.totalRows, input.uniqueEmails, hold.reservationId, input.inputKey, input.emailColumn ?? null, input.publishLeaseMs ?? DEFAULT_CLAIM_LEASE_MS],
       );
       const job = toJob(rows[0]!);
       if (completes) await completeIn(tx, completes(job));
@@ -449,10 +454,35 @@ export class JobsRepo {
     await this.db.query('UPDATE jobs SET results_key = $2 WHERE id = $1', [jobId, key]);
   }
 
-  /** Jobs still running (queued or processing), oldest first: what a restart resumes. */
-  /** Notes that the job's work is on the bus (its intake, or a resume, published all of it). */
+  /** Notes that the job's work is on the bus (its intake, or a resume, published all of it); its publish claim ends. */
   async markWorkPublished(id: string): Promise<void> {
-    await this.db.query(`UPDATE jobs SET work_published_at = now() WHERE id = $1`, [id]);
+    await this.db.query(`UPDATE jobs SET work_published_at = now(), publish_claimed_until = NULL WHERE id = $1`, [id]);
+  }
+
+  /** Extends the claim on publishing a job's work by `leaseMs` from now (false: already published, or no such job). */
+  async renewPublish(id: string, leaseMs: number): Promise<boolean> {
+    const rows = await this.db.query(
+      `UPDATE jobs SET publish_claimed_until = now() + make_interval(secs => $2::double precision / 1000) WHERE id = $1 AND work_published_at IS NULL RETURNING id`,
+      [id, leaseMs],
+    );
+    return rows.length === 1;
+  }
+
+  /**
+   * Claims, for `leaseMs`, up to `limit` running jobs whose work is not on the bus and whose
+   * publish claim ran out (the process publishing it died or failed): the caller publishes what is
+   * missing and marks the work published. Across processes: one job goes to one caller a lease.
+   */
+  async claimUnpublished(leaseMs: number, limit: number): Promise<JobRecord[]> {
+    const rows = await this.db.query(
+      `UPDATE jobs SET publish_claimed_until = now() + make_interval(secs => $1::double precision / 1000)
+        WHERE id IN (SELECT id FROM jobs WHERE status IN ${ACTIVE} AND work_published_at IS NULL AND (publish_claimed_until IS NULL OR publish_claimed_until <= now())
+                      ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+          AND work_published_at IS NULL
+        RETURNING ${COLUMNS}`,
+      [leaseMs, limit],
+    );
+    return rows.map(toJob).sort((a, b) => a.created_at.getTime() - b.created_at.getTime());
   }
 
   /** Whether the job's work was published (markWorkPublished). */
@@ -461,6 +491,7 @@ export class JobsRepo {
     return r[0]?.p === true;
   }
 
+  /** Jobs still running (queued or processing), oldest first: what a restart resumes. */
   async listUnfinished(): Promise<JobRecord[]> {
     return (await this.db.query(`SELECT ${COLUMNS} FROM jobs WHERE status IN ${ACTIVE} ORDER BY created_at`)).map(toJob);
   }

@@ -40,15 +40,25 @@
 // leases (counted in `stats.leasesLost`); its sessions still run, so the limit can be exceeded
 // until they end. While Redis is unreachable acquire keeps waiting (the limit holds; nothing is
 // probed) and retries every pollMs; the errors go to `onError` and `stats.errors`. acquire
-// rejects only after close().
+// rejects only after close() or once its signal is aborted (then it never waits: one try, and
+// its place in the queue is withdrawn).
+//
+// Closing: close() gives back every permit held, withdraws and rejects every waiter, and waits
+// for every script still out (a first try, a give-back, a waiter's try) so nothing this instance
+// took is left in Redis for the lease to expire; each of those is bounded by ioredis'
+// commandTimeout.
 
 import { createHash, randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 
 /** The engine's MxThrottle port (packages/engine/src/throttle.ts), declared again: store may not import engine. */
 export interface MxThrottlePort {
-  /** Waits for a session permit for `host`; the returned function gives it back (idempotent). */
-  acquire(host: string): Promise<() => void>;
+  /**
+   * Waits for a session permit for `host`; the returned function gives it back (idempotent).
+   * Once `signal` is aborted the call never waits: it takes a permit that is free at once, or
+   * rejects; a wait in progress is withdrawn and rejects.
+   */
+  acquire(host: string, signal?: AbortSignal): Promise<() => void>;
 }
 
 export interface RedisMxThrottleOptions {
@@ -169,7 +179,12 @@ interface Waiter {
   token: string;
   resolve: (release: () => void) => void;
   reject: (err: Error) => void;
+  /** Stops listening to the caller's signal. */
+  detach: () => void;
 }
+
+const closedError = () => new Error('RedisMxThrottle is closed');
+const cancelled = (host: string, signal?: AbortSignal) => new Error(`no session permit free for ${host}, and the wait was cancelled${signal?.reason instanceof Error ? `: ${signal.reason.message}` : ''}`);
 
 interface HostState {
   keys: [string, string, string, string];
@@ -201,6 +216,8 @@ export class RedisMxThrottle implements MxThrottlePort {
   #closed = false;
   #tokenBase = `${process.pid.toString(36)}.${randomBytes(6).toString('hex')}.`;
   #seq = 0;
+  /** Scripts still out that close() waits for: first tries, give-backs, waiters' tries. */
+  #inflight = new Set<Promise<unknown>>();
 
   constructor(opts: RedisMxThrottleOptions) {
     if (!Number.isInteger(opts.max) || opts.max < 1) throw new RangeError('max must be a positive integer');
@@ -226,29 +243,45 @@ export class RedisMxThrottle implements MxThrottlePort {
     return this.leaseMs * 4;
   }
 
-  async acquire(host: string): Promise<() => void> {
-    if (this.#closed) throw new Error('RedisMxThrottle is closed');
+  async acquire(host: string, signal?: AbortSignal): Promise<() => void> {
+    if (this.#closed) throw closedError();
     const name = host.toLowerCase(); // MX names are case-insensitive; one limit per name
     const h = this.#host(name);
     const token = this.#tokenBase + (this.#seq++).toString(36);
     this.#startHeartbeat();
-    let r: [number, number?] | undefined;
     h.pending++; // keeps the host's state (and its heartbeat) while the first try is out
-    try {
-      r = await this.#try(h, token);
-    } catch (err) {
-      this.#error(err);
-    } finally {
-      h.pending--;
-    }
-    if (this.#closed) {
-      if (r?.[0] === 1) await this.#giveBack(h, token);
-      throw new Error('RedisMxThrottle is closed');
-    }
+    // The first try, and its withdrawal when the caller may not wait or close() came meanwhile
+    // (close() does not know this token yet: a permit, or a place in the queue, is given back
+    // here, and close() waits for it).
+    const first = this.#track(
+      (async (): Promise<[number, number?] | 'closed' | 'cancelled' | undefined> => {
+        let r: [number, number?] | undefined;
+        try {
+          r = await this.#try(h, token);
+        } catch (err) {
+          this.#error(err);
+        } finally {
+          h.pending--;
+        }
+        if (this.#closed || (r?.[0] !== 1 && signal?.aborted)) {
+          await this.#giveBack(h, token);
+          if (h.waiters.length === 0) this.#forget(name, h);
+          return this.#closed ? 'closed' : 'cancelled';
+        }
+        return r;
+      })(),
+    );
+    const r = await first;
+    if (r === 'closed') throw closedError();
+    if (r === 'cancelled') throw cancelled(name, signal);
     if (r?.[0] === 1) return this.#granted(name, h, token);
     this.stats.waited++;
     return new Promise<() => void>((resolve, reject) => {
-      h.waiters.push({ token, resolve, reject });
+      const onAbort = () => this.#withdraw(name, h, w, cancelled(name, signal));
+      const w: Waiter = { token, resolve, reject, detach: () => signal?.removeEventListener('abort', onAbort) };
+      h.waiters.push(w);
+      if (signal?.aborted) return onAbort();
+      signal?.addEventListener('abort', onAbort, { once: true });
       this.#subscribe(name, h);
       this.#schedule(name, h, r?.[1]);
     });
@@ -259,19 +292,22 @@ export class RedisMxThrottle implements MxThrottlePort {
     return (await this.#eval(S.active, [this.#host(host.toLowerCase()).keys[0]], [])) as number;
   }
 
-  /** Gives back every held permit, withdraws and rejects every waiter, stops timers and the subscriber. */
+  /**
+   * Gives back every held permit, withdraws and rejects every waiter, waits for every script still
+   * out (so nothing this instance took stays in Redis until its lease expires), stops timers and
+   * the subscriber. Bounded: each script by ioredis' commandTimeout.
+   */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
     if (this.#heartbeat) clearInterval(this.#heartbeat);
     this.#heartbeat = undefined;
-    const work: Promise<unknown>[] = [];
-    for (const [name, h] of this.#hosts) {
-      work.push(...[...h.held].map((token) => this.#giveBack(h, token)));
+    for (const h of this.#hosts.values()) {
+      for (const token of h.held) this.#track(this.#giveBack(h, token));
       h.held.clear();
-      this.#cancel(h, work);
+      this.#cancel(h);
     }
-    await Promise.allSettled(work);
+    while (this.#inflight.size > 0) await Promise.allSettled([...this.#inflight]);
     this.#hosts.clear();
     this.#byChannel.clear();
     const sub = this.#sub;
@@ -302,9 +338,29 @@ export class RedisMxThrottle implements MxThrottlePort {
       if (released) return;
       released = true;
       if (!h.held.delete(token)) return; // given back by close(), or its lease was lost
-      void this.#giveBack(h, token).then(() => this.#kick(name, h));
+      void this.#track(this.#giveBack(h, token)).then(() => this.#kick(name, h));
       this.#forget(name, h);
     };
+  }
+
+  /** Keeps `p` in the set close() waits for until it settles. */
+  #track<T>(p: Promise<T>): Promise<T> {
+    this.#inflight.add(p);
+    const out = (): void => void this.#inflight.delete(p);
+    p.then(out, out);
+    return p;
+  }
+
+  /** Takes a waiter out (its signal was aborted): withdrawn from the queue in Redis, rejected. */
+  #withdraw(name: string, h: HostState, w: Waiter, err: Error): void {
+    const i = h.waiters.indexOf(w);
+    if (i < 0) return; // granted or cancelled already
+    h.waiters.splice(i, 1);
+    w.detach();
+    // Sent after any try of this token already out, so a permit such a try is granted goes too.
+    this.#track(this.#giveBack(h, w.token));
+    w.reject(err);
+    if (h.waiters.length === 0) this.#forget(name, h);
   }
 
   async #giveBack(h: HostState, token: string): Promise<void> {
@@ -323,35 +379,47 @@ export class RedisMxThrottle implements MxThrottlePort {
       return;
     }
     h.trying = true;
-    void (async () => {
-      let wait: number | undefined;
-      try {
-        do {
-          h.again = false;
-          wait = undefined;
-          for (let i = 0; i < h.waiters.length && !this.#closed; ) {
-            const w = h.waiters[i]!;
-            const [ok, ms] = await this.#try(h, w.token);
-            if (this.#closed) break;
-            if (ok === 1) {
-              h.waiters.splice(h.waiters.indexOf(w), 1);
-              w.resolve(this.#granted(name, h, w.token));
-              continue;
+    void this.#track(
+      (async () => {
+        let wait: number | undefined;
+        try {
+          do {
+            h.again = false;
+            wait = undefined;
+            // In arrival order; a waiter withdrawn meanwhile (close, its signal) is skipped.
+            for (const w of [...h.waiters]) {
+              if (this.#closed) break;
+              if (!h.waiters.includes(w)) continue;
+              const [ok, ms] = await this.#try(h, w.token);
+              if (ok === 1) {
+                const at = h.waiters.indexOf(w);
+                if (this.#closed || at < 0) {
+                  // Withdrawn while this try was out: its give-back went after the try and freed
+                  // the permit, unless the try had to load the script first; once more, to be sure.
+                  await this.#giveBack(h, w.token);
+                  continue;
+                }
+                h.waiters.splice(at, 1);
+                w.detach();
+                w.resolve(this.#granted(name, h, w.token));
+                continue;
+              }
+              if (this.#closed) break;
+              wait = wait === undefined ? ms : Math.min(wait, ms ?? wait);
+              if (ok === 0) break; // nothing free: the others need not ask
+              // free permits, but waiters ahead: one of ours further back may be among them
             }
-            wait = wait === undefined ? ms : Math.min(wait, ms ?? wait);
-            if (ok === 0) break; // nothing free: the others need not ask
-            i++; // free permits, but waiters ahead: one of ours further back may be among them
-          }
-        } while (h.again && !this.#closed);
-      } catch (err) {
-        this.#error(err);
-      } finally {
-        h.trying = false;
-      }
-      if (this.#closed) return;
-      if (h.waiters.length === 0) this.#forget(name, h);
-      else this.#schedule(name, h, wait);
-    })();
+          } while (h.again && !this.#closed);
+        } catch (err) {
+          this.#error(err);
+        } finally {
+          h.trying = false;
+        }
+        if (this.#closed) return;
+        if (h.waiters.length === 0) this.#forget(name, h);
+        else this.#schedule(name, h, wait);
+      })(),
+    );
   }
 
   /** The next try without a message: after pollMs, or just after the earliest expiry Redis named. */
@@ -396,6 +464,9 @@ export class RedisMxThrottle implements MxThrottlePort {
       return;
     }
     this.#unsubscribe(h);
+    // Only if it is still the host's state: a late answer about a state already dropped must not
+    // drop its successor (which would then be neither renewed nor woken by messages).
+    if (this.#hosts.get(name) !== h) return;
     this.#hosts.delete(name);
     this.#byChannel.delete(h.channel);
     if (this.#hosts.size === 0 && this.#heartbeat) {
@@ -413,11 +484,12 @@ export class RedisMxThrottle implements MxThrottlePort {
   }
 
   /** Withdraws and rejects the waiters of a host (close). */
-  #cancel(h: HostState, work: Promise<unknown>[]): void {
+  #cancel(h: HostState): void {
     const waiters = h.waiters.splice(0);
     for (const w of waiters) {
-      work.push(this.#giveBack(h, w.token));
-      w.reject(new Error('RedisMxThrottle is closed'));
+      w.detach();
+      this.#track(this.#giveBack(h, w.token));
+      w.reject(closedError());
     }
     this.#unsubscribe(h);
   }

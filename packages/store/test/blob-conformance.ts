@@ -160,6 +160,39 @@ export function blobConformance(t: Tap, adapter: BlobAdapter): void {
     t.equal((await readAll(await b.get('jobs/j/a.csv')))?.toString(), 'again', 'the key can be used again');
   });
 
+  t.test('list: the stored blobs under a prefix, in key order, with when they were stored', async (t) => {
+    const b = await adapter.fresh(t);
+    t.strictSame(await b.list('jobs/'), [], 'nothing yet');
+    const before = Date.now() - 1000;
+    await b.put('jobs/j2/rows.ndjson', ['r']);
+    await b.put('jobs/j1/upload.csv', [randomBytes(C + 1)]);
+    await b.put('jobs/j1/dups.bin', ['d']);
+    await b.put('other/x.bin', ['x']);
+    await b.put('jobsx/y.bin', ['y']);
+    const listed = await b.list('jobs/');
+    t.strictSame(listed.map((e) => e.key), ['jobs/j1/dups.bin', 'jobs/j1/upload.csv', 'jobs/j2/rows.ndjson'], 'only keys under jobs/ (not jobsx/), sorted');
+    t.ok(listed.every((e) => e.storedAt instanceof Date && e.storedAt.getTime() >= before && e.storedAt.getTime() <= Date.now() + 1000), 'each with when it was stored');
+    t.strictSame((await b.list('jobs/j1/')).map((e) => e.key), ['jobs/j1/dups.bin', 'jobs/j1/upload.csv'], 'a deeper prefix');
+    t.strictSame((await b.list('')).map((e) => e.key), ['jobs/j1/dups.bin', 'jobs/j1/upload.csv', 'jobs/j2/rows.ndjson', 'jobsx/y.bin', 'other/x.bin'], 'everything');
+    t.strictSame(await b.list('none/'), [], 'an unknown prefix: nothing');
+    await b.delete('jobs/j1/dups.bin');
+    t.strictSame((await b.list('jobs/')).map((e) => e.key), ['jobs/j1/upload.csv', 'jobs/j2/rows.ndjson'], 'a deleted blob is gone from the list');
+    for (const bad of ['jobs', '/jobs/', '../', 'jobs//', 'a b/']) await t.rejects(b.list(bad), RangeError, `bad prefix ${JSON.stringify(bad)}`);
+    // A put in progress is not listed.
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const slow = b.put('jobs/j3/rows.ndjson', (async function* () {
+      yield Buffer.from('first');
+      await gate;
+      yield Buffer.from('last');
+    })());
+    await new Promise((r) => setTimeout(r, 50));
+    t.notOk((await b.list('jobs/')).some((e) => e.key.startsWith('jobs/j3/')), 'a blob being written is not listed');
+    release();
+    await slow;
+    t.ok((await b.list('jobs/')).some((e) => e.key === 'jobs/j3/rows.ndjson'), 'once stored, it is');
+  });
+
   t.test('concurrent puts to one key end with one whole blob, never a mix', async (t) => {
     const b = await adapter.fresh(t);
     for (let round = 0; round < 3; round++) {

@@ -466,30 +466,39 @@ export function storeConformance(t: Tap, adapter: Adapter): void {
       const acc2 = await store.accounts.create();
       const R = 'POST /v1/validate';
       const H = 60_000;
-      const begin = (key: string, hash = 'h1', route = R, ttl = H, stale = H, account = acc) => store.idempotency.begin(account, key, route, hash, ttl, stale);
+      // The owner of each claim made here, by account and key: complete() and abandon() name it.
+      const owners = new Map<string, string>();
+      const begin = async (key: string, hash = 'h1', route = R, ttl = H, stale = H, account = acc) => {
+        const r = await store.idempotency.begin(account, key, route, hash, ttl, stale);
+        if (r.state !== 'new') return r;
+        owners.set(`${account}/${key}`, r.owner);
+        return { state: r.state };
+      };
+      const complete = (account: string, key: string, status: number, body: string) => store.idempotency.complete({ accountId: account, key, owner: owners.get(`${account}/${key}`)!, status, body });
+      const abandon = (account: string, key: string) => store.idempotency.abandon(account, key, owners.get(`${account}/${key}`)!);
 
       t.strictSame(await begin('k1'), { state: 'new' }, 'first claim');
       t.strictSame(await begin('k1'), { state: 'in_progress' }, 'same request while running');
       t.strictSame(await begin('k1', 'h2'), { state: 'conflict' }, 'different body');
       t.strictSame(await begin('k1', 'h1', 'POST /v1/jobs'), { state: 'conflict' }, 'different route');
       t.strictSame(await begin('k1', 'h1', R, H, H, acc2), { state: 'new' }, 'keys are scoped to the account');
-      await store.idempotency.complete(acc, 'k1', 201, '{"ok":true}');
+      await complete(acc, 'k1', 201, '{"ok":true}');
       t.strictSame(await begin('k1'), { state: 'replay', status: 201, body: '{"ok":true}' }, 'replay of the stored response');
       t.strictSame(await begin('k1'), { state: 'replay', status: 201, body: '{"ok":true}' }, 'replays again');
       t.strictSame(await begin('k1', 'h2'), { state: 'conflict' }, 'different body after completion');
       t.strictSame(await begin('k1', 'h1', R, H, 0), { state: 'replay', status: 201, body: '{"ok":true}' }, 'staleness only applies to in-progress claims');
-      await store.idempotency.abandon(acc, 'k1');
+      await abandon(acc, 'k1');
       t.strictSame(await begin('k1'), { state: 'replay', status: 201, body: '{"ok":true}' }, 'abandon does not delete a completed record');
       t.strictSame(await begin('k1', 'h1', R, H, H, acc2), { state: 'in_progress' }, "the other account's claim is its own");
 
       t.strictSame(await begin('k2'), { state: 'new' });
-      await store.idempotency.abandon(acc, 'k2');
+      await abandon(acc, 'k2');
       t.strictSame(await begin('k2', 'h9'), { state: 'new' }, 'abandon frees the key (any request may take it)');
-      await store.idempotency.complete(acc, 'k2', 200, '');
+      await complete(acc, 'k2', 200, '');
       t.strictSame(await begin('k2', 'h9'), { state: 'replay', status: 200, body: '' }, 'empty body replays as empty');
 
       t.strictSame(await begin('k3', 'h1', R, 1), { state: 'new' }, 'claim with a 1 ms ttl');
-      await store.idempotency.complete(acc, 'k3', 200, 'old');
+      await complete(acc, 'k3', 200, 'old');
       await sleep(20);
       t.strictSame(await begin('k3', 'h2'), { state: 'new' }, 'an expired record is replaced');
       t.strictSame(await begin('k3', 'h2'), { state: 'in_progress' }, 'by the new claim');
@@ -543,15 +552,22 @@ export function storeConformance(t: Tap, adapter: Adapter): void {
     const acc2 = await store.accounts.create();
     const R = 'POST /v1/validate';
     const H = 3_600_000;
-    const begin = (account: string, key: string, ttl = H, hash = 'h') => store.idempotency.begin(account, key, R, hash, ttl, H);
+    const owners = new Map<string, string>();
+    const begin = async (account: string, key: string, ttl = H, hash = 'h') => {
+      const r = await store.idempotency.begin(account, key, R, hash, ttl, H);
+      if (r.state !== 'new') return r;
+      owners.set(`${account}/${key}`, r.owner);
+      return { state: r.state };
+    };
+    const complete = (account: string, key: string, status: number, body: string) => store.idempotency.complete({ accountId: account, key, owner: owners.get(`${account}/${key}`)!, status, body });
     const records = async (): Promise<string[]> => (await db.query<{ key: string; status: string }>('SELECT key, status FROM idempotency_keys')).map((r) => `${r.key}:${r.status}`).sort();
 
     t.test('releaseInProgress deletes claims in progress older than the limit', async (t) => {
       for (const k of ['old-1', 'old-2', 'old-done', 'young']) t.strictSame(await begin(acc, k), { state: 'new' }, `claim ${k}`);
       t.strictSame(await begin(acc2, 'old-other'), { state: 'new' }, 'claim old-other (another account)');
-      await store.idempotency.complete(acc, 'old-done', 200, 'ok');
+      await complete(acc, 'old-done', 200, 'ok');
       // Made two hours ago by a process that died: move their clock back rather than wait.
-      await db.query("UPDATE idempotency_keys SET created_at = now() - interval '2 hours' WHERE key LIKE 'old-%'");
+      await db.query("UPDATE idempotency_keys SET heartbeat_at = now() - interval '2 hours' WHERE key LIKE 'old-%'");
       t.equal(await store.idempotency.releaseInProgress(3 * H), 0, 'none is three hours old');
       t.equal(await store.idempotency.releaseInProgress(H), 3, 'the three claims older than an hour, of every account');
       t.strictSame(await records(), ['old-done:done', 'young:in_progress'], 'a completed record and a young claim stay');
@@ -565,7 +581,7 @@ export function storeConformance(t: Tap, adapter: Adapter): void {
 
     t.test('sweepExpired deletes records past their time to live', async (t) => {
       t.strictSame(await begin(acc, 'exp-done', 1), { state: 'new' }, 'claim with a 1 ms ttl');
-      await store.idempotency.complete(acc, 'exp-done', 200, 'x');
+      await complete(acc, 'exp-done', 200, 'x');
       t.strictSame(await begin(acc, 'exp-claim', 1), { state: 'new' }, 'claim with a 1 ms ttl, never completed');
       t.strictSame(await begin(acc2, 'exp-other', 1), { state: 'new' }, 'another account, 1 ms ttl');
       t.strictSame(await begin(acc, 'live-claim'), { state: 'new' }, 'claim with a 1 h ttl');
@@ -648,8 +664,14 @@ export function storeConformance(t: Tap, adapter: Adapter): void {
 
     t.test('a debit with an idempotent completion commits with it', async (t) => {
       const acc = await store.accounts.create({ credits: 5 });
-      const claim = (key: string) => store.idempotency.begin(acc, key, R, 'h', H, H);
-      const completes = (key: string, body: string) => ({ accountId: acc, key, status: 200, body });
+      const owners = new Map<string, string>();
+      const claim = async (key: string) => {
+        const r = await store.idempotency.begin(acc, key, R, 'h', H, H);
+        if (r.state !== 'new') return r;
+        owners.set(key, r.owner);
+        return { state: r.state };
+      };
+      const completes = (key: string, body: string) => ({ accountId: acc, key, owner: owners.get(key)!, status: 200, body });
       const record = (key: string) => db.query('SELECT status, response_status, response_body FROM idempotency_keys WHERE account_id = $1 AND key = $2', [acc, key]);
 
       t.strictSame(await claim('paid'), { state: 'new' });
@@ -682,6 +704,34 @@ export function storeConformance(t: Tap, adapter: Adapter): void {
       const done = (await db.query<{ key: string }>("SELECT key FROM idempotency_keys WHERE account_id = $1 AND key LIKE 'race-%' AND status = 'done' ORDER BY key", [acc])).map((r) => r.key);
       t.strictSame(done, keys.filter((_, i) => out[i]!.ok), 'exactly the taken ones are done');
       await money(t, acc, 0, 0, 'spent to zero');
+    });
+
+    t.test('a claim in progress is a lease: renewed it holds; not renewed, the next request takes it over and the first can no longer complete it', async (t) => {
+      const acc = await store.accounts.create({ credits: 5 });
+      const LEASE = 60_000;
+      const begin = () => store.idempotency.begin(acc, 'lease', R, 'h', H, LEASE);
+      const age = () => db.query("UPDATE idempotency_keys SET heartbeat_at = now() - interval '2 minutes' WHERE account_id = $1 AND key = 'lease'", [acc]);
+      const first = await begin();
+      if (first.state !== 'new') throw new Error(`first claim: ${first.state}`);
+      t.strictSame(await begin(), { state: 'in_progress' }, 'held while renewed');
+      await age(); // its holder stopped renewing two minutes ago...
+      t.equal(await store.idempotency.renew(acc, 'lease', 'someone-else'), false, 'only the owner renews');
+      t.equal(await store.idempotency.renew(acc, 'lease', first.owner), true, '...and renews now');
+      t.strictSame(await begin(), { state: 'in_progress' }, 'a renewed claim holds');
+      await age();
+      const second = await begin();
+      if (second.state !== 'new') throw new Error(`second claim: ${second.state}`);
+      t.not(second.owner, first.owner, 'a claim not renewed for a lease is taken over, by a new owner');
+      t.equal(await store.idempotency.renew(acc, 'lease', first.owner), false, 'the first owner lost it');
+      await store.idempotency.abandon(acc, 'lease', first.owner);
+      t.strictSame(await begin(), { state: 'in_progress' }, "the loser's abandon leaves the new claim alone");
+      const completion = (owner: string, body: string) => ({ accountId: acc, key: 'lease', owner, status: 200, body });
+      await t.rejects(store.ledger.debit(acc, 2, 'idem lease', completion(first.owner, 'first')), { code: 'idempotency_request_in_progress' }, "the loser's completion is refused...");
+      await money(t, acc, 5, 0, '...and its debit rolled back with it');
+      await t.rejects(store.idempotency.complete(completion(first.owner, 'first')), { code: 'idempotency_request_in_progress' }, 'a completion without a charge too');
+      t.strictSame(await store.ledger.debit(acc, 2, 'idem lease', completion(second.owner, 'second')), OK, "the new owner's debit and completion commit");
+      t.strictSame(await begin(), { state: 'replay', status: 200, body: 'second' }, 'and its response replays');
+      await money(t, acc, 3, 0, 'charged once');
     });
   });
 

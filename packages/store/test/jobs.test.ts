@@ -100,8 +100,9 @@ function suite(t: Tap, open: (t: Tap) => Promise<Target>): void {
     const { db } = await open(t);
     const store = new Store(db);
     const acc = await store.accounts.create({ credits: 10 });
-    t.strictSame(await store.idempotency.begin(acc, 'k1', 'POST /v1/validate/batch', 'h', 60_000, 60_000), { state: 'new' });
-    const r = await store.jobs.create(newJob(acc), (job) => ({ accountId: acc, key: 'k1', status: 202, body: JSON.stringify({ id: job.id }) }));
+    const claim = await store.idempotency.begin(acc, 'k1', 'POST /v1/validate/batch', 'h', 60_000, 60_000);
+    if (claim.state !== 'new') throw new Error(`claim: ${claim.state}`);
+    const r = await store.jobs.create(newJob(acc), (job) => ({ accountId: acc, key: 'k1', owner: claim.owner, status: 202, body: JSON.stringify({ id: job.id }) }));
     if (!r.ok) throw new Error('refused');
     t.strictSame(await store.idempotency.begin(acc, 'k1', 'POST /v1/validate/batch', 'h', 60_000, 60_000), { state: 'replay', status: 202, body: JSON.stringify({ id: r.job.id }) });
   });

@@ -256,6 +256,61 @@ if (!up) {
     t.equal(await redis.zcard(`${keyPrefix}{egress-a|mx.i.test}:queue`), 0, 'nobody queued');
   });
 
+  t.test('a waiter whose signal is aborted is withdrawn from the queue and rejects; the next one is served in its place', async (t) => {
+    const { make, keyPrefix } = setup(t as unknown as TestT);
+    const a = make({ max: 1 });
+    const b = make({ max: 1, pollMs: 60_000 });
+    const c = make({ max: 1, pollMs: 60_000 });
+    const ra = await a.acquire('mx.m.test');
+    const ac = new AbortController();
+    const wb = b.acquire('mx.m.test', ac.signal);
+    await until(() => b.stats.waited === 1, 2000, 'b waits');
+    const wc = track(c.acquire('mx.m.test'));
+    await until(() => c.stats.waited === 1, 2000, 'c waits, behind b');
+    const queue = `${keyPrefix}{egress-a|mx.m.test}:queue`;
+    t.equal(await redis.zcard(queue), 2);
+    const bRejected = t.rejects(within(wb, 1000, "b's acquire"), /cancelled/, "b's acquire rejects once its signal is aborted");
+    ac.abort(new Error('the engine is closing'));
+    await bRejected;
+    await until(async () => (await redis.zcard(queue)) === 1, 2000, "b's place in the queue is withdrawn");
+    ra();
+    const rc = await within(wc.p, 1000, 'c gets the permit (b, ahead of it, is gone)');
+    t.equal(await b.active('mx.m.test'), 1);
+    rc();
+    await until(async () => (await a.active('mx.m.test')) === 0, 2000, 'all given back');
+    t.equal(await redis.zcard(queue), 0, 'nobody queued');
+  });
+
+  t.test('an acquire whose signal is aborted already never waits: a free permit is taken, none free rejects at once and leaves nothing queued', async (t) => {
+    const { make, keyPrefix } = setup(t as unknown as TestT);
+    const a = make({ max: 1 });
+    const b = make({ max: 1, pollMs: 60_000 });
+    const ac = new AbortController();
+    ac.abort();
+    const rb = await within(b.acquire('mx.n.test', ac.signal), 1000, 'a free permit');
+    t.equal(await a.active('mx.n.test'), 1, 'taken');
+    await t.rejects(within(a.acquire('mx.n.test', ac.signal), 1000, 'a refusal'), /cancelled/, 'none free: rejected, not queued');
+    t.equal(await redis.zcard(`${keyPrefix}{egress-a|mx.n.test}:queue`), 0, 'nothing left in the queue');
+    t.equal(a.stats.waited, 0);
+    rb();
+  });
+
+  t.test('close() while an acquire is still asking Redis: its place in the queue (or its permit) is given back before close() returns', async (t) => {
+    const { make, keyPrefix } = setup(t as unknown as TestT);
+    const a = make({ max: 1 });
+    await a.acquire('mx.o.test');
+    for (let i = 0; i < 5; i++) {
+      const b = make({ max: 1, pollMs: 60_000 });
+      const wb = b.acquire('mx.o.test'); // its first script is out now
+      const rejected = t.rejects(wb, /closed/, 'the acquire rejects');
+      await b.close();
+      t.equal(await redis.zcard(`${keyPrefix}{egress-a|mx.o.test}:queue`), 0, `nothing left queued (${i})`);
+      t.equal(await redis.zcard(`${keyPrefix}{egress-a|mx.o.test}:qexp`), 0);
+      await rejected;
+    }
+    t.equal(await a.active('mx.o.test'), 1, 'only a holds a permit');
+  });
+
   t.test('uncontended acquire + release latency', async (t) => {
     const { make } = setup(t as unknown as TestT);
     const th = make({ max: 5 });

@@ -122,3 +122,33 @@ t.test('a resolver port with nobody listening is an error, never nxdomain', asyn
   t.strictSame(await dns.resolveMail('multi.test'), { kind: 'error', detail: 'ECONNREFUSED' });
   t.strictSame(await dns.resolveAddresses('mx1.multi.test'), []);
 });
+
+t.test('nodeDns keeps at most maxInFlight queries on the wire; the rest wait their turn', async (t) => {
+  // A resolver that answers every query NXDOMAIN 30 ms later, counting those it holds at once.
+  let holding = 0;
+  let most = 0;
+  let asked = 0;
+  const server = new UDPServer({ type: 'udp4' });
+  server.on('request', (request, send) => {
+    asked++;
+    holding++;
+    most = Math.max(most, holding);
+    setTimeout(() => {
+      holding--;
+      const response = Packet.createResponseFromRequest(request);
+      response.header.rcode = RCODE.NXDOMAIN;
+      send(response).catch(() => {});
+    }, 30);
+  });
+  server.on('requestError', () => {});
+  server.on('error', () => {});
+  await new Promise<void>((resolve) => server.bind(0, '127.0.0.1', () => resolve()));
+  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  const dns = nodeDns({ servers: [`127.0.0.1:${server.address().port}`], timeoutMs: 2000, tries: 1, maxInFlight: 5 });
+  const names = Array.from({ length: 60 }, (_, i) => `gone${i}.test`);
+  const answers = await Promise.all(names.map((n) => dns.resolveMail(n)));
+  t.strictSame(new Set(answers.map((a) => a.kind)), new Set(['nxdomain']), 'every name answered NXDOMAIN (none timed out)');
+  t.equal(asked, 60, 'one query each');
+  t.equal(most, 5, 'never more than 5 held by the resolver at once (and 5 reached)');
+  t.throws(() => nodeDns({ servers: [], timeoutMs: 100, tries: 1, maxInFlight: 0 }), RangeError, 'maxInFlight must be positive');
+});

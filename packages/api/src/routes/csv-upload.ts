@@ -163,7 +163,7 @@ export const csvUploadRoutes: FastifyPluginAsync<CsvUploadRoutesOptions> = async
       idempotent(store, req, reply, async (record) => {
         reply.status(202);
         const accountId = req.principal!.accountId;
-        const completion = record && ((job: JobRecord) => ({ accountId, key: record.key, status: record.status, body: record.serialize(jobs.status(job)) }));
+        const completion = record && ((job: JobRecord) => ({ accountId, key: record.key, owner: record.owner, status: record.status, body: record.serialize(jobs.status(job)) }));
         const job = await upstream(csv.start(accountId, req.body.batch_id, req.body.email_column, completion ? { completion } : {}));
         return jobs.status(job);
       }),

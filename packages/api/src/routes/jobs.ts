@@ -104,7 +104,7 @@ export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { ser
         reply.status(202);
         const accountId = req.principal!.accountId;
         const shape = (job: JobRecord) => ({ id: job.id, status: 'queued' as const, total_rows: job.total_rows, unique_emails: job.unique_emails, credits_reserved: job.credits_reserved, created_at: job.created_at.toISOString() });
-        const completion = record && ((job: JobRecord) => ({ accountId, key: record.key, status: record.status, body: record.serialize(shape(job)) }));
+        const completion = record && ((job: JobRecord) => ({ accountId, key: record.key, owner: record.owner, status: record.status, body: record.serialize(shape(job)) }));
         const job = await upstream(jobs.createJsonJob(accountId, req.body.emails, { webhookUrl: req.body.webhook_url ?? null, ...(completion ? { completion } : {}) }));
         return shape(job);
       }),

@@ -78,7 +78,7 @@ export const validateRoutes: FastifyPluginAsync<{ services: ApiServices }> = asy
     async (req, reply) =>
       idempotent(store, req, reply, async (record) => {
         const shape = (results: ChargedResult[]) => results[0]!;
-        const completion = record && { key: record.key, status: record.status, render: (rs: ChargedResult[]) => record.serialize(shape(rs)) };
+        const completion = record && { key: record.key, owner: record.owner, status: record.status, render: (rs: ChargedResult[]) => record.serialize(shape(rs)) };
         return shape(await validateAndCharge(store, verifier, req.principal!.accountId, [req.body.email.trim()], { ...(completion && { completion }), ...decisions(req, 'single') }));
       }),
   );
@@ -104,7 +104,7 @@ export const validateRoutes: FastifyPluginAsync<{ services: ApiServices }> = asy
     async (req, reply) =>
       idempotent(store, req, reply, async (record) => {
         const shape = (results: ChargedResult[]) => ({ results, summary: summarize(results) });
-        const completion = record && { key: record.key, status: record.status, render: (rs: ChargedResult[]) => record.serialize(shape(rs)) };
+        const completion = record && { key: record.key, owner: record.owner, status: record.status, render: (rs: ChargedResult[]) => record.serialize(shape(rs)) };
         return shape(await validateAndCharge(store, verifier, req.principal!.accountId, req.body.emails.map((e) => e.trim()), { ...(completion && { completion }), ...decisions(req, 'bulk') }));
       }),
   );
