@@ -60,6 +60,12 @@
 //   least as many partitions as all its processes have lanes together: members beyond that get
 //   no partitions and stand by, and kafkajs' round-robin assigner hands partitions out in
 //   member-id order (client id first), so the standbys may all be one process's.
+// - Concurrency within a partition: subscribe(…, { concurrency: k }) lets a lane run up to k
+//   messages of its batch at once (the MX stage: one owner per MX host, several of its messages in
+//   flight). Offsets are resolved in order, each once it and every earlier message of the batch
+//   finished; closing, a rebalance or a failure stops new starts and waits for the ones in flight
+//   before the batch returns, so the partition still moves only after its owner is done. After a
+//   failure, the messages behind it that finished are delivered again (at-least-once).
 // - Logs: kafkajs logs every error response at ERROR, including the "rebalancing" heartbeat
 //   answers that are how a member learns of a rebalance; route `logCreator` to the service's
 //   logger and demote those (bus-kafka.test.ts drops them).
@@ -198,9 +204,11 @@ interface Subscription {
   readonly groupId: string;
   readonly handler: BusHandler;
   readonly members: Member[];
+  /** Messages of one partition handled at once (SubscribeOptions.concurrency). */
+  readonly concurrency: number;
 }
 
-/** One kafkajs consumer: a lane that handles one message at a time. */
+/** One kafkajs consumer: a lane that handles one batch at a time, `concurrency` of its messages at once. */
 interface Member {
   readonly sub: Subscription;
   consumer?: Consumer;
@@ -420,7 +428,7 @@ export class KafkaBus implements Bus {
     if (this.#closing) throw new Error('bus closed');
     if (this.#subs.has(topic)) throw new Error(`topic ${topic} has a subscriber already`);
     const name = this.topicName(topic);
-    const sub: Subscription = { topic, name, groupId: `${this.#opts.groupPrefix}.${name}`, handler, members: [] };
+    const sub: Subscription = { topic, name, groupId: `${this.#opts.groupPrefix}.${name}`, handler, members: [], concurrency: Math.max(1, Math.floor(opts.concurrency ?? 1)) };
     const lanes = Math.max(1, Math.floor(opts.partitions ?? 1));
     for (let i = 0; i < lanes; i++) {
       let markJoined!: () => void;
@@ -599,7 +607,7 @@ export class KafkaBus implements Bus {
     await consumer.subscribe({ topics: [sub.name], fromBeginning: true });
     if (this.#closing) return;
     await consumer.run({
-      // One message at a time per consumer: see "Parallelism" in the header comment.
+      // One batch at a time per consumer: see "Parallelism" in the header comment.
       partitionsConsumedConcurrently: 1,
       autoCommit: true,
       // Besides at the end of every fetched batch: a long batch does not hold its commits.
@@ -620,11 +628,33 @@ export class KafkaBus implements Bus {
         throw err;
       }
     };
-    for (const m of batch.messages) {
-      // Closing: stop before the next message (it stays uncommitted for the next owner).
-      if (this.#closing || !p.isRunning() || p.isStale()) return;
-      // A heartbeat in a handler saw a rebalance: stop here and let kafkajs rejoin.
-      if (member.rebalance) throw member.rebalance;
+    // Up to sub.concurrency messages of the batch in flight; offsets are resolved in order, each
+    // once it and every earlier one finished (with concurrency 1: one message at a time, resolved
+    // and committed as it finishes).
+    const msgs = batch.messages;
+    const finished: boolean[] = [];
+    const running = new Set<Promise<void>>();
+    let resolved = 0;
+    let failed: { index: number; err: unknown } | undefined;
+    const advance = async (): Promise<void> => {
+      const from = resolved;
+      while (resolved < msgs.length && finished[resolved]) resolved++;
+      if (resolved > from) {
+        p.resolveOffset(msgs[resolved - 1]!.offset);
+        await p.commitOffsetsIfNecessary();
+      }
+    };
+    const stopping = (): boolean => this.#closing || !p.isRunning() || p.isStale() || member.rebalance !== undefined || failed !== undefined;
+    for (let i = 0; i < msgs.length; i++) {
+      while (running.size >= sub.concurrency) await Promise.race(running);
+      await advance();
+      // Between messages as kafkajs would: a rebalance answer sets member.rebalance (thrown below,
+      // once the messages in flight finished); any other heartbeat error is thrown there too.
+      if (i > 0) await heartbeat().catch(() => {});
+      // Closing, a rebalance seen by a heartbeat, or a failed message: start nothing more (what
+      // is not resolved stays uncommitted for the next fetch or the next owner).
+      if (stopping()) break;
+      const m = msgs[i]!;
       const key = m.key?.toString('utf8') ?? '';
       let message: BusMessage;
       try {
@@ -634,31 +664,44 @@ export class KafkaBus implements Bus {
         // Not something any publisher of this bus wrote: retrying would block the partition for
         // ever, so it is reported and skipped.
         this.#onError(new Error(`unreadable message at ${batch.topic}/${batch.partition}@${m.offset}: ${(err as Error).message}`), sub.topic, key);
-        p.resolveOffset(m.offset);
+        finished[i] = true;
         continue;
       }
-      const failed = await this.#handle(sub, message, key, heartbeat);
-      if (failed) {
-        if (this.#closing) return; // dropped here (not committed): no retry, no noise, as InProcessBus
-        this.#onError(failed.err, sub.topic, key);
-        const prev = member.failures.get(batch.partition);
-        const count = prev && prev.offset === m.offset ? prev.count + 1 : 1;
-        member.failures.set(batch.partition, { offset: m.offset, count });
-        const delay = Math.min(MAX_RETRY_DELAY_MS, this.#retryDelayMs * 2 ** Math.min(count - 1, 10));
-        // Not resolved: the next fetch of this partition starts at this message again.
-        const resume = p.pause();
-        const timer = setTimeout(() => {
-          this.#timers.delete(timer);
-          resume();
-        }, delay);
-        this.#timers.set(timer, () => {});
-        return;
-      }
-      if (member.failures.get(batch.partition)?.offset === m.offset) member.failures.delete(batch.partition);
-      p.resolveOffset(m.offset);
-      await p.commitOffsetsIfNecessary();
-      await heartbeat();
+      const index = i;
+      const run = this.#handle(sub, message, key, heartbeat).then((f) => {
+        if (!f) {
+          finished[index] = true;
+          if (member.failures.get(batch.partition)?.offset === m.offset) member.failures.delete(batch.partition);
+        } else if (!failed || index < failed.index) failed = { index, err: f.err };
+      });
+      running.add(run);
+      void run.finally(() => running.delete(run));
     }
+    // The group waits for this member's messages in flight before it moves the partition.
+    await Promise.all(running);
+    await advance();
+    if (failed) {
+      const m = msgs[failed.index]!;
+      const key = m.key?.toString('utf8') ?? '';
+      if (this.#closing) return; // dropped here (not committed): no retry, no noise, as InProcessBus
+      this.#onError(failed.err, sub.topic, key);
+      const prev = member.failures.get(batch.partition);
+      const count = prev && prev.offset === m.offset ? prev.count + 1 : 1;
+      member.failures.set(batch.partition, { offset: m.offset, count });
+      const delay = Math.min(MAX_RETRY_DELAY_MS, this.#retryDelayMs * 2 ** Math.min(count - 1, 10));
+      // Not resolved: the next fetch of this partition starts at this message again.
+      const resume = p.pause();
+      const timer = setTimeout(() => {
+        this.#timers.delete(timer);
+        resume();
+      }, delay);
+      this.#timers.set(timer, () => {});
+      return;
+    }
+    if (this.#closing || !p.isRunning() || p.isStale()) return;
+    // A heartbeat in a handler saw a rebalance: let kafkajs rejoin.
+    if (member.rebalance) throw member.rebalance;
+    await heartbeat();
   }
 
   /** Runs the handler, heartbeating meanwhile. Returns the failure, if any. */

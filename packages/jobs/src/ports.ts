@@ -14,8 +14,15 @@ export interface BusMessage {
 export type BusHandler = (message: BusMessage, key: string) => Promise<void>;
 
 export interface SubscribeOptions {
-  /** Messages handled at once (Kafka: partitions consumed). Messages of one key are never handled concurrently, and keep their order. */
+  /** Partitions consumed at once (Kafka: consumers in this process). With `concurrency` 1, messages of one key are never handled concurrently, and keep their order. */
   partitions?: number;
+  /**
+   * Messages of one partition handled at once (default 1). Above 1, messages of one key may run
+   * concurrently and finish in any order, but still only in the process that owns the partition
+   * (the MX stage: one owner per MX host, several of its messages in flight). A failed message is
+   * retried; with Kafka the messages after it in its partition may be delivered again too.
+   */
+  concurrency?: number;
 }
 
 export interface Bus {
@@ -40,13 +47,16 @@ export function fnv1a(s: string): number {
 interface Partition {
   /** Messages as JSON text, as a broker holds them: compact, and parsed anew for every delivery. */
   queue: Array<{ key: string; message: string }>;
-  running: boolean;
+  /** Messages being handled (at most the topic's concurrency). */
+  running: number;
 }
 
 interface Topic {
   name: string;
   handler?: BusHandler;
   partitions: Partition[];
+  /** Messages of one partition handled at once. */
+  concurrency: number;
   /** Published before anyone subscribed: delivered once a handler exists. */
   early: Array<{ key: string; message: string }>;
 }
@@ -78,7 +88,7 @@ export class InProcessBus implements Bus {
 
   #topic(name: string): Topic {
     let t = this.#topics.get(name);
-    if (!t) this.#topics.set(name, (t = { name, partitions: [], early: [] }));
+    if (!t) this.#topics.set(name, (t = { name, partitions: [], concurrency: 1, early: [] }));
     return t;
   }
 
@@ -101,7 +111,8 @@ export class InProcessBus implements Bus {
     if (t.handler) throw new Error(`topic ${topic} has a subscriber already`);
     t.handler = handler;
     const n = Math.max(1, Math.floor(opts.partitions ?? 1));
-    t.partitions = Array.from({ length: n }, () => ({ queue: [], running: false }));
+    t.partitions = Array.from({ length: n }, () => ({ queue: [], running: 0 }));
+    t.concurrency = Math.max(1, Math.floor(opts.concurrency ?? 1));
     const early = t.early;
     t.early = [];
     for (const m of early) this.#enqueue(t, m.key, m.message);
@@ -111,43 +122,48 @@ export class InProcessBus implements Bus {
   pending(topic: string): number {
     const t = this.#topics.get(topic);
     if (!t) return 0;
-    return t.early.length + t.partitions.reduce((n, p) => n + p.queue.length + (p.running ? 1 : 0), 0);
+    return t.early.length + t.partitions.reduce((n, p) => n + p.queue.length + p.running, 0);
   }
 
   #enqueue(t: Topic, key: string, message: string): void {
     const p = t.partitions[fnv1a(key) % t.partitions.length]!;
     p.queue.push({ key, message });
-    if (!p.running) this.#drain(t, p);
+    if (p.running < t.concurrency) this.#drain(t, p);
   }
 
+  /**
+   * One of a partition's `concurrency` slots: takes the next message, handles it until it
+   * succeeds (a failure is retried after a back-off while the partition's other slots go on;
+   * with concurrency 1 the messages after it wait), then the next.
+   */
   #drain(t: Topic, p: Partition): void {
-    p.running = true;
+    p.running++;
     const run = (async () => {
-      let failures = 0;
       while (!this.#closed && p.queue.length > 0) {
-        const head = p.queue[0]!;
-        try {
-          // Each delivery gets its own copy, as a broker's consumer decodes a new one: a retry
-          // never sees what a failed handler changed.
-          await t.handler!(JSON.parse(head.message) as BusMessage, head.key);
-          p.queue.shift();
-          failures = 0;
-        } catch (err) {
-          // Closing: the message is dropped (its work is durable elsewhere), no retry, no noise.
-          if (this.#closed) break;
-          failures++;
-          this.#onError(err, t.name, head.key);
-          const delay = Math.min(30_000, this.#retryDelayMs * 2 ** Math.min(failures - 1, 10));
-          await new Promise<void>((resolve) => {
-            const timer = setTimeout(() => {
-              this.#timers.delete(timer);
-              resolve();
-            }, delay);
-            this.#timers.add(timer);
-          });
+        const head = p.queue.shift()!;
+        for (let failures = 0; ; ) {
+          try {
+            // Each delivery gets its own copy, as a broker's consumer decodes a new one: a retry
+            // never sees what a failed handler changed.
+            await t.handler!(JSON.parse(head.message) as BusMessage, head.key);
+            break;
+          } catch (err) {
+            // Closing: the message is dropped (its work is durable elsewhere), no retry, no noise.
+            if (this.#closed) break;
+            failures++;
+            this.#onError(err, t.name, head.key);
+            const delay = Math.min(30_000, this.#retryDelayMs * 2 ** Math.min(failures - 1, 10));
+            await new Promise<void>((resolve) => {
+              const timer = setTimeout(() => {
+                this.#timers.delete(timer);
+                resolve();
+              }, delay);
+              this.#timers.add(timer);
+            });
+          }
         }
       }
-      p.running = false;
+      p.running--;
     })();
     this.#inFlight.add(run);
     void run.finally(() => this.#inFlight.delete(run));

@@ -181,6 +181,60 @@ export function busConformance(t: Tap, adapter: Adapter): void {
     );
   });
 
+  test('concurrency: up to k messages of one partition at once, all in one lane, each once', async (t) => {
+    const { bus, ready } = await adapter.fresh(t);
+    let now = 0;
+    let most = 0;
+    const done = new Map<string, number>();
+    bus.subscribe(
+      'window',
+      async (m, key) => {
+        most = Math.max(most, ++now);
+        await sleep(m.n === 0 ? 150 : 20); // the first is slow: the later ones pass it
+        now--;
+        done.set(`${key}:${String(m.n)}`, (done.get(`${key}:${String(m.n)}`) ?? 0) + 1);
+      },
+      { partitions: 1, concurrency: 4 },
+    );
+    await ready();
+    await publishAll(bus, 'window', ['host-a'], 24);
+    await until('24 deliveries', () => done.size >= 24, adapter.waitMs);
+    t.equal(most, 4, 'one key, one partition: 4 of its messages at once, never more');
+    t.strictSame(
+      [...done.entries()].filter(([, c]) => c !== 1),
+      [],
+      'each handled exactly once',
+    );
+  });
+
+  test('concurrency: a failed message is retried while the others of its partition go on', async (t) => {
+    const errors: unknown[] = [];
+    const { bus, ready } = await adapter.fresh(t, { retryDelayMs: 20, onError: (err) => void errors.push(err) });
+    const ok = new Set<number>();
+    let failures = 2;
+    bus.subscribe(
+      'window-retry',
+      async (m) => {
+        if (m.n === 3 && failures > 0) {
+          failures--;
+          throw new Error('smtp host down');
+        }
+        ok.add(m.n as number);
+      },
+      { partitions: 1, concurrency: 3 },
+    );
+    await ready();
+    await publishAll(bus, 'window-retry', ['host-b'], 10);
+    await until('all 10 handled', () => ok.size === 10, adapter.waitMs);
+    t.strictSame([...ok].sort((a, b) => a - b), range(10), 'every message handled, the failed one too');
+    t.equal(failures, 0, 'the failing message came back until it succeeded');
+    t.strictSame(
+      errors.map((e) => (e as Error).message),
+      ['smtp host down', 'smtp host down'],
+      'both failures reported',
+    );
+  });
+
   test('messages are copies: changing the published object afterwards changes nothing', async (t) => {
     const { bus, ready } = await adapter.fresh(t);
     const msg = { v: 1, items: [[0, 'a@b.test', 0]], meta: { tries: 1 } } as BusMessage & { items: unknown[][]; meta: { tries: number } };
