@@ -70,6 +70,8 @@ interface World {
   peaks(): Record<string, number>;
   /** Connections accepted per host. */
   connections(): Record<string, number>;
+  /** Per host: sessions by the client's EHLO/HELO name (each process of the cluster has its own). */
+  sessionsByClient(): Record<string, Record<string, number>>;
   close(): Promise<void>;
 }
 
@@ -121,9 +123,25 @@ async function startWorld(tag: string): Promise<World> {
   const open = new Map<string, number>(); // by server IP
   const peak = new Map<string, number>();
   const accepted = new Map<string, number>();
+  const byClient = new Map<string, Map<string, number>>(); // server IP → EHLO name → sessions
   const onSocket = (socket: net.Socket): void => {
     const ip = socket.localAddress ?? '';
     accepted.set(ip, (accepted.get(ip) ?? 0) + 1);
+    // The client's name, from its first EHLO or HELO (read beside the sim's own reader).
+    let named = false;
+    let head = '';
+    const onData = (chunk: Buffer): void => {
+      head += chunk.toString('latin1');
+      const m = /^(?:EHLO|HELO) (\S+)\r?$/im.exec(head);
+      if (!m && head.length < 4096) return;
+      socket.off('data', onData);
+      if (!m || named) return;
+      named = true;
+      const names = byClient.get(ip) ?? new Map<string, number>();
+      byClient.set(ip, names);
+      names.set(m[1]!.toLowerCase(), (names.get(m[1]!.toLowerCase()) ?? 0) + 1);
+    };
+    socket.on('data', onData);
     let counted = false;
     const out = (): void => {
       if (!counted) return;
@@ -179,6 +197,7 @@ async function startWorld(tag: string): Promise<World> {
     limitEvents: () => Object.fromEntries(ctx.limitEvents),
     peaks: () => byIp(peak, 0),
     connections: () => byIp(accepted, 0),
+    sessionsByClient: () => Object.fromEntries(hosts.map((host, h) => [host, Object.fromEntries(byClient.get(mxIp(h)) ?? [])])),
     close() {
       closing ??= (async () => {
         ctx.timers.clear();
@@ -199,6 +218,8 @@ interface Outcome {
   connections: Record<string, number>;
   /** Sessions each process opened (fronts first). */
   sessionsByProcess: number[];
+  /** Per host: sessions by client name (front1, front2, worker1 … worker3). */
+  sessionsByClient: Record<string, Record<string, number>>;
   syncChecked: number;
   /** Sync answers that were not the expected verdict for the address (first 10). */
   syncWrong: string[];
@@ -251,7 +272,9 @@ async function runCluster(t: { teardown: (fn: () => unknown) => void }, shared: 
     if (shared) await dropRedisPrefix(`${prefix.replace(/\.$/, '')}:`).catch(() => {});
   });
 
+  const named = { front: 0, worker: 0 };
   const start = async (role: 'front' | 'worker'): Promise<RunningService> => {
+    const name = `${role}${++named[role]}`;
     const dir = mkdtempSync(path.join(os.tmpdir(), `svc-mxlimit-${role}-`));
     dirs.push(dir);
     const env: Record<string, string> = {
@@ -266,7 +289,8 @@ async function runCluster(t: { teardown: (fn: () => unknown) => void }, shared: 
       SVC_SMTP_TIMEOUT_MS: '8000',
       SVC_DNS_TIMEOUT_MS: '2000',
       SVC_SMTP_RETRY_DELAY_MS: '400',
-      SVC_HELO_NAME: 'verifier.sim.test',
+      // Each process its own name, so the sim can tell whose sessions it holds.
+      SVC_HELO_NAME: `${name}.verifier.sim.test`,
       SVC_MAIL_FROM: 'probe@verifier.sim.test',
       SVC_LOG_LEVEL: 'silent',
       DATABASE_URL: schema.url,
@@ -373,6 +397,7 @@ async function runCluster(t: { teardown: (fn: () => unknown) => void }, shared: 
     peaks: world.peaks(),
     connections: world.connections(),
     sessionsByProcess,
+    sessionsByClient: world.sessionsByClient(),
     syncChecked,
     syncWrong: syncWrong.slice(0, 10),
     syncWrongCount: syncWrong.length,
@@ -407,9 +432,14 @@ if (why) {
     for (const [host, n] of Object.entries(o.refusals)) t.equal(n, 0, `${host}: no 421 at the banner`);
     for (const [host, n] of Object.entries(o.peaks)) t.equal(n, LIMIT, `${host}: ${LIMIT} sessions open at once at its peak (the limit was used, not just respected)`);
     t.ok(o.overlapped, 'the job was being probed while sync requests were in flight');
-    // Fronts first: both probed; the job's domains hash to partitions, so a worker may get none.
+    // Fronts first: both probed (sync requests probe in the front that takes them).
     t.ok(o.sessionsByProcess[0]! > 0 && o.sessionsByProcess[1]! > 0, `both fronts opened sessions (${o.sessionsByProcess.join(', ')})`);
-    t.ok(o.sessionsByProcess.slice(2).filter((n) => n > 0).length >= 2, `at least two workers opened sessions (${o.sessionsByProcess.join(', ')})`);
+    // The job's MX work is keyed by MX host: one worker owns each host's sessions (issue 7, item 2).
+    for (const [host, clients] of Object.entries(o.sessionsByClient)) {
+      const workers = Object.keys(clients).filter((c) => c.startsWith('worker'));
+      t.equal(workers.length, 1, `${host}: the job's sessions all came from one worker (${JSON.stringify(clients)})`);
+      t.ok(Object.keys(clients).some((c) => c.startsWith('front')), `${host}: and the fronts' sync sessions beside them`);
+    }
     t.ok(o.closeMs.every((ms) => ms !== 'pending'), `closed all at once, every close ended (ms, fronts first: ${o.closeMs.join(', ')})`);
   });
 

@@ -1,6 +1,10 @@
 // The messages of the job pipeline (STYLE 6: versioned plain data, keyed for partitioning):
 // - `jobs.work` (key: a bucket of the recipient domain, so one partition owner sees every address
-//   of a domain, as the cluster's domain actors need): unique emails of one job to probe;
+//   of a domain, as the domain actors need): unique emails of one job to route. The worker resolves
+//   each domain's MX and republishes the emails on
+// - `jobs.mx` (key: the first MX host of the emails' domains, so one worker at a time owns a
+//   host's SMTP sessions, for every domain the host serves; emails decided without SMTP are keyed
+//   by their domain bucket): the same shape, to probe;
 // - `jobs.results` (key: the job id, so one aggregator owns a job): their priced results.
 // Dates travel as ISO 8601 strings.
 
@@ -8,6 +12,7 @@ import type { ValidationResultBody } from '@svc/contracts';
 import { fnv1a, type Bus } from './ports.ts';
 
 export const WORK_TOPIC = 'jobs.work';
+export const MX_TOPIC = 'jobs.mx';
 export const RESULTS_TOPIC = 'jobs.results';
 
 /** Unique emails per work message. */
@@ -63,13 +68,20 @@ export const ITEMS_TURN = 5_000;
  * Publishes work for a job: items grouped by domain bucket, at most WORK_CHUNK per message, each
  * message keyed by its bucket. Returns the number of messages.
  */
+export function publishWork(bus: Bus, jobId: string, items: Iterable<WorkItem>): Promise<number> {
+  return publishKeyed(bus, WORK_TOPIC, jobId, items, (item) => bucketKey(item[1]));
+}
 
-export async function publishWork(bus: Bus, jobId: string, items: Iterable<WorkItem>): Promise<number> {
+/**
+ * Publishes work items of a job on `topic`: grouped by `keyOf` (given each item and its index),
+ * at most WORK_CHUNK per message, each message keyed by its group. Returns the number of messages.
+ */
+export async function publishKeyed(bus: Bus, topic: string, jobId: string, items: Iterable<WorkItem>, keyOf: (item: WorkItem, index: number) => string): Promise<number> {
   const open = new Map<string, WorkItem[]>();
   let sent = 0;
   const flush = async (key: string, chunk: WorkItem[]) => {
     const message: WorkMessageV1 = { v: 1, job_id: jobId, items: chunk };
-    await bus.publish(WORK_TOPIC, key, message as unknown as WorkMessageV1 & { readonly [k: string]: unknown });
+    await bus.publish(topic, key, message as unknown as WorkMessageV1 & { readonly [k: string]: unknown });
     // A 500,000-address job is a thousand messages: let requests in between, every
     // PUBLISH_TURN messages (each cloned by the in-process bus: a few milliseconds per turn).
     if (++sent % PUBLISH_TURN === 0) await new Promise<void>((resolve) => setImmediate(resolve));
@@ -78,8 +90,8 @@ export async function publishWork(bus: Bus, jobId: string, items: Iterable<WorkI
   for (const item of items) {
     // Items spread over many buckets fill no chunk until the end: a turn every ITEMS_TURN items too
     // (500,000 items over DOMAIN_BUCKETS buckets fill few chunks before the end: one 100-170 ms stretch).
+    const key = keyOf(item, seen);
     if (++seen % ITEMS_TURN === 0) await new Promise<void>((resolve) => setImmediate(resolve));
-    const key = bucketKey(item[1]);
     let chunk = open.get(key);
     if (!chunk) open.set(key, (chunk = []));
     chunk.push(item);

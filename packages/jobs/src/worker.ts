@@ -1,6 +1,13 @@
-// The job worker: takes work messages (unique emails of one job), probes them through the
-// verifier with no in-session greylist retry, prices each result with @svc/billing (the same
-// pricing as sync requests) and publishes the results for the job's aggregator.
+// The job worker, in two stages (DESIGN 4's domain and MX actors):
+// - route: takes work messages (unique emails of one job, keyed by domain bucket), resolves each
+//   domain's MX through the verifier (cached, one lookup per domain at a time) and republishes the
+//   emails on the MX topic keyed by their first MX host, so one worker at a time owns a host's
+//   SMTP sessions for every domain it serves (the Kafka partition's owner);
+// - probe: takes MX work, probes it through the verifier with no in-session greylist retry, prices
+//   each result with @svc/billing (the same pricing as sync requests) and publishes the results
+//   for the job's aggregator. Several messages of one partition run at once (MX_CONCURRENCY): a
+//   partition holds several hosts, and a host's sessions are kept busy by more than one message.
+// A failover to a host's next MX is made by the worker that owns the first one.
 //
 // Greylisting (DESIGN 4, docs/decisions.md "Jobs"): a result with reason_code `smtp_tempfail` is
 // stored deferred, to be probed again after `greylistDelayMs` by the scheduler (durably: the due
@@ -10,7 +17,7 @@
 import { chargeReasonFor, type ChargedResult } from '@svc/billing';
 import type { Store } from '@svc/store';
 import { Semaphore, verdictTrace, type RunOptions, type Verdict } from '@svc/verifier';
-import { RESULTS_TOPIC, WORK_TOPIC, isWorkMessage, type ResultItem, type ResultsMessageV1, type WorkMessageV1 } from './messages.ts';
+import { MX_TOPIC, RESULTS_TOPIC, WORK_TOPIC, bucketKey, isWorkMessage, publishKeyed, type ResultItem, type ResultsMessageV1, type WorkMessageV1 } from './messages.ts';
 import type { Bus, BusMessage } from './ports.ts';
 
 /**
@@ -25,7 +32,14 @@ export const DNS_RETRY_DELAY_MS = 30_000;
 /** The verifier as the worker uses it. */
 export interface JobVerifier {
   verify(emails: readonly string[], opts?: RunOptions): Promise<Verdict[]>;
+  /** Each email's first MX host, null when it needs no SMTP probe (Verifier.route); absent: every email is keyed by its domain bucket. */
+  route?(emails: readonly string[]): Promise<Array<string | null>>;
 }
+
+/** MX work messages of one partition probed at once (SubscribeOptions.concurrency). */
+export const MX_CONCURRENCY = 8;
+/** Route lanes per `partitions` probe lanes: routing waits on DNS only. */
+export const ROUTE_LANES_PER_PROBE_LANE = 0.25;
 
 export interface WorkerOptions {
   store: Pick<Store, 'jobs'>;
@@ -66,11 +80,26 @@ export class JobWorker {
     this.#budget = new Semaphore(opts.maxInFlight ?? WORK_IN_FLIGHT);
   }
 
-  /** Consumes the work topic with `partitions` messages at a time. */
+  /** Consumes the MX topic on `partitions` lanes (MX_CONCURRENCY messages each), and the work topic on a quarter as many. */
   start(partitions: number): void {
-    this.opts.bus.subscribe(WORK_TOPIC, (m) => this.handle(m), { partitions });
+    this.opts.bus.subscribe(WORK_TOPIC, (m) => this.route(m), { partitions: Math.max(1, Math.ceil(partitions * ROUTE_LANES_PER_PROBE_LANE)) });
+    this.opts.bus.subscribe(MX_TOPIC, (m) => this.handle(m), { partitions, concurrency: MX_CONCURRENCY });
   }
 
+  /** The route stage: republishes a work message's emails on the MX topic, keyed by MX host. */
+  async route(message: BusMessage): Promise<void> {
+    if (!isWorkMessage(message)) throw new Error(`unknown work message v${message.v}`);
+    const { store, verifier, bus } = this.opts;
+    if (!(await store.jobs.claimForWork(message.job_id))) return;
+    await this.opts.gate?.();
+    const hosts = verifier.route ? await verifier.route(message.items.map(([, email]) => email)) : [];
+    await publishKeyed(bus, MX_TOPIC, message.job_id, message.items, (item, i) => {
+      const host = hosts[i];
+      return host ? `mx:${host}` : bucketKey(item[1]);
+    });
+  }
+
+  /** The probe stage: probes an MX work message's emails and publishes their results. */
   async handle(message: BusMessage): Promise<void> {
     if (!isWorkMessage(message)) throw new Error(`unknown work message v${message.v}`);
     const { store, verifier, bus } = this.opts;

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { ServiceError } from '@svc/contracts';
 import { DirBlobStore, Store, type JobRecord } from '@svc/store';
 import type { Verdict } from '@svc/verifier';
-import { InProcessBus, JobWorker, JobsService, RESULTS_TOPIC, WORK_TOPIC, dedupeKey, intake, resultsPath, type BusMessage, type JobsServiceOptions, type JobVerifier } from '../src/index.ts';
+import { InProcessBus, JobWorker, JobsService, MX_TOPIC, RESULTS_TOPIC, WORK_TOPIC, dedupeKey, intake, resultsPath, type BusMessage, type JobsServiceOptions, type JobVerifier } from '../src/index.ts';
 import { migratedPglite } from '../../../test/helpers/pglite.ts';
 
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0];
@@ -551,4 +551,40 @@ t.test('the worker probes at most maxInFlight addresses at once across its lanes
   t.equal(most, 3, '8 messages of 3 on 16 lanes with room for 5: one message at a time');
   t.strictSame(probed, sent, 'in the order they came');
   t.throws(() => new JobWorker({ store, verifier, bus, greylistDelayMs: 10, greylistAttempts: 1, maxInFlight: 0 }), RangeError);
+});
+
+t.test('the route stage keys MX work by the first MX host of each domain; what needs no SMTP by its domain bucket', async (t) => {
+  const hostOf: Record<string, string | null> = { 'a.test': 'mx1.shared.test', 'b.test': 'mx1.shared.test', 'c.test': 'mx2.other.test', 'gone.test': null };
+  const verifier: JobVerifier = {
+    async route(emails) {
+      return emails.map((e) => hostOf[e.slice(e.indexOf('@') + 1)] ?? null);
+    },
+    async verify(emails) {
+      return emails.map((e) => scripted(new Map())(e));
+    },
+  };
+  const bus = new InProcessBus({ retryDelayMs: 20 });
+  t.teardown(() => bus.close());
+  const mxMessages: Array<{ key: string; emails: string[] }> = [];
+  const publish = bus.publish.bind(bus);
+  bus.publish = async (topic, key, message) => {
+    if (topic === MX_TOPIC) mxMessages.push({ key, emails: (message.items as Array<[number, string, number]>).map((i) => i[1]) });
+    return publish(topic, key, message);
+  };
+  const results: string[] = [];
+  bus.subscribe(RESULTS_TOPIC, async (m) => void results.push(...(m.results as Array<{ email: string }>).map((r) => r.email)), { partitions: 1 });
+  const store = { jobs: { claimForWork: async () => true } } as unknown as ConstructorParameters<typeof JobWorker>[0]['store'];
+  new JobWorker({ store, verifier, bus, greylistDelayMs: 10, greylistAttempts: 1 }).start(4);
+  const emails = ['x1@a.test', 'x2@b.test', 'x3@c.test', 'x4@gone.test', 'x5@a.test', 'not-an-address'];
+  await bus.publish(WORK_TOPIC, 'd1', { v: 1, job_id: 'job_r', items: emails.map((e, i) => [i, e, 0]) } as unknown as BusMessage);
+  const end = Date.now() + 5000;
+  while (results.length < emails.length && Date.now() < end) await new Promise((r) => setTimeout(r, 10));
+  t.strictSame(results.sort(), [...emails].sort(), 'every address probed once and its result published');
+  const byKey = Object.fromEntries(mxMessages.map((m) => [m.key, m.emails]));
+  t.strictSame(byKey['mx:mx1.shared.test'], ['x1@a.test', 'x2@b.test', 'x5@a.test'], 'two domains on one host: one key');
+  t.strictSame(byKey['mx:mx2.other.test'], ['x3@c.test']);
+  const rest = mxMessages.filter((m) => !m.key.startsWith('mx:'));
+  t.ok(rest.every((m) => /^d\d+$/.test(m.key)), `no MX: keyed by domain bucket (${rest.map((m) => m.key).join(', ')})`);
+  t.strictSame(rest.flatMap((m) => m.emails).sort(), ['not-an-address', 'x4@gone.test']);
+  t.equal(mxMessages.length, 2 + rest.length, 'one message per key');
 });

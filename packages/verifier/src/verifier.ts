@@ -180,6 +180,28 @@ export class Verifier {
     return this.run(await this.plan(emails), opts);
   }
 
+  /**
+   * Where each address's SMTP probe would go: its domain's first MX host (lower case), or null
+   * when no SMTP probe would be made (bad syntax, a DNS answer with no mail host, a failed lookup).
+   * The job pipeline keys its MX work by it, so one worker owns each host's sessions (DESIGN 4).
+   * Reads the MX cache and DNS as verify() does (one lookup per domain at a time), not the verdict
+   * cache: a cached verdict is answered wherever the address is routed.
+   */
+  async route(emails: readonly string[]): Promise<Array<string | null>> {
+    return Promise.all(
+      emails.map(async (email) => {
+        const parsed = this.#parse(email);
+        if (!parsed.ok) return null;
+        try {
+          const mx = await this.#mx(parsed.asciiDomain);
+          return mx.kind === 'mx' || mx.kind === 'implicit' ? (mx.hosts[0]?.exchange.toLowerCase() ?? null) : null;
+        } catch {
+          return null;
+        }
+      }),
+    );
+  }
+
   #verifyKey(key: string, parsed: ParsedAddress, opts: RunOptions): Promise<Fresh> {
     // Jobs (no in-session greylist retry) and sync requests do not share a probe in flight.
     const flightKey = opts.smtpRetries === undefined && opts.deadlineMs === undefined ? key : `${key}\u0000${opts.smtpRetries}\u0000${opts.deadlineMs}`;

@@ -42,3 +42,24 @@ t.test('the deadline given to the probe: the configured one for sync calls, none
   await v.verify(['c@x.test'], { deadlineMs: 99 });
   t.strictSame(seen, [1234, undefined, 99]);
 });
+
+t.test('route: the first MX host of each address that needs SMTP, null for the others; one lookup per domain', async (t) => {
+  const lookups: string[] = [];
+  const dns: DnsPort = {
+    resolveMail: async (domain) => {
+      lookups.push(domain);
+      if (domain === 'x.test') return { kind: 'mx', hosts: [{ exchange: 'MX1.Shared.test', priority: 10 }, { exchange: 'mx2.shared.test', priority: 20 }] };
+      if (domain === 'bare.test') return { kind: 'implicit', hosts: [{ exchange: 'bare.test', priority: 0 }] };
+      if (domain === 'null.test') return { kind: 'null_mx' };
+      if (domain === 'slow.test') return { kind: 'timeout' };
+      if (domain === 'broken.test') throw new Error('resolver crashed');
+      return { kind: 'nxdomain' };
+    },
+    resolveAddresses: async () => [],
+  };
+  const cache: CachePort = { get: () => undefined, set: () => {} };
+  const v = new Verifier({ dns, probe: noProbe, cache, config: verifierConfig() });
+  const routes = await v.route(['a@x.test', 'b@X.TEST', 'c@bare.test', 'd@null.test', 'e@gone.test', 'f@slow.test', 'g@broken.test', 'not an address']);
+  t.strictSame(routes, ['mx1.shared.test', 'mx1.shared.test', 'bare.test', null, null, null, null, null]);
+  t.strictSame(lookups.sort(), ['bare.test', 'broken.test', 'gone.test', 'null.test', 'slow.test', 'x.test'], 'one lookup per domain, none for bad syntax');
+});
