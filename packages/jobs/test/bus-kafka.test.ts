@@ -159,6 +159,52 @@ function kafkaOnly(t: Tap): void {
     );
   });
 
+  t.test('concurrency 4, a second process joining mid-stream: a partition moves only after its messages in flight finished', async (t) => {
+    const prefix = newPrefix();
+    const a = testBus(prefix, 'bus-test-ca');
+    const b = testBus(prefix, 'bus-test-cb');
+    cleanUp(t, prefix, [a, b]);
+    const keys = Array.from({ length: 8 }, (_, i) => `host${i}`);
+    const ROUNDS = 24;
+    const handled = new Set<string>();
+    const runningIn = { a: new Map<string, number>(), b: new Map<string, number>() };
+    const count = { a: 0, b: 0 };
+    let mostPerKeyInOne = 0;
+    let acrossBoth = 0;
+    const handler = (who: 'a' | 'b') => async (m: BusMessage, key: string) => {
+      const mine = runningIn[who];
+      const other = runningIn[who === 'a' ? 'b' : 'a'];
+      mine.set(key, (mine.get(key) ?? 0) + 1);
+      mostPerKeyInOne = Math.max(mostPerKeyInOne, mine.get(key)!);
+      if ((other.get(key) ?? 0) > 0) acrossBoth++;
+      await sleep(5 + (m.n as number % 3) * 5); // the work, finishing out of order
+      if ((other.get(key) ?? 0) > 0) acrossBoth++;
+      handled.add(`${key}:${String(m.n)}`);
+      count[who]++;
+      mine.set(key, mine.get(key)! - 1);
+    };
+    a.subscribe('mx', handler('a'), { partitions: 2, concurrency: 4 });
+    await a.ready(WAIT_MS);
+    const publishRound = (r: number) => Promise.all(keys.map((key) => a.publish('mx', key, { v: 1, n: r })));
+    let bJoined: Promise<void> | undefined;
+    for (let r = 0; r < ROUNDS; r++) {
+      await publishRound(r);
+      if (r === 8) {
+        await until('A to handle some', () => handled.size >= 40, WAIT_MS);
+        b.subscribe('mx', handler('b'), { partitions: 2, concurrency: 4 });
+        bJoined = b.ready(WAIT_MS);
+      }
+    }
+    await bJoined;
+    await publishRound(ROUNDS);
+    await until('every message handled', () => handled.size === keys.length * (ROUNDS + 1), WAIT_MS);
+    t.equal(handled.size, keys.length * (ROUNDS + 1), 'every message handled');
+    t.ok(mostPerKeyInOne > 1, `several messages of one key at once in one process (${mostPerKeyInOne})`);
+    t.ok(mostPerKeyInOne <= 4, 'never more than the concurrency');
+    t.equal(acrossBoth, 0, 'a key never in both processes at once: the new owner started after the old one finished');
+    t.ok(count.b > 0, `B handled ${count.b} after joining (A ${count.a}; redelivered ${count.a + count.b - handled.size})`);
+  });
+
   t.test('close commits what finished: the group’s next member starts after it', async (t) => {
     const prefix = newPrefix();
     const first = testBus(prefix, 'bus-test-first');
