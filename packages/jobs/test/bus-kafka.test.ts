@@ -84,6 +84,37 @@ const adapter: Adapter = {
   },
 };
 
+/**
+ * Handlers for two processes A and B of one group that record, per key, what each handled (in
+ * order), how many of a key one process ran at once, and how often a key ran in both at once.
+ */
+function ownership(workMs: (m: BusMessage) => number) {
+  const o = {
+    log: { a: new Map<string, number[]>(), b: new Map<string, number[]>() },
+    handled: new Set<string>(),
+    count: { a: 0, b: 0 },
+    mostPerKeyInOne: 0,
+    acrossBoth: 0,
+    handler: (who: 'a' | 'b') => async (m: BusMessage, key: string) => {
+      const mine = running[who];
+      const other = running[who === 'a' ? 'b' : 'a'];
+      mine.set(key, (mine.get(key) ?? 0) + 1);
+      o.mostPerKeyInOne = Math.max(o.mostPerKeyInOne, mine.get(key)!);
+      if ((other.get(key) ?? 0) > 0) o.acrossBoth++;
+      await sleep(workMs(m)); // the work
+      if ((other.get(key) ?? 0) > 0) o.acrossBoth++;
+      const seq = o.log[who].get(key) ?? [];
+      seq.push(m.n as number);
+      o.log[who].set(key, seq);
+      o.handled.add(`${key}:${String(m.n)}`);
+      o.count[who]++;
+      mine.set(key, mine.get(key)! - 1);
+    },
+  };
+  const running = { a: new Map<string, number>(), b: new Map<string, number>() };
+  return o;
+}
+
 function kafkaOnly(t: Tap): void {
   t.test('a second process joining the group mid-stream: every message handled, per-key order kept by each', async (t) => {
     const prefix = newPrefix();
@@ -92,25 +123,8 @@ function kafkaOnly(t: Tap): void {
     cleanUp(t, prefix, [a, b]);
     const keys = Array.from({ length: 16 }, (_, i) => `k${i}`);
     const ROUNDS = 30;
-    /** What each process handled, per key, in the order it handled it. */
-    const log = { a: new Map<string, number[]>(), b: new Map<string, number[]>() };
-    const handled = new Set<string>();
-    const runningIn = { a: new Map<string, number>(), b: new Map<string, number>() };
-    let mostPerKeyInOne = 0;
-    let acrossBoth = 0;
-    const handler = (who: 'a' | 'b') => async (m: BusMessage, key: string) => {
-      const mine = runningIn[who];
-      const other = runningIn[who === 'a' ? 'b' : 'a'];
-      mine.set(key, (mine.get(key) ?? 0) + 1);
-      mostPerKeyInOne = Math.max(mostPerKeyInOne, mine.get(key)!);
-      if ((other.get(key) ?? 0) > 0) acrossBoth++;
-      await sleep(3); // the work
-      const seq = log[who].get(key) ?? [];
-      seq.push(m.n as number);
-      log[who].set(key, seq);
-      handled.add(`${key}:${String(m.n)}`);
-      mine.set(key, mine.get(key)! - 1);
-    };
+    const own = ownership(() => 3);
+    const { log, handled, handler } = own;
     // 4 lanes (consumers) each: 8 members for the 8 partitions once B is in.
     a.subscribe('work', handler('a'), { partitions: 4 });
     await a.ready(WAIT_MS);
@@ -148,14 +162,14 @@ function kafkaOnly(t: Tap): void {
       }
     }
     t.pass(`every one of ${keys.length * (ROUNDS + 1)} messages handled, each key in order in each process`);
-    t.equal(mostPerKeyInOne, 1, 'never two messages of one key at once in one process');
-    const handledA = [...log.a.values()].reduce((n, s) => n + s.length, 0);
-    const handledB = [...log.b.values()].reduce((n, s) => n + s.length, 0);
+    t.equal(own.mostPerKeyInOne, 1, 'never two messages of one key at once in one process');
+    const handledA = own.count.a;
+    const handledB = own.count.b;
     t.ok(handledB > 0, `B handled ${handledB} messages`);
     t.ok(a.assigned('work').length > 0 && b.assigned('work').length > 0, `partitions split: A ${a.assigned('work').join(',')} / B ${b.assigned('work').join(',')}`);
     t.comment(
       `rebalance: B joined in ${joinMs} ms; A handled ${handledA}, B ${handledB}; ` +
-        `redelivered ${handledA + handledB - handled.size}; a key in both processes at once: ${acrossBoth} times`,
+        `redelivered ${handledA + handledB - handled.size}; a key in both processes at once: ${own.acrossBoth} times`,
     );
   });
 
@@ -166,23 +180,9 @@ function kafkaOnly(t: Tap): void {
     cleanUp(t, prefix, [a, b]);
     const keys = Array.from({ length: 8 }, (_, i) => `host${i}`);
     const ROUNDS = 24;
-    const handled = new Set<string>();
-    const runningIn = { a: new Map<string, number>(), b: new Map<string, number>() };
-    const count = { a: 0, b: 0 };
-    let mostPerKeyInOne = 0;
-    let acrossBoth = 0;
-    const handler = (who: 'a' | 'b') => async (m: BusMessage, key: string) => {
-      const mine = runningIn[who];
-      const other = runningIn[who === 'a' ? 'b' : 'a'];
-      mine.set(key, (mine.get(key) ?? 0) + 1);
-      mostPerKeyInOne = Math.max(mostPerKeyInOne, mine.get(key)!);
-      if ((other.get(key) ?? 0) > 0) acrossBoth++;
-      await sleep(5 + (m.n as number % 3) * 5); // the work, finishing out of order
-      if ((other.get(key) ?? 0) > 0) acrossBoth++;
-      handled.add(`${key}:${String(m.n)}`);
-      count[who]++;
-      mine.set(key, mine.get(key)! - 1);
-    };
+    // The work, finishing out of order.
+    const own = ownership((m) => 5 + ((m.n as number) % 3) * 5);
+    const { handled, handler, count } = own;
     a.subscribe('mx', handler('a'), { partitions: 2, concurrency: 4 });
     await a.ready(WAIT_MS);
     const publishRound = (r: number) => Promise.all(keys.map((key) => a.publish('mx', key, { v: 1, n: r })));
@@ -199,9 +199,9 @@ function kafkaOnly(t: Tap): void {
     await publishRound(ROUNDS);
     await until('every message handled', () => handled.size === keys.length * (ROUNDS + 1), WAIT_MS);
     t.equal(handled.size, keys.length * (ROUNDS + 1), 'every message handled');
-    t.ok(mostPerKeyInOne > 1, `several messages of one key at once in one process (${mostPerKeyInOne})`);
-    t.ok(mostPerKeyInOne <= 4, 'never more than the concurrency');
-    t.equal(acrossBoth, 0, 'a key never in both processes at once: the new owner started after the old one finished');
+    t.ok(own.mostPerKeyInOne > 1, `several messages of one key at once in one process (${own.mostPerKeyInOne})`);
+    t.ok(own.mostPerKeyInOne <= 4, 'never more than the concurrency');
+    t.equal(own.acrossBoth, 0, 'a key never in both processes at once: the new owner started after the old one finished');
     t.ok(count.b > 0, `B handled ${count.b} after joining (A ${count.a}; redelivered ${count.a + count.b - handled.size})`);
   });
 
