@@ -64,6 +64,7 @@ interface FakeVerifier extends JobVerifier {
   calls: Array<{ emails: string[]; smtpRetries: number | undefined }>;
   /** Emails of these domains wait until release() (a probe in flight when the process dies). */
   hold: Set<string>;
+  /** Lets the held probes go, and holds nothing more (a probe that starts later does not wait). */
   release(): void;
 }
 
@@ -77,6 +78,7 @@ function fakeVerifier(): FakeVerifier {
     calls: [],
     hold: new Set(),
     release: () => {
+      v.hold.clear();
       open();
       gate = new Promise<void>((r) => (open = r));
     },
@@ -523,6 +525,10 @@ t.test('the worker probes at most maxInFlight addresses at once across its lanes
   let most = 0;
   const probed: string[] = [];
   const verifier: JobVerifier = {
+    // One MX host per message (u0-u2 on h0, u3-u5 on h1 …): each stays an MX message of 3.
+    async route(emails) {
+      return emails.map((e) => `h${Math.floor(Number(/^u(\d+)@/.exec(e)![1]) / 3)}.test`);
+    },
     async verify(emails) {
       inFlight += emails.length;
       most = Math.max(most, inFlight);
@@ -575,13 +581,15 @@ t.test('the route stage keys MX work by the first MX host of each domain; what n
   bus.subscribe(RESULTS_TOPIC, async (m) => void results.push(...(m.results as Array<{ email: string }>).map((r) => r.email)), { partitions: 1 });
   const store = { jobs: { claimForWork: async () => true } } as unknown as ConstructorParameters<typeof JobWorker>[0]['store'];
   new JobWorker({ store, verifier, bus, greylistDelayMs: 10, greylistAttempts: 1 }).start(4);
-  const emails = ['x1@a.test', 'x2@b.test', 'x3@c.test', 'x4@gone.test', 'x5@a.test', 'not-an-address'];
-  await bus.publish(WORK_TOPIC, 'd1', { v: 1, job_id: 'job_r', items: emails.map((e, i) => [i, e, 0]) } as unknown as BusMessage);
+  const emails = ['x1@a.test', 'x2@b.test', 'x3@c.test', 'x4@gone.test', 'x5@a.test', 'not-an-address', 'x6@b.test'];
+  // Two work messages (two domain buckets) routed together: their emails for one host go as one MX message.
+  await bus.publish(WORK_TOPIC, 'd1', { v: 1, job_id: 'job_r', items: emails.slice(0, 6).map((e, i) => [i, e, 0]) } as unknown as BusMessage);
+  await bus.publish(WORK_TOPIC, 'd2', { v: 1, job_id: 'job_r', items: [[6, emails[6], 0]] } as unknown as BusMessage);
   const end = Date.now() + 5000;
   while (results.length < emails.length && Date.now() < end) await new Promise((r) => setTimeout(r, 10));
   t.strictSame(results.sort(), [...emails].sort(), 'every address probed once and its result published');
   const byKey = Object.fromEntries(mxMessages.map((m) => [m.key, m.emails]));
-  t.strictSame(byKey['mx:mx1.shared.test'], ['x1@a.test', 'x2@b.test', 'x5@a.test'], 'two domains on one host: one key');
+  t.strictSame(byKey['mx:mx1.shared.test'], ['x1@a.test', 'x2@b.test', 'x5@a.test', 'x6@b.test'], 'two domains on one host, from two work messages: one key, one message');
   t.strictSame(byKey['mx:mx2.other.test'], ['x3@c.test']);
   const rest = mxMessages.filter((m) => !m.key.startsWith('mx:'));
   t.ok(rest.every((m) => /^d\d+$/.test(m.key)), `no MX: keyed by domain bucket (${rest.map((m) => m.key).join(', ')})`);
