@@ -38,8 +38,6 @@ export interface JobVerifier {
 
 /** MX work messages of one partition probed at once (SubscribeOptions.concurrency). */
 export const MX_CONCURRENCY = 8;
-/** Route lanes per `partitions` probe lanes: routing waits on DNS only. */
-export const ROUTE_LANES_PER_PROBE_LANE = 0.25;
 /** Work messages of one partition routed at once: their emails for one host are sent together. */
 export const ROUTE_CONCURRENCY = 16;
 /**
@@ -128,9 +126,14 @@ export class JobWorker {
     });
   }
 
-  /** Consumes the MX topic on `partitions` lanes (MX_CONCURRENCY messages each), and the work topic on a quarter as many. */
+  /**
+   * Consumes the work topic and the MX topic on `partitions` lanes each (ROUTE_CONCURRENCY and
+   * MX_CONCURRENCY messages per lane). Fewer route lanes (a quarter) left each lane routing its
+   * partitions' batches one after the other, each waiting out its groups' linger: the last work
+   * message of a 2,000-address job was routed 450-530 ms after the first instead of 40-180 ms.
+   */
   start(partitions: number): void {
-    this.opts.bus.subscribe(WORK_TOPIC, (m) => this.route(m), { partitions: Math.max(1, Math.ceil(partitions * ROUTE_LANES_PER_PROBE_LANE)), concurrency: ROUTE_CONCURRENCY });
+    this.opts.bus.subscribe(WORK_TOPIC, (m) => this.route(m), { partitions, concurrency: ROUTE_CONCURRENCY });
     this.opts.bus.subscribe(MX_TOPIC, (m) => this.handle(m), { partitions, concurrency: MX_CONCURRENCY });
   }
 
@@ -144,12 +147,16 @@ export class JobWorker {
     const { store, verifier } = this.opts;
     if (!(await store.jobs.claimForWork(message.job_id))) return;
     await this.opts.gate?.();
-    const hosts = verifier.route ? await verifier.route(message.items.map(([, email]) => email)) : [];
+    // Each email joins its group as soon as its own route is known: the lookups of a fresh job's
+    // domains queue behind each other (SVC_DNS_CONCURRENCY), and a host's first emails should not
+    // wait for the rest of the message's domains.
     const sent = new Set<Promise<void>>();
-    message.items.forEach((item, i) => {
-      const host = hosts[i];
-      sent.add(this.#groups.add(message.job_id, host ? `mx:${host}` : bucketKey(item[1]), item));
-    });
+    await Promise.all(
+      message.items.map(async (item) => {
+        const host = verifier.route ? (await verifier.route([item[1]]))[0] : null;
+        sent.add(this.#groups.add(message.job_id, host ? `mx:${host}` : bucketKey(item[1]), item));
+      }),
+    );
     await Promise.all(sent);
   }
 

@@ -280,6 +280,11 @@ export class JobsRepo {
    * it is still running: false for a canceled, failed or completed job, whose work is dropped.
    */
   async claimForWork(id: string): Promise<boolean> {
+    // A read first: every work message of a job asks (twice: route and probe stages), and an
+    // UPDATE of the job row would wait for the aggregator's transaction holding that row.
+    const [job] = await this.db.query<{ status: string }>(`SELECT status FROM jobs WHERE id = $1`, [id]);
+    if (job?.status === 'processing') return true;
+    if (job?.status !== 'queued') return false;
     const rows = await this.db.query(
       `UPDATE jobs SET status = 'processing', started_at = COALESCE(started_at, now()) WHERE id = $1 AND status IN ${ACTIVE} RETURNING id`,
       [id],
