@@ -211,7 +211,7 @@ export const CONFIG_TABLE = {
   dataDir: text('SVC_DATA_DIR', () => './data', lit('./data'), 'PGlite data directory (embedded profile; relative to the working directory), created owner-only; holds the admin socket', undefined, 'path'),
   databaseUrl: url('DATABASE_URL', ['postgres', 'postgresql'], 'use PostgreSQL instead of PGlite (same SQL)'),
   redisUrl: url('REDIS_URL', ['redis', 'rediss'], 'verdict, MX and catch-all caches and rate-limit counters in Redis instead of in-process'),
-  kafkaBrokers: list('KAFKA_BROKERS', hostPort, '`host:port`', 'job transport on Apache Kafka instead of in-process (cluster profile): work keyed by domain, results by job; `/ready` checks it', '—', undefined),
+  kafkaBrokers: list('KAFKA_BROKERS', hostPort, '`host:port`', 'job transport on Apache Kafka instead of in-process (cluster profile): work keyed by domain, then by MX host, results by job; `/ready` checks it', '—', undefined),
   kafkaTopicPrefix: text('SVC_KAFKA_TOPIC_PREFIX', () => 'svc.', lit('svc.'), 'prefix of every Kafka topic and consumer group of this deployment', (v) => (/^[A-Za-z0-9._-]{0,100}$/.test(v) ? undefined : `must be letters, digits, '.', '_' or '-' (at most 100), got ${shown(v)}`), 'topic-name characters'),
   kafkaPartitions: int('SVC_KAFKA_PARTITIONS', 16, 1, 1000, 'partitions of each topic this deployment creates (at least the number of consuming processes × their consumers)'),
   kafkaSessionTimeoutMs: int('SVC_KAFKA_SESSION_TIMEOUT_MS', 10_000, 6_000, 300_000, 'how long a silent worker keeps its partitions: a killed worker\'s work moves to the others after this (heartbeats every third of it)', ' ms'),
