@@ -2,7 +2,8 @@
 // refuses, and lets the event loop run while it parses a large array.
 
 import t, { type Test } from 'tap';
-import { parseJsonInSlices, SLICE_ELEMENTS } from '../src/json-slices.ts';
+import { errorCodes } from 'fastify';
+import { COPY_TURN_BYTES, parseJsonInSlices, readBodyInTurns, SLICE_ELEMENTS } from '../src/json-slices.ts';
 import { seededRandom } from '../../../test/helpers/random.ts';
 
 const same = async (t: Test, text: string) => {
@@ -85,4 +86,25 @@ t.test('a large array gives the event loop turns while it is parsed', async (t) 
   t.equal(got.emails.length, emails.length);
   t.strictSame(got.emails.slice(-3), emails.slice(-3));
   t.ok(ticks >= 3, `the loop ran between slices (${ticks} timer callbacks)`);
+});
+
+t.test('readBodyInTurns: the bytes as sent, the limit and the declared length as fastify checks them, turns while it copies', async (t) => {
+  async function* stream(chunks: Array<Buffer | string>, fail?: Error) {
+    for (const c of chunks) yield c;
+    if (fail) throw fail;
+  }
+  const chunks = Array.from({ length: 40 }, (_, i) => Buffer.alloc(128 * 1024, i));
+  const whole = Buffer.concat(chunks);
+  let turns = 0;
+  const counting = setInterval(() => turns++, 0);
+  const got = await readBodyInTurns(stream(chunks), String(whole.length), whole.length, errorCodes);
+  clearInterval(counting);
+  t.ok(got.equals(whole), '40 chunks of 128 KiB: the same bytes');
+  t.ok(turns >= 1, `the event loop ran while it copied (${turns} timer turns; a turn every ${COPY_TURN_BYTES} bytes)`);
+  t.strictSame(await readBodyInTurns(stream(['{"a":', '1}']), '7', 100, errorCodes), Buffer.from('{"a":1}'), 'string chunks');
+  t.strictSame(await readBodyInTurns(stream([Buffer.from('[]')]), undefined, 100, errorCodes), Buffer.from('[]'), 'no declared length');
+  await t.rejects(readBodyInTurns(stream([Buffer.from('[]')]), '101', 100, errorCodes), { code: 'FST_ERR_CTP_BODY_TOO_LARGE' }, 'declared over the limit');
+  await t.rejects(readBodyInTurns(stream([Buffer.alloc(60), Buffer.alloc(60)]), undefined, 100, errorCodes), { code: 'FST_ERR_CTP_BODY_TOO_LARGE' }, 'more arrives than the limit');
+  await t.rejects(readBodyInTurns(stream([Buffer.from('[]')]), '3', 100, errorCodes), { code: 'FST_ERR_CTP_INVALID_CONTENT_LENGTH' }, 'declared length does not match');
+  await t.rejects(readBodyInTurns(stream([Buffer.from('[')], new Error('aborted')), undefined, 100, errorCodes), { message: 'aborted', statusCode: 400 }, 'a stream error is a 400');
 });

@@ -13,7 +13,7 @@ import path from 'node:path';
 import { DirBlobStore, type JobRecord } from '@svc/store';
 import { CsvJobs, START_CHUNK_ROWS, uploadKey } from '../src/csv-jobs.ts';
 import { parseCsvChunk, type ChunkParser } from '../src/csv.ts';
-import { intake, LINE_BATCH, type IntakeDeps, type IntakeInput, type IntakeRow } from '../src/intake.ts';
+import { DedupeIndex, INDEX_SHARDS, intake, LINE_BATCH, type IntakeDeps, type IntakeInput, type IntakeRow } from '../src/intake.ts';
 import { DOMAIN_BUCKETS, ITEMS_TURN, PUBLISH_TURN, WORK_CHUNK, publishWork, type WorkItem } from '../src/messages.ts';
 import type { Bus, BusMessage } from '../src/ports.ts';
 
@@ -152,4 +152,22 @@ t.test('start-processing parses the upload in chunks of at most START_CHUNK_ROWS
   t.ok(chunkSizes.length >= n / START_CHUNK_ROWS, `${chunkSizes.length} chunks`);
   t.equal(START_CHUNK_ROWS, 250);
   t.ok(Math.max(...chunkSizes) <= 250, `at most 250 rows per chunk (largest: ${Math.max(...chunkSizes)})`);
+});
+
+t.test('the intake dedupe index: a Map in INDEX_SHARDS pieces, so no one rehash holds the whole index', async (t) => {
+  const index = new DedupeIndex();
+  const keys = Array.from({ length: 50_000 }, (_, i) => `user${i}@company${i % 2_000}.example`);
+  keys.forEach((k, i) => index.set(k, i));
+  t.equal(index.size, keys.length);
+  t.ok(keys.every((k, i) => index.get(k) === i), 'every key answers its index');
+  t.equal(index.get('nobody@company1.example'), undefined);
+  index.set(keys[7]!, 99);
+  t.equal(index.get(keys[7]!), 99, 'set again: the new index');
+  t.equal(index.size, keys.length, 'and no new entry');
+  const sizes = index.shardSizes();
+  const mean = keys.length / INDEX_SHARDS;
+  t.equal(sizes.length, INDEX_SHARDS);
+  t.ok(Math.max(...sizes) < 1.5 * mean && Math.min(...sizes) > 0.5 * mean, `keys spread over the shards (${Math.min(...sizes)}-${Math.max(...sizes)} per shard, mean ${mean})`);
+  index.clear();
+  t.equal(index.size, 0);
 });

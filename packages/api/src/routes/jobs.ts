@@ -3,13 +3,13 @@
 // Routes translate HTTP to @svc/jobs' use cases and back (STYLE 14).
 
 import { Readable } from 'node:stream';
-import type { FastifyError, FastifyPluginAsync } from 'fastify';
+import { errorCodes, type FastifyError, type FastifyPluginAsync, type FastifyRequest } from 'fastify';
 import { JOB_STATES, ServiceError, type ErrorCode, type JobState } from '@svc/contracts';
 import { upstream } from '@svc/billing';
 import { MAX_JOB_EMAILS, type JobsService } from '@svc/jobs';
 import type { JobRecord } from '@svc/store';
 import type { ApiServices, ApiSettings } from '../types.ts';
-import { parseJsonInSlices } from '../json-slices.ts';
+import { parseJsonInSlices, readBodyInTurns } from '../json-slices.ts';
 import { errorResponses, type RouteErrors } from '../schemas.ts';
 import { IDEMPOTENCY_CODES, idempotent } from '../idempotency.ts';
 import { JSON_BODY_CODES } from '../plugins/errors.ts';
@@ -73,8 +73,11 @@ export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { ser
   // A batch body holds up to 500,000 addresses (~19 MiB): parsed in slices with event-loop turns
   // between them, so requests served during the ingest are not held up by one long JSON.parse
   // (bench/jobs/ingest.ts). Only this plugin's routes (the batch is its one JSON body).
+  // The body is read by readBodyInTurns rather than fastify's parseAs (one Buffer.concat of it).
   app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, async (_req: unknown, body: Buffer | string) => parseJsonInSlices(typeof body === 'string' ? Buffer.from(body) : body));
+  app.addContentTypeParser('application/json', async (req: FastifyRequest, payload: AsyncIterable<Buffer | string>) =>
+    parseJsonInSlices(await readBodyInTurns(payload, req.headers['content-length'], req.routeOptions.bodyLimit ?? DEFAULT_JOB_BODY_LIMIT, errorCodes)),
+  );
 
   app.post<{ Body: { emails: string[]; webhook_url?: string | null } }>(
     '/v1/validate/batch',
