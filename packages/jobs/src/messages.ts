@@ -68,20 +68,12 @@ export const ITEMS_TURN = 5_000;
  * Publishes work for a job: items grouped by domain bucket, at most WORK_CHUNK per message, each
  * message keyed by its bucket. Returns the number of messages.
  */
-export function publishWork(bus: Bus, jobId: string, items: Iterable<WorkItem>): Promise<number> {
-  return publishKeyed(bus, WORK_TOPIC, jobId, items, (item) => bucketKey(item[1]));
-}
-
-/**
- * Publishes work items of a job on `topic`: grouped by `keyOf` (given each item and its index),
- * at most WORK_CHUNK per message, each message keyed by its group. Returns the number of messages.
- */
-export async function publishKeyed(bus: Bus, topic: string, jobId: string, items: Iterable<WorkItem>, keyOf: (item: WorkItem, index: number) => string): Promise<number> {
+export async function publishWork(bus: Bus, jobId: string, items: Iterable<WorkItem>): Promise<number> {
   const open = new Map<string, WorkItem[]>();
   let sent = 0;
   const flush = async (key: string, chunk: WorkItem[]) => {
     const message: WorkMessageV1 = { v: 1, job_id: jobId, items: chunk };
-    await bus.publish(topic, key, message as unknown as WorkMessageV1 & { readonly [k: string]: unknown });
+    await bus.publish(WORK_TOPIC, key, message as unknown as WorkMessageV1 & { readonly [k: string]: unknown });
     // A 500,000-address job is a thousand messages: let requests in between, every
     // PUBLISH_TURN messages (each cloned by the in-process bus: a few milliseconds per turn).
     if (++sent % PUBLISH_TURN === 0) await new Promise<void>((resolve) => setImmediate(resolve));
@@ -90,7 +82,7 @@ export async function publishKeyed(bus: Bus, topic: string, jobId: string, items
   for (const item of items) {
     // Items spread over many buckets fill no chunk until the end: a turn every ITEMS_TURN items too
     // (500,000 items over DOMAIN_BUCKETS buckets fill few chunks before the end: one 100-170 ms stretch).
-    const key = keyOf(item, seen);
+    const key = bucketKey(item[1]);
     if (++seen % ITEMS_TURN === 0) await new Promise<void>((resolve) => setImmediate(resolve));
     let chunk = open.get(key);
     if (!chunk) open.set(key, (chunk = []));

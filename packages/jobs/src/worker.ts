@@ -186,10 +186,10 @@ export class JobWorker {
     const { store, verifier } = this.opts;
     if (!(await store.jobs.claimForWork(message.job_id))) return;
     await this.opts.gate?.();
+    // At most maxInFlight emails in routing at once, and ROUTE_TURN_ITEMS per turn of the loop.
     // Each email joins its group as soon as its own route is known: the lookups of a fresh job's
     // domains queue behind each other (SVC_DNS_CONCURRENCY), and a host's first emails should not
     // wait for the rest of the message's domains.
-    // At most maxInFlight emails in routing at once, and ROUTE_TURN_ITEMS per turn of the loop.
     const { items } = message;
     await this.#routing.run(async () => {
       const sent = new Set<Promise<void>>();
