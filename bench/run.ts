@@ -15,6 +15,7 @@ import * as clusterThroughput from './cluster/throughput.ts';
 import * as engineThroughput from './engine/throughput.ts';
 import * as csv from './jobs/csv.ts';
 import * as ingest from './jobs/ingest.ts';
+import * as outcomesImport from './outcomes/import.ts';
 import type { BenchResult, Row } from './lib/result.ts';
 import { fmt } from './lib/stats.ts';
 import * as connections from './verifier/connections-per-domain.ts';
@@ -26,6 +27,7 @@ const BENCHES: { name: string; run: () => Promise<BenchResult> }[] = [
   { name: connections.NAME, run: () => connections.run() },
   { name: csv.NAME, run: () => csv.run() },
   { name: ingest.NAME, run: () => ingest.run() },
+  { name: outcomesImport.NAME, run: () => outcomesImport.run() },
   { name: engineThroughput.NAME, run: () => engineThroughput.run() },
   { name: clusterThroughput.NAME, run: () => clusterThroughput.run() },
 ];

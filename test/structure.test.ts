@@ -22,10 +22,11 @@ const ALLOWED: Record<string, string[]> = {
   verifier: ['contracts'],
   engine: ['contracts', 'verifier'],
   store: ['contracts', 'verifier'],
-  billing: ['contracts', 'verifier', 'store'],
-  jobs: ['contracts', 'verifier', 'store', 'billing'],
-  api: ['contracts', 'verifier', 'store', 'billing', 'jobs'],
-  runtime: ['contracts', 'verifier', 'engine', 'store', 'billing', 'jobs', 'api'],
+  outcomes: ['contracts', 'verifier'],
+  billing: ['contracts', 'verifier', 'store', 'outcomes'],
+  jobs: ['contracts', 'verifier', 'store', 'outcomes', 'billing'],
+  api: ['contracts', 'verifier', 'store', 'outcomes', 'billing', 'jobs'],
+  runtime: ['contracts', 'verifier', 'engine', 'store', 'outcomes', 'billing', 'jobs', 'api'],
 };
 
 function tsFiles(dir: string): string[] {

@@ -16,6 +16,8 @@ import { healthRoutes } from './routes/health.ts';
 import { csvUploadRoutes } from './routes/csv-upload.ts';
 import { jobRoutes } from './routes/jobs.ts';
 import { validateRoutes } from './routes/validate.ts';
+import { outcomeRoutes } from './routes/outcomes.ts';
+import { reportRoutes } from './routes/reports.ts';
 import type { ApiServices, ApiSettings } from './types.ts';
 
 export type { ApiServices, ApiSettings };
@@ -108,6 +110,8 @@ export async function buildApp(services: ApiServices, settings: ApiSettings, opt
   await app.register(creditRoutes, { services });
   if (services.jobs) await app.register(jobRoutes, { services, settings });
   if (services.jobs && services.csvJobs) await app.register(csvUploadRoutes, { services });
+  if (services.outcomes) await app.register(outcomeRoutes, { services: { ...services, outcomes: services.outcomes } });
+  if (services.reports) await app.register(reportRoutes, { analytics: services.reports });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   // The document is built (and cached) at start: a route whose declared responses and codes
   // disagree (openapi.ts) fails start-up rather than the first GET /openapi.json.

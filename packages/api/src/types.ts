@@ -1,7 +1,7 @@
 // What the front receives from the composition root (@svc/runtime): its services and settings.
 
 import type { ReadinessState } from '@svc/contracts';
-import type { CsvJobs, JobsService } from '@svc/jobs';
+import type { CatchallRecovery, CsvJobs, JobsService, OutcomesService } from '@svc/jobs';
 import type { Analytics, RateLimiterPort, Store } from '@svc/store';
 import type { Verifier } from '@svc/verifier';
 
@@ -15,6 +15,12 @@ export interface ApiServices {
   jobs?: JobsService;
   /** CSV batches (prepare-upload, the signed upload, start-processing); served with `jobs`. */
   csvJobs?: CsvJobs;
+  /** Delivery outcomes (imports, events, connectors); without it the outcome routes are not served. */
+  outcomes?: OutcomesService;
+  /** Catch-all recovery of completed jobs (served with `jobs`). */
+  recovery?: CatchallRecovery;
+  /** The accuracy reports' reads (the Analytics port); without it the report routes are not served. */
+  reports?: Pick<Analytics, 'outcomeMatrix' | 'outcomeDomains'>;
   /** Where every validation decision goes (DESIGN 4); without it none is recorded. */
   analytics?: Pick<Analytics, 'record'>;
 }

@@ -10,6 +10,7 @@ import type { Verifier } from '@svc/verifier';
 import { recordDecisions, syncDecisions, type SyncDecisionContext } from './decisions.ts';
 import { upstream } from './failures.ts';
 import { creditsOf, priced, type ChargedResult } from './pricing.ts';
+import { applySuppressions } from './suppression.ts';
 
 /**
  * An idempotent request's response: rendered from the results and recorded in the same
@@ -48,6 +49,8 @@ export async function validateAndCharge(store: Store, verifier: Verifier, accoun
     return results;
   };
   const plan = await verifier.plan(emails);
+  // The account's suppressed addresses are answered from its own evidence, never probed or charged.
+  await upstream(applySuppressions(store, accountId, plan));
   // With an Idempotency-Key the response is recorded in the same transaction as the money, so a
   // crash can never leave a charge without its stored response (and a later retry re-charging).
   const record = (results: ChargedResult[]): IdempotentCompletion | undefined =>

@@ -3,3 +3,4 @@ export { validateAndCharge, type ChargeOptions, type Completion } from './charge
 export { chargeReasonFor, creditsOf, priced, summarize, type ChargedResult } from './pricing.ts';
 export { isConnectionFailure, upstream } from './failures.ts';
 export { addressIdentity, recordDecisions, syncDecisions, type AddressIdentity, type DecisionLog, type DecisionSink, type SyncDecisionContext } from './decisions.ts';
+export { applySuppressions, suppressedVerdict } from './suppression.ts';

@@ -8,6 +8,7 @@ import type { Plan, Verdict } from '@svc/verifier';
 export type ChargedResult = ValidationResultBody;
 
 export function chargeReasonFor(v: Pick<Verdict, 'result' | 'reason_code'>): ChargeReason {
+  if (v.reason_code.startsWith('suppressed_')) return 'suppressed_not_charged';
   switch (v.result) {
     case 'valid':
       return 'high_value_validation';

@@ -78,6 +78,18 @@ export const ERRORS = {
   email_column_not_found: e(400, 'The CSV has no column with that name', 'start-processing: `email_column` is not a column of the CSV header'),
   invalid_csv: e(400, 'The CSV could not be parsed', 'the CSV is malformed (broken quoting, not UTF-8, no header row, no data rows)'),
   invalid_webhook_url: e(400, 'webhook_url must be an http or https URL', '`webhook_url` is not an absolute `http`/`https` URL'),
+  // outcomes (spec outcomes 4.1, DESIGN 6)
+  missing_outcomes: e(400, 'outcomes array with at least one row is required', 'outcome import: `outcomes` missing or empty, or a CSV with a header and no rows'),
+  too_many_outcomes: e(400, 'maximum 10,000 outcomes per request', 'outcome import: more than 10,000 rows'),
+  outcome_import_failed: e(503, 'The outcomes could not be stored; retry with the same event identities', 'outcome import: the event log could not be written; nothing was kept, and the same import again succeeds', true),
+  outcome_suppression_failed: e(503, 'The suppression step did not finish; retry the same import', 'outcome import: the fail-closed suppression step (suppression list, verdict-cache invalidation) failed; nothing was kept, and the same import again succeeds', true),
+  invalid_outcome_query: e(400, 'Invalid outcome query parameter', 'outcome events or reports: a bad `email`, `limit`, `cursor`, `from` or `to` (the message names it)'),
+  connector_unavailable: e(403, 'This account cannot use sender-platform connectors', 'connector routes: the account may not use connectors, or the platform is not supported'),
+  connector_not_found: e(404, 'No connector for this platform', 'connector status or revoke before one was created'),
+  connector_status_failed: e(503, 'The connector status could not be read; retry with bounded backoff', 'connector status: the store could not be read', true),
+  connector_create_failed: e(503, 'The connector could not be created; retry with bounded backoff', 'connector create: the credential could not be stored (the previous URL, if any, still works)', true),
+  connector_revoke_failed: e(503, 'The connector could not be revoked; treat it as live and retry', 'connector revoke: the revocation could not be stored; the credential stays live until a later revoke succeeds', true),
+  invalid_connector_secret: e(404, 'Unknown or revoked webhook URL', 'inbound connector webhook: the URL\'s secret matches no active connector (revoked, replaced, or never issued)'),
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERRORS;

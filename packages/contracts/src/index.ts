@@ -17,3 +17,25 @@ export {
 export { API_KEY_FORMAT, SCOPES, isScope, type Scope } from './scopes.ts';
 export { FINAL_JOB_STATES, JOB_STATES, JOB_TRANSITIONS, type JobState } from './jobs.ts';
 export type { BulkSummary, CheckState, CreditBalance, ReadinessState, ValidationResultBody } from './wire.ts';
+export {
+  OUTCOME_EVIDENCE_FIELDS,
+  OUTCOME_LABELS,
+  OUTCOME_ROW_ERRORS,
+  PREDICTED_RESULTS,
+  emptyOutcomeMatrix,
+  type PredictedResult,
+  type OutcomeMatrix,
+  type OutcomeEvent,
+  type DomainOutcomeMatrix,
+  OUTCOME_SIGNALS,
+  OUTCOME_SOURCES,
+  OUTCOME_VALUES,
+  SUPPRESSION_KINDS,
+  WEBHOOK_SOURCES,
+  type OutcomeLabel,
+  type OutcomeRowError,
+  type OutcomeSignal,
+  type OutcomeSource,
+  type OutcomeValue,
+  type SuppressionKind,
+} from './outcomes.ts';

@@ -8,7 +8,7 @@ export type ValidationResult = (typeof VALIDATION_RESULTS)[number];
 export const QUALITIES = ['high', 'low', 'none', 'unknown'] as const;
 export type Quality = (typeof QUALITIES)[number];
 
-export const LAYERS = ['syntax', 'dns', 'smtp', 'catchall'] as const;
+export const LAYERS = ['syntax', 'dns', 'smtp', 'catchall', 'suppression'] as const;
 export type Layer = (typeof LAYERS)[number];
 
 export const CONFIDENCES = ['high', 'medium', 'low'] as const;
@@ -39,6 +39,12 @@ export const REASON_CODES = [
   'smtp_protocol_error',
   'smtp_unclassified',
   'address_malformed',
+  'suppressed_hard_bounce',
+  'suppressed_complaint',
+  'suppressed_unsubscribed',
+  'recovered_delivery',
+  'recovered_pattern',
+  'recovered_hard_bounce',
 ] as const;
 export type ReasonCode = (typeof REASON_CODES)[number];
 
@@ -52,5 +58,6 @@ export const CHARGE_REASONS = [
   'unknown_not_charged',
   'duplicate_in_request',
   'duplicate_in_job',
+  'suppressed_not_charged',
 ] as const;
 export type ChargeReason = (typeof CHARGE_REASONS)[number];

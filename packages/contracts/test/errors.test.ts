@@ -54,6 +54,17 @@ const PUBLISHED: Array<[code: string, status: number]> = [
   ['email_column_not_found', 400],
   ['invalid_csv', 400],
   ['invalid_webhook_url', 400],
+  ['missing_outcomes', 400],
+  ['too_many_outcomes', 400],
+  ['outcome_import_failed', 503],
+  ['outcome_suppression_failed', 503],
+  ['invalid_outcome_query', 400],
+  ['connector_unavailable', 403],
+  ['connector_not_found', 404],
+  ['connector_status_failed', 503],
+  ['connector_create_failed', 503],
+  ['connector_revoke_failed', 503],
+  ['invalid_connector_secret', 404],
 ];
 
 t.test('the catalogue keeps every published code with its status (append-only), and no more than the pin', async (t) => {
@@ -61,7 +72,7 @@ t.test('the catalogue keeps every published code with its status (append-only), 
     t.ok(isErrorCode(code), `${code} still exists`);
     t.equal(ERRORS[code as keyof typeof ERRORS]?.status, status, `${code} keeps its status`);
   }
-  t.equal(ERROR_CODES.length, 37, 'the number of codes (a new code updates this pin and the list above)');
+  t.equal(ERROR_CODES.length, 48, 'the number of codes (a new code updates this pin and the list above)');
   t.strictSame(ERROR_CODES, PUBLISHED.map(([c]) => c), 'new codes are added at the end, in the published order');
 });
 

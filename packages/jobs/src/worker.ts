@@ -14,9 +14,10 @@
 // time is in the store), up to `greylistAttempts` probes in all; the last one's `unknown` stands.
 // A DNS timeout or SERVFAIL is deferred the same way, after at most DNS_RETRY_DELAY_MS.
 
-import { chargeReasonFor, type ChargedResult } from '@svc/billing';
+import { chargeReasonFor, suppressedVerdict, type ChargedResult } from '@svc/billing';
+import type { SuppressionKind } from '@svc/contracts';
 import type { Store } from '@svc/store';
-import { Semaphore, verdictTrace, type RunOptions, type Verdict } from '@svc/verifier';
+import { parseAddress, Semaphore, verdictTrace, type RunOptions, type Verdict } from '@svc/verifier';
 import { MX_TOPIC, RESULTS_TOPIC, WORK_CHUNK, WORK_TOPIC, bucketKey, isWorkMessage, type ResultItem, type ResultsMessageV1, type WorkItem, type WorkMessageV1 } from './messages.ts';
 import type { Bus, BusMessage } from './ports.ts';
 
@@ -118,7 +119,8 @@ class RouteGroups {
 }
 
 export interface WorkerOptions {
-  store: Pick<Store, 'jobs'>;
+  /** With `outcomes`, the job's account's suppressed addresses are answered without probing. */
+  store: Pick<Store, 'jobs'> & Partial<Pick<Store, 'outcomes'>>;
   verifier: JobVerifier;
   bus: Bus;
   /** SVC_JOB_GREYLIST_DELAY_MS */
@@ -223,13 +225,23 @@ export class JobWorker {
   }
 
   async probe(message: WorkMessageV1): Promise<ResultItem[]> {
-    const { verifier, greylistAttempts, greylistDelayMs } = this.opts;
-    const verdicts = await verifier.verify(
-      message.items.map(([, email]) => email),
+    const { verifier, greylistAttempts, greylistDelayMs, store } = this.opts;
+    // The job's account's suppressed addresses are answered from its evidence, without probing.
+    const parsed = message.items.map(([, email]) => parseAddress(email));
+    const keys = parsed.map((p) => (p.ok ? `${p.local}@${p.asciiDomain}` : undefined));
+    const suppressed = store.outcomes ? await store.outcomes.suppressedForJob(message.job_id, keys.filter((k): k is string => k !== undefined)) : new Map<string, SuppressionKind>();
+    const open = message.items.filter((_, i) => !suppressed.has(keys[i]!));
+    const probed = await verifier.verify(
+      open.map(([, email]) => email),
       // No in-session greylist retry (the scheduler re-probes durably) and no sync deadline: a
       // job's recipients wait in the MX queues as long as the hosts' limits require.
       { smtpRetries: 0, deadlineMs: 0 },
     );
+    let next = 0;
+    const verdicts = message.items.map(([, email], i) => {
+      const kind = keys[i] === undefined ? undefined : suppressed.get(keys[i]!);
+      return kind ? suppressedVerdict(email, parsed[i]!, kind) : probed[next++]!;
+    });
     const now = this.#now();
     return message.items.map(([idx, email, before], i) => {
       const v = verdicts[i]!;

@@ -23,6 +23,8 @@ type Values = {
   account?: string;
   scopes?: string;
   unrestricted?: boolean;
+  enable?: boolean;
+  disable?: boolean;
   kind?: string;
   expires?: string;
   limit?: string;
@@ -50,6 +52,8 @@ const OPTIONS = {
   account: { type: 'string' },
   scopes: { type: 'string' },
   unrestricted: { type: 'boolean' },
+  enable: { type: 'boolean' },
+  disable: { type: 'boolean' },
   kind: { type: 'string' },
   expires: { type: 'string' },
   limit: { type: 'string' },
@@ -145,6 +149,24 @@ const COMMANDS: Command[] = [
     async run(store) {
       const rows = (await store.accounts.list()).map((a) => [a.id, String(a.balance), String(a.reserved), String(a.available), String(a.keys), iso(a.created_at), cell(a.name)]);
       return { code: 0, out: columns(['ID', 'BALANCE', 'RESERVED', 'AVAILABLE', 'KEYS', 'CREATED', 'NAME'], rows, new Set([1, 2, 3, 4])) };
+    },
+  },
+  {
+    noun: 'account',
+    verb: 'connectors',
+    synopsis: '--account ACCOUNT_ID [--enable | --disable]',
+    about: 'Shows, or sets with --enable or --disable, whether an account may use sender-platform connectors (disabled: creating one answers 403 connector_unavailable).',
+    options: [
+      ['--account ACCOUNT_ID', 'the account (required)'],
+      ['--enable', 'allow connectors (the default of a new account)'],
+      ['--disable', 'refuse connectors'],
+    ],
+    async run(store, v) {
+      const account = await needAccount(store, this, v);
+      if (typeof account !== 'string') return account;
+      if (v.enable && v.disable) return usageError('give --enable or --disable, not both', this);
+      if (v.enable || v.disable) await store.outcomes.setConnectorsEnabled(account, v.enable === true);
+      return { code: 0, out: `account ${account}: connectors ${(await store.outcomes.connectorsEnabled(account)) ? 'enabled' : 'disabled'}` };
     },
   },
   {

@@ -85,6 +85,8 @@ export async function startService(config: Config, opts: StartOptions = {}): Pro
     // reservations older than 10 min, and claims their holders stopped renewing a lease ago.
     const orphanedMs = config.databaseUrl ? 10 * 60_000 : 0;
     await store.ledger.releaseStale('sync', orphanedMs);
+    // A catch-all recovery cut off by a crash leaves its hold open: released the same way.
+    await store.ledger.releaseStale('recovery', orphanedMs);
     await store.idempotency.releaseInProgress(config.databaseUrl ? config.claimLeaseMs : 0);
     boot = await bootstrap(store, config);
     if (boot.kind === 'created' && boot.generatedKey) opts.onGeneratedKey?.(boot.generatedKey);

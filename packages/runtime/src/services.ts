@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import { ClickHouseAnalytics, connectRedis, DirBlobStore, type Analytics, type BlobStore, MemoryCache, MemoryRateLimiter, openStore, RedisCache, RedisMxThrottle, RedisRateLimiter, type RateLimiterPort, type Store } from '@svc/store';
-import { createCsvPool, CsvJobs, InProcessBus, JobsService, jobStatus, jobWebhookEvent, KafkaBus, silentLogger, WebhookDispatcher, type Bus, type JobsLogger } from '@svc/jobs';
+import { CatchallRecovery, createCsvPool, CsvJobs, InProcessBus, JobsService, OutcomesService, jobStatus, jobWebhookEvent, KafkaBus, silentLogger, WebhookDispatcher, type Bus, type JobsLogger } from '@svc/jobs';
 import { Engine, ENGINE_DEFAULTS, type MxThrottle } from '@svc/engine';
 import { Verifier, verifierConfig, type CachePort } from '@svc/verifier';
 import { nodeDns, netSmtpConnector, tcpReachable } from '@svc/verifier/adapters';
@@ -29,6 +29,12 @@ export interface Services {
   jobs: JobsService;
   /** CSV batches: prepare-upload, the signed upload (at most SVC_CSV_MAX_BYTES), start-processing into the job intake. */
   csvJobs: CsvJobs;
+  /** Delivery outcomes: imports, events, connectors (issue 8). */
+  outcomes: OutcomesService;
+  /** The accuracy reports read the analytics port. */
+  reports: Analytics;
+  /** Catch-all recovery of completed jobs. */
+  recovery: CatchallRecovery;
   /** Stops the CSV worker threads (nothing when parsing inline). */
   closeCsvPool: () => Promise<void>;
   /** Delivers job webhooks from the outbox (started by startService unless SVC_ROLE=front). */
@@ -100,6 +106,9 @@ export async function createServices(config: Config, opts: { store?: Store } = {
   let rateLimiter: RateLimiterPort;
   let cachePing: () => Promise<boolean>;
   let closeCache = async () => {};
+  // The cache itself, not the resilient wrapper: a suppression's verdict invalidation must fail
+  // the import when the cache cannot be reached (fail-closed, DESIGN 6).
+  let rawCache: CachePort;
   // The SMTP session limit per MX host: this process's own (embedded), or shared through Redis by
   // every process with the same SVC_EGRESS_ID (cluster: fronts' sync probes and workers alike).
   let throttle: MxThrottle | undefined;
@@ -109,6 +118,7 @@ export async function createServices(config: Config, opts: { store?: Store } = {
     const shared = new RedisMxThrottle({ redis, egressId: config.egressId, max: config.maxConnectionsPerMx, onError: (err) => throttleErrors(err) });
     throttle = shared;
     const rc = new RedisCache(redis);
+    rawCache = rc;
     cache = resilient(rc);
     const limiter = new RedisRateLimiter(redis);
     // Abuse protection fails open: a Redis outage must not turn every request into an error
@@ -124,6 +134,7 @@ export async function createServices(config: Config, opts: { store?: Store } = {
     };
   } else {
     const mc = new MemoryCache();
+    rawCache = mc;
     cache = mc;
     rateLimiter = new MemoryRateLimiter();
     cachePing = async () => {
@@ -243,7 +254,19 @@ export async function createServices(config: Config, opts: { store?: Store } = {
   });
   const webhooks = new WebhookDispatcher({ store, secret, allowPrivate: config.webhookAllowPrivate, logger: log });
   const csvJobs = new CsvJobs({ jobs, store, blobs, publicUrl: config.publicUrl, secret, maxBytes: config.csvMaxBytes, claimLeaseMs: config.claimLeaseMs, ...(csvPool ? { parser: csvPool } : {}) });
-  return { config, store, verifier, rateLimiter, readiness, closeCache, blobs, bus, jobs, csvJobs, webhooks, closeCsvPool: async () => void (await csvPool?.close()), secret, analytics, setJobsLogger: (l) => (jobsLog = l) };
+  const outcomes = new OutcomesService({
+    store,
+    analytics,
+    publicUrl: config.publicUrl,
+    log,
+    // A suppressed mailbox's cached verdict (shared by every account) is dropped: the next
+    // validation of it by anyone probes again.
+    invalidateVerdicts: async (mailboxes) => {
+      await Promise.all(mailboxes.map((m) => rawCache.set(`v:${m}`, null, 0)));
+      return mailboxes.length;
+    },
+  });
+  return { config, store, verifier, rateLimiter, readiness, closeCache, blobs, bus, jobs, csvJobs, webhooks, outcomes, reports: analytics, recovery: new CatchallRecovery({ store, blobs, ...(csvPool ? { renderer: csvPool } : {}) }), closeCsvPool: async () => void (await csvPool?.close()), secret, analytics, setJobsLogger: (l) => (jobsLog = l) };
 }
 
 /** How often an analytics outage is logged at most (the rows wait in the buffer meanwhile). */

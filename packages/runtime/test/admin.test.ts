@@ -187,11 +187,22 @@ t.test('job list and job show', async (t) => {
   t.strictSame(await admin('job', 'show'), { code: 2, out: 'which job? give its id\nusage: admin job show JOB_ID' });
 });
 
+t.test('account connectors: show, disable, enable', async (t) => {
+  t.strictSame(await admin('account', 'connectors', '--account', A), { code: 0, out: `account ${A}: connectors enabled` });
+  t.strictSame(await admin('account', 'connectors', '--account', A, '--disable'), { code: 0, out: `account ${A}: connectors disabled` });
+  t.equal(await store.outcomes.connectorsEnabled(A), false);
+  t.strictSame(await admin('account', 'connectors', '--account', A, '--enable'), { code: 0, out: `account ${A}: connectors enabled` });
+  t.equal(await store.outcomes.connectorsEnabled(A), true);
+  t.equal((await admin('account', 'connectors', '--account', A, '--enable', '--disable')).code, 2);
+  t.strictSame(await admin('account', 'connectors', '--account', 'acc_nope'), { code: 1, out: 'no account acc_nope' });
+});
+
 t.test('--help on every command, exit 0; usage errors exit 2', async (t) => {
   const all = [
     'usage: admin COMMAND [OPTIONS]    (admin COMMAND --help explains one)',
     '  admin account create [--credits N] [--name NAME]',
     '  admin account list',
+    '  admin account connectors --account ACCOUNT_ID [--enable | --disable]',
     '  admin key create --account ACCOUNT_ID [--scopes a,b | --unrestricted] [--kind test|live] [--name NAME] [--expires ISO_DATE]',
     '  admin key list --account ACCOUNT_ID',
     '  admin key activate KEY_ID_OR_KEY',
@@ -243,7 +254,7 @@ t.test('--help on every command, exit 0; usage errors exit 2', async (t) => {
   });
   t.strictSame(await admin('account', 'list', '--help'), { code: 0, out: 'usage: admin account list\n\nLists every account, oldest first: id, credits (balance, reserved, available), number of keys, creation time, name.' });
   const commands = all.split('\n').filter((l) => l.startsWith('  admin ')).map((l) => l.trim().split(' ').slice(1, 3));
-  t.equal(commands.length, 13);
+  t.equal(commands.length, 14);
   for (const [noun, verb] of commands) {
     const res = await admin(noun!, verb!, '--help');
     t.equal(res.code, 0, `${noun} ${verb} --help exits 0`);

@@ -13,7 +13,13 @@ class Flaky extends BufferedAnalytics {
     this.writes++;
     if (this.down) throw new Error('connect ECONNREFUSED');
   }
+  protected async writeOutcomes(): Promise<void> {
+    await this.write();
+  }
   protected async closeBackend(): Promise<void> {}
+  protected async matrixRows() {
+    return [];
+  }
   countByResult = async (): Promise<ResultCounts> => ({ valid: 0, valid_role_based: 0, risky: 0, invalid: 0, unknown: 0 });
   decisionsFor = async () => [];
   domainSummary = async () => [];

@@ -14,7 +14,27 @@
 // (flush() forces that).
 
 import { EventEmitter } from 'node:events';
-import { LAYERS, REASON_CODES, VALIDATION_RESULTS, type Layer, type ReasonCode, type ValidationResult } from '@svc/contracts';
+import {
+  emptyOutcomeMatrix,
+  LAYERS,
+  OUTCOME_LABELS,
+  OUTCOME_SIGNALS,
+  OUTCOME_SOURCES,
+  OUTCOME_VALUES,
+  PREDICTED_RESULTS,
+  REASON_CODES,
+  VALIDATION_RESULTS,
+  type DomainOutcomeMatrix,
+  type Layer,
+  type OutcomeLabel,
+  type OutcomeMatrix,
+  type OutcomeSignal,
+  type OutcomeSource,
+  type OutcomeValue,
+  type PredictedResult,
+  type ReasonCode,
+  type ValidationResult,
+} from '@svc/contracts';
 import type { Queryable } from './db.ts';
 
 export const DECISION_SOURCES = ['single', 'bulk', 'job', 'mcp'] as const;
@@ -41,6 +61,22 @@ export interface Decision {
   credits_charged: number;
   /** Millisecond precision; between 1970 and 2105 (ClickHouse DateTime's range). */
   decided_at: Date;
+}
+
+/** One accepted outcome event, as analytics keeps it (issue 8 reports). Never the address: its hash. */
+export interface OutcomeFact {
+  /** The stored event's id: a redelivered fact is counted once. */
+  id: string;
+  account_id: string;
+  /** The same hash as Decision.email_hash (SHA-256 of the verifier's mailbox key). */
+  email_hash: string;
+  domain: string;
+  outcome: OutcomeValue;
+  label: OutcomeLabel;
+  signal: OutcomeSignal | null;
+  source: OutcomeSource;
+  /** The event time (its occurred_at, else when it was imported). */
+  occurred_at: Date;
 }
 
 export type ResultCounts = Record<ValidationResult, number>;
@@ -90,6 +126,16 @@ export interface Analytics {
   decisionsFor(q: { account_id: string; email_hash: string; limit?: number }): Promise<Decision[]>;
   /** Per domain in the window: most decisions first, then domain (byte order); limit 1-10000, default 100. */
   domainSummary(q: Window & { limit?: number }): Promise<DomainSummaryRow[]>;
+  /** Buffers outcome facts like record() (same batching, back-off, idempotence by id). */
+  recordOutcomes(facts: readonly OutcomeFact[]): Promise<void>;
+  /**
+   * Every fact of the account with from <= occurred_at < to, joined to the account's latest
+   * decision for the same address hash with decided_at <= occurred_at (ties: the greater id);
+   * `not_validated` when there is none. Claims (no signal) per label; sent and open signals apart.
+   */
+  outcomeMatrix(q: Window): Promise<OutcomeMatrix>;
+  /** The same per fact domain: most facts first, then domain (byte order); limit 1-10000, default 100. */
+  outcomeDomains(q: Window & { limit?: number }): Promise<DomainOutcomeMatrix[]>;
   /**
    * Writes everything recorded before the call (now, ignoring any back-off). Rejects with the
    * backend's error if a write fails; the unwritten rows stay buffered and are retried.
@@ -183,6 +229,47 @@ export function checkDecision(d: Decision, i = 0): Decision {
   };
 }
 
+/** Checks one outcome fact and returns the copy analytics keeps (domain lowercased). */
+export function checkOutcomeFact(f: OutcomeFact, i = 0): OutcomeFact {
+  if (f === null || typeof f !== 'object') return fail(i, 'fact', 'must be an object');
+  if (typeof f.email_hash !== 'string' || !HASH.test(f.email_hash)) fail(i, 'email_hash', 'must be 64 lowercase hex digits (SHA-256)');
+  const at = f.occurred_at;
+  if (!(at instanceof Date) || Number.isNaN(at.getTime())) fail(i, 'occurred_at', 'must be a valid Date');
+  const ms = at.getTime();
+  if (ms < 0 || ms > MAX_TIME_MS) fail(i, 'occurred_at', 'must be between 1970 and 2106');
+  if (f.signal !== null && !(OUTCOME_SIGNALS as readonly string[]).includes(f.signal)) fail(i, 'signal', `must be null or one of ${OUTCOME_SIGNALS.join(', ')}`);
+  return {
+    id: text(i, 'id', f.id, MAX_ID),
+    account_id: text(i, 'account_id', f.account_id, MAX_ID),
+    email_hash: f.email_hash,
+    domain: text(i, 'domain', f.domain, MAX_HOST).toLowerCase(),
+    outcome: oneOf(i, 'outcome', f.outcome, OUTCOME_VALUES),
+    label: oneOf(i, 'label', f.label, OUTCOME_LABELS),
+    signal: f.signal,
+    source: oneOf(i, 'source', f.source, OUTCOME_SOURCES),
+    occurred_at: new Date(ms),
+  };
+}
+
+const isFact = (r: Decision | OutcomeFact): r is OutcomeFact => 'label' in r;
+
+/** One count of an adapter's matrix query: facts per (predicted result, label, signal[, domain]). */
+export interface MatrixRow {
+  domain?: string;
+  result: string;
+  label: string;
+  signal: string | null;
+  n: number;
+}
+
+/** Adds one (result, label, signal) count to a matrix. */
+export function addToMatrix(m: OutcomeMatrix, result: string, label: string, signal: string | null, n: number): void {
+  const r = ((PREDICTED_RESULTS as readonly string[]).includes(result) ? result : 'not_validated') as PredictedResult;
+  if (signal === 'sent') m.sent[r] += n;
+  else if (signal === 'open') m.opens[r] += n;
+  else if ((OUTCOME_LABELS as readonly string[]).includes(label)) m.claims[r][label as OutcomeLabel] += n;
+}
+
 /** Every result at 0. */
 export const zeroCounts = (): ResultCounts => Object.fromEntries(VALIDATION_RESULTS.map((r) => [r, 0])) as ResultCounts;
 
@@ -217,7 +304,7 @@ export abstract class BufferedAnalytics extends EventEmitter implements Analytic
   readonly #retryMin: number;
   readonly #retryMax: number;
   /** Oldest first; a failed batch goes back to the front, so rows leave in the order they came. */
-  #buffer: Decision[] = [];
+  #buffer: Array<Decision | OutcomeFact> = [];
   #inFlight = 0;
   #written = 0;
   #dropped = 0;
@@ -245,6 +332,21 @@ export abstract class BufferedAnalytics extends EventEmitter implements Analytic
 
   /** Writes one batch (at most batchSize rows). Idempotent by id. Throws when the backend is unavailable. */
   protected abstract write(batch: readonly Decision[]): Promise<void>;
+  /** Writes outcome facts, idempotent by id, like write(). */
+  protected abstract writeOutcomes(batch: readonly OutcomeFact[]): Promise<void>;
+  /** (result, label, signal[, domain]) counts of the window's facts, each joined to the decision before it (`not_validated`: none). */
+  protected abstract matrixRows(q: Window, byDomain: boolean): Promise<MatrixRow[]>;
+
+  async outcomeMatrix(q: Window): Promise<OutcomeMatrix> {
+    const m = emptyOutcomeMatrix();
+    for (const r of await this.matrixRows(q, false)) addToMatrix(m, r.result, r.label, r.signal, r.n);
+    return m;
+  }
+
+  async outcomeDomains(q: Window & { limit?: number }): Promise<DomainOutcomeMatrix[]> {
+    const limit = checkLimit(q.limit, 100, 10_000);
+    return domainMatrices(await this.matrixRows(q, true), limit);
+  }
   /** Releases the adapter's own resources (connections it opened). */
   protected abstract closeBackend(): Promise<void>;
   abstract countByResult(q: Window): Promise<ResultCounts>;
@@ -264,10 +366,18 @@ export abstract class BufferedAnalytics extends EventEmitter implements Analytic
   }
 
   async record(decisions: readonly Decision[]): Promise<void> {
-    if (this.#closed) throw new Error('analytics is closed');
     if (!Array.isArray(decisions)) throw new TypeError('decisions must be an array');
-    if (decisions.length === 0) return;
-    const rows = decisions.map((d, i) => checkDecision(d, i));
+    this.#append(decisions.map((d, i) => checkDecision(d, i)));
+  }
+
+  async recordOutcomes(facts: readonly OutcomeFact[]): Promise<void> {
+    if (!Array.isArray(facts)) throw new TypeError('facts must be an array');
+    this.#append(facts.map((f, i) => checkOutcomeFact(f, i)));
+  }
+
+  #append(rows: ReadonlyArray<Decision | OutcomeFact>): void {
+    if (this.#closed) throw new Error('analytics is closed');
+    if (rows.length === 0) return;
     for (const r of rows) this.#buffer.push(r);
     this.#recorded += rows.length;
     const over = this.#buffer.length - this.#cap;
@@ -328,7 +438,10 @@ export abstract class BufferedAnalytics extends EventEmitter implements Analytic
           const batch = this.#buffer.splice(0, this.#batchSize);
           this.#inFlight = batch.length;
           try {
-            await this.write(batch);
+            const facts = batch.filter(isFact);
+            const decisions = facts.length === 0 ? (batch as Decision[]) : batch.filter((r): r is Decision => !isFact(r));
+            if (decisions.length > 0) await this.write(decisions);
+            if (facts.length > 0) await this.writeOutcomes(facts);
           } catch (err) {
             this.#inFlight = 0;
             this.#buffer = batch.concat(this.#buffer);
@@ -476,4 +589,55 @@ export class SqlAnalytics extends BufferedAnalytics {
       mean_latency_ms: Number(r.latency_sum) / r.total,
     }));
   }
+
+  protected async writeOutcomes(batch: readonly OutcomeFact[]): Promise<void> {
+    // The columns as arrays: one short statement however many rows (a batch is at most batchSize).
+    await this.#db.query(
+      `INSERT INTO outcome_facts (id, account_id, email_hash, domain, outcome, label, signal, source, occurred_at)
+       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::timestamptz[])
+       ON CONFLICT (id) DO NOTHING`,
+      [
+        batch.map((f) => f.id),
+        batch.map((f) => f.account_id),
+        batch.map((f) => f.email_hash),
+        batch.map((f) => f.domain),
+        batch.map((f) => f.outcome),
+        batch.map((f) => f.label),
+        batch.map((f) => f.signal),
+        batch.map((f) => f.source),
+        batch.map((f) => f.occurred_at.toISOString()),
+      ],
+    );
+  }
+
+  protected async matrixRows(q: Window, byDomain: boolean): Promise<MatrixRow[]> {
+    const { from, to } = checkWindow(q);
+    return this.#db.query<MatrixRow & Record<string, unknown>>(
+      `SELECT ${byDomain ? 'f.domain, ' : ''}coalesce(d.result, 'not_validated') AS result, f.label, f.signal, count(*)::int AS n
+         FROM outcome_facts f
+         LEFT JOIN LATERAL (
+           SELECT result FROM validation_decisions v
+            WHERE v.account_id = f.account_id AND v.email_hash = f.email_hash AND v.decided_at <= f.occurred_at
+            ORDER BY v.decided_at DESC, v.id COLLATE "C" DESC
+            LIMIT 1
+         ) d ON true
+        WHERE f.account_id = $1 AND f.occurred_at >= $2::timestamptz AND f.occurred_at < $3::timestamptz
+        GROUP BY ${byDomain ? 'f.domain, ' : ''}coalesce(d.result, 'not_validated'), f.label, f.signal`,
+      [q.account_id, new Date(from).toISOString(), new Date(to).toISOString()],
+    );
+  }
+
+}
+
+/** Per-domain matrices from (domain, result, label, signal, n) rows: most facts first, then domain (byte order). */
+export function domainMatrices(rows: readonly MatrixRow[], limit: number): DomainOutcomeMatrix[] {
+  const by = new Map<string, DomainOutcomeMatrix>();
+  for (const r of rows) {
+    const d = r.domain ?? '';
+    let m = by.get(d);
+    if (!m) by.set(d, (m = { domain: d, total: 0, ...emptyOutcomeMatrix() }));
+    addToMatrix(m, r.result, r.label, r.signal, r.n);
+    m.total += r.n;
+  }
+  return [...by.values()].sort((a, b) => b.total - a.total || (a.domain < b.domain ? -1 : a.domain > b.domain ? 1 : 0)).slice(0, limit);
 }

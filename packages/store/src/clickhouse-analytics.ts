@@ -17,6 +17,8 @@
 import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client';
 import { VALIDATION_RESULTS, type Layer, type ReasonCode, type ValidationResult } from '@svc/contracts';
 import {
+  type MatrixRow,
+  type OutcomeFact,
   BufferedAnalytics,
   checkLimit,
   checkWindow,
@@ -32,6 +34,7 @@ import {
 export const DEFAULT_CLICKHOUSE_URL = 'http://127.0.0.1:8123';
 export const DEFAULT_CLICKHOUSE_DATABASE = 'svc';
 const TABLE = 'validation_decisions';
+const FACTS_TABLE = 'outcome_facts';
 
 /**
  * A ClickHouse string literal for `s`. Printable ASCII other than `'` and `\` is kept; every other
@@ -80,12 +83,14 @@ export class ClickHouseAnalytics extends BufferedAnalytics {
   readonly database: string;
   readonly #client: ClickHouseClient;
   readonly #table: string;
+  readonly #facts: string;
   #schema: Promise<void> | undefined;
 
   constructor(opts: ClickHouseAnalyticsOptions = {}) {
     super(opts);
     this.database = opts.database ?? DEFAULT_CLICKHOUSE_DATABASE;
     this.#table = `${chIdent(this.database)}.${chIdent(TABLE)}`;
+    this.#facts = `${chIdent(this.database)}.${chIdent(FACTS_TABLE)}`;
     this.#client = createClient({
       url: opts.url ?? DEFAULT_CLICKHOUSE_URL,
       request_timeout: opts.requestTimeoutMs ?? 10_000,
@@ -108,6 +113,23 @@ export class ClickHouseAnalytics extends BufferedAnalytics {
 
   async #createSchema(): Promise<void> {
     await this.#client.command({ query: `CREATE DATABASE IF NOT EXISTS ${chIdent(this.database)}` });
+    await this.#client.command({
+      query: `CREATE TABLE IF NOT EXISTS ${this.#facts} (
+        id String,
+        account_id String,
+        email_hash String,
+        domain String,
+        outcome String,
+        label String,
+        signal String,
+        source String,
+        occurred_at_ms UInt64,
+        occurred_at DateTime MATERIALIZED toDateTime(intDiv(occurred_at_ms, 1000)),
+        recorded_at DateTime MATERIALIZED now()
+      ) ENGINE = ReplacingMergeTree()
+      PARTITION BY toYYYYMM(occurred_at)
+      ORDER BY (account_id, occurred_at, id)`,
+    });
     // MATERIALIZED columns are computed by the server on every insert and never sent (18.16's
     // JSONEachRow does not fill DEFAULT expressions for omitted fields).
     await this.#client.command({
@@ -132,6 +154,51 @@ export class ClickHouseAnalytics extends BufferedAnalytics {
       ORDER BY (account_id, decided_at, id)`,
     });
   }
+
+  protected async writeOutcomes(batch: readonly OutcomeFact[]): Promise<void> {
+    await this.ready();
+    await this.#client.insert({
+      table: this.#facts,
+      format: 'JSONEachRow',
+      values: batch.map((f) => ({
+        id: f.id,
+        account_id: f.account_id,
+        email_hash: f.email_hash,
+        domain: f.domain,
+        outcome: f.outcome,
+        label: f.label,
+        signal: f.signal ?? '',
+        source: f.source,
+        occurred_at_ms: f.occurred_at.getTime(),
+      })),
+    });
+  }
+
+  /**
+   * (result, label, signal[, domain]) counts of the window's facts. One row per fact (a
+   * redelivered fact is in the table twice until a merge), joined to every decision of its
+   * address: the latest decision at or before the fact's time wins (argMaxIf); a fact with none
+   * keeps the empty result, which is `not_validated`.
+   */
+  protected async matrixRows(q: Window, byDomain: boolean): Promise<MatrixRow[]> {
+    const { from, to } = checkWindow(q);
+    const rows = await this.#rows<{ dom: string; res: string; lab: string; sig: string; n: string | number }>(
+      `SELECT ${byDomain ? 'dom, ' : ''}res, lab, sig, count() AS n FROM (
+         SELECT fid, any(fdomain) AS dom, any(flabel) AS lab, any(fsignal) AS sig,
+                argMaxIf(result, decided_at_ms * 1000000 + cityHash64(did) % 1000000, decided_at_ms <= focc AND did != '') AS res
+           FROM (
+             SELECT id AS fid, account_id, email_hash, domain AS fdomain, label AS flabel, signal AS fsignal, occurred_at_ms AS focc
+               FROM ${this.#facts}
+              WHERE account_id = ${chString(q.account_id)} AND occurred_at_ms >= ${chUInt(from)} AND occurred_at_ms < ${chUInt(to)}
+           ) ALL LEFT JOIN (
+             SELECT account_id, email_hash, id AS did, result, decided_at_ms FROM ${this.#table} WHERE account_id = ${chString(q.account_id)}
+           ) USING (account_id, email_hash)
+          GROUP BY fid
+       ) GROUP BY ${byDomain ? 'dom, ' : ''}res, lab, sig`,
+    );
+    return rows.map((r) => ({ ...(byDomain ? { domain: r.dom } : {}), result: r.res === '' ? 'not_validated' : r.res, label: r.lab, signal: r.sig === '' ? null : r.sig, n: Number(r.n) }));
+  }
+
 
   protected async write(batch: readonly Decision[]): Promise<void> {
     await this.ready();

@@ -28,6 +28,8 @@ export {
   type InFinalTx,
 } from './jobs.ts';
 export { SettingsRepo } from './settings.ts';
+export { RecoveriesRepo, type RecoveryRecord, type RecoveredRow } from './recoveries.ts';
+export { OutcomesRepo, OutcomeWriteError, SUPPRESSION_FLAG_TTL_MS, type NewOutcomeEvent, type StoredOutcomeEvent, type EventFate, type ImportResult, type ImportOptions, type ConnectorRecord } from './outcomes.ts';
 export { DirBlobStore, BlobTooLargeError, checkBlobKey, checkBlobPrefix, type BlobStore, type BlobPutOptions, type BlobEntry } from './blob.ts';
 export { reserveIn, settleIn } from './ledger.ts';
 export { MemoryCache } from './memory-cache.ts';
@@ -37,7 +39,9 @@ export {
   SqlAnalytics,
   BufferedAnalytics,
   checkDecision,
+  checkOutcomeFact,
   DECISION_SOURCES,
+  type OutcomeFact,
   type Analytics,
   type AnalyticsOptions,
   type AnalyticsStats,

@@ -10,6 +10,8 @@ import { JobsRepo } from './jobs.ts';
 import { KeysRepo } from './keys.ts';
 import { LedgerRepo } from './ledger.ts';
 import { WebhooksRepo } from './webhooks.ts';
+import { OutcomesRepo } from './outcomes.ts';
+import { RecoveriesRepo } from './recoveries.ts';
 import { migrate } from './migrate.ts';
 import { openPglite } from './pglite.ts';
 import { openPostgres } from './postgres.ts';
@@ -23,6 +25,8 @@ export class Store {
   readonly jobs: JobsRepo;
   readonly settings: SettingsRepo;
   readonly webhooks: WebhooksRepo;
+  readonly outcomes: OutcomesRepo;
+  readonly recoveries: RecoveriesRepo;
   /** Blobs in the database (the cluster profile's blob store: any front serves any upload and download). */
   readonly blobs: PgBlobStore;
   readonly #db: Db;
@@ -36,6 +40,8 @@ export class Store {
     this.jobs = new JobsRepo(db);
     this.settings = new SettingsRepo(db);
     this.webhooks = new WebhooksRepo(db);
+    this.outcomes = new OutcomesRepo(db);
+    this.recoveries = new RecoveriesRepo(db);
     this.blobs = new PgBlobStore(db);
   }
 

@@ -9,7 +9,7 @@
 import tap from 'tap';
 import { createHash, randomBytes } from 'node:crypto';
 import { VALIDATION_RESULTS } from '@svc/contracts';
-import type { Analytics, AnalyticsOptions, Decision, ResultCounts } from '../src/analytics.ts';
+import type { Analytics, AnalyticsOptions, Decision, OutcomeFact, ResultCounts } from '../src/analytics.ts';
 
 export type Tap = Parameters<Parameters<typeof tap.test>[0]>[0];
 
@@ -78,6 +78,56 @@ function until(a: Analytics, event: 'written' | 'write_failed' | 'dropped', cond
 }
 
 export function analyticsConformance(t: Tap, adapter: AnalyticsAdapter): void {
+  t.test('outcome matrix: each fact against the latest decision at or before it; signals apart; windows, accounts, redeliveries; domains', async (t) => {
+    const a = await (await adapter.fresh(t)).open({ flushIntervalMs: 60_000 });
+    const h = (s: string) => sha256(`${run}:${s}`);
+    const at = (s: number) => new Date(T0 + s * 1000);
+    // Decisions: x valid at 10 s then invalid at 100 s; y risky at 10 s; z (another account) valid.
+    await a.record([
+      dec({ email_hash: h('x'), result: 'valid', decided_at: at(10), domain: 'one.example' }),
+      dec({ email_hash: h('x'), result: 'invalid', reason_code: 'mailbox_not_found', decided_at: at(100), domain: 'one.example' }),
+      dec({ email_hash: h('y'), result: 'risky', reason_code: 'catch_all', decided_at: at(10), domain: 'two.example' }),
+      dec({ account_id: 'acc_b', email_hash: h('z'), result: 'valid', decided_at: at(10) }),
+    ]);
+    let n = 0;
+    const fact = (over: Partial<OutcomeFact>): OutcomeFact => ({ id: `f_${run}_${++n}`, account_id: 'acc_a', email_hash: h('x'), domain: 'one.example', outcome: 'bounced', label: 'bounced_hard', signal: null, source: 'api', occurred_at: at(50), ...over });
+    const redelivered = fact({ label: 'delivered', outcome: 'replied', occurred_at: at(10) }); // at the decision's own time: joined to it
+    await a.recordOutcomes([
+      fact({}), // x at 50 s: the valid decision (the invalid one is later)
+      redelivered,
+      fact({ occurred_at: at(200) }), // x at 200 s: the invalid decision
+      fact({ email_hash: h('y'), domain: 'two.example', label: 'bounced_soft' }),
+      fact({ email_hash: h('nobody'), domain: 'two.example', label: 'blocked_policy' }), // never validated
+      fact({ occurred_at: at(5) }), // before any decision of x
+      fact({ label: 'unknown', outcome: 'sent', signal: 'sent' }),
+      fact({ email_hash: h('y'), domain: 'two.example', label: 'unknown', outcome: 'opened', signal: 'open' }),
+      fact({ account_id: 'acc_b', email_hash: h('z') }), // another account
+      fact({ occurred_at: at(5000) }), // outside the window below
+    ]);
+    await a.recordOutcomes([redelivered]);
+    await a.flush();
+    const m = await a.outcomeMatrix({ account_id: 'acc_a', from: at(0), to: at(1000) });
+    const zero = { delivered: 0, bounced_hard: 0, bounced_soft: 0, blocked_policy: 0, unknown: 0 };
+    t.strictSame(m.claims, {
+      valid: { ...zero, bounced_hard: 1, delivered: 1 },
+      valid_role_based: zero,
+      risky: { ...zero, bounced_soft: 1 },
+      invalid: { ...zero, bounced_hard: 1 },
+      unknown: zero,
+      not_validated: { ...zero, blocked_policy: 1, bounced_hard: 1 },
+    });
+    t.strictSame(m.sent, { valid: 1, valid_role_based: 0, risky: 0, invalid: 0, unknown: 0, not_validated: 0 });
+    t.strictSame(m.opens, { valid: 0, valid_role_based: 0, risky: 1, invalid: 0, unknown: 0, not_validated: 0 });
+    const b = await a.outcomeMatrix({ account_id: 'acc_b', from: at(0), to: at(1000) });
+    t.equal(b.claims.valid.bounced_hard, 1, 'the other account sees its own');
+    const edge = await a.outcomeMatrix({ account_id: 'acc_a', from: at(50), to: at(200) });
+    t.equal(edge.claims.valid.bounced_hard + edge.claims.invalid.bounced_hard, 1, 'from inclusive (50 s), to exclusive (200 s)');
+    const d = await a.outcomeDomains({ account_id: 'acc_a', from: at(0), to: at(1000) });
+    t.strictSame(d.map((x) => [x.domain, x.total]), [['one.example', 5], ['two.example', 3]]);
+    t.strictSame((await a.outcomeDomains({ account_id: 'acc_a', from: at(0), to: at(1000), limit: 1 })).map((x) => x.domain), ['one.example']);
+    await t.rejects(a.recordOutcomes([fact({ email_hash: 'not-a-hash' })]), TypeError, 'a malformed fact is refused');
+  });
+
   t.test('an empty backend answers zeros', async (t) => {
     const a = await (await adapter.fresh(t)).open();
     t.strictSame(await a.countByResult({ account_id: 'acc_a', ...WIDE }), counts({}), 'every result, 0');

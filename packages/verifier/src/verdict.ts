@@ -12,7 +12,15 @@ type Parsed = Extract<ParsedAddress, { ok: true }>;
 export type Evidence =
   | { layer: 'syntax'; reason: string }
   | { layer: 'dns'; answer: Exclude<MxAnswer, { kind: 'mx' } | { kind: 'implicit' }> }
-  | { layer: 'smtp'; outcome: ProbeOutcome; implicitMx: boolean };
+  | { layer: 'smtp'; outcome: ProbeOutcome; implicitMx: boolean }
+  /** The account suppressed the address after delivery evidence it imported (DESIGN 6 "Suppression"): answered without probing. */
+  | { layer: 'suppression'; kind: 'hard_bounce' | 'complaint' | 'unsubscribed' };
+
+const SUPPRESSED: Record<'hard_bounce' | 'complaint' | 'unsubscribed', Decision> = {
+  hard_bounce: { result: 'invalid', layer: 'suppression', dns: false, smtp: false, code: 'suppressed_hard_bounce', reason: 'Suppressed: a confirmed hard bounce was reported for this address' },
+  complaint: { result: 'risky', layer: 'suppression', dns: true, smtp: true, code: 'suppressed_complaint', reason: 'Suppressed: the recipient reported a complaint' },
+  unsubscribed: { result: 'risky', layer: 'suppression', dns: true, smtp: true, code: 'suppressed_unsubscribed', reason: 'Suppressed: the recipient unsubscribed' },
+};
 
 const QUALITY: Record<ValidationResult, Quality> = {
   valid: 'high',
@@ -133,7 +141,9 @@ export function buildVerdict(email: string, parsed: ParsedAddress, evidence: Evi
       ? { result: 'invalid', layer: 'syntax', dns: false, smtp: false, code: 'invalid_syntax', reason: `Invalid syntax: ${evidence.reason}` }
       : evidence.layer === 'dns'
         ? dnsDecision(evidence.answer)
-        : smtpDecision(evidence.outcome, role !== undefined);
+        : evidence.layer === 'suppression'
+          ? SUPPRESSED[evidence.kind]
+          : smtpDecision(evidence.outcome, role !== undefined);
   const disposable = ok ? isDisposable(ok.asciiDomain) : false;
   if (disposable && (d.result === 'valid' || d.result === 'valid_role_based' || d.result === 'risky')) {
     // A throwaway inbox is never worth a B2B send, whatever the server says (docs/decisions.md).
@@ -145,6 +155,7 @@ export function buildVerdict(email: string, parsed: ParsedAddress, evidence: Evi
   if (ok?.utf8Local) flags.push('utf8_local_part');
   if (ok?.idn) flags.push('idn_domain');
   if (evidence.layer === 'smtp' && evidence.implicitMx) flags.push('implicit_mx');
+  if (evidence.layer === 'suppression') flags.push('suppressed');
   const v: Verdict = {
     email,
     result: d.result,

@@ -53,6 +53,12 @@ const listConfig = { scope: 'email:validate:bulk', mapValidation: queryError, er
 const readConfig = { scope: 'email:validate:bulk', mapValidation: queryError, errors: ['invalid_request', 'job_not_found', ...STORE_CODES] } as const satisfies RouteErrors & { mapValidation: typeof queryError };
 const downloadConfig = { scope: 'email:validate:bulk', mapValidation: queryError, errors: ['invalid_request', 'job_not_found', 'invalid_job_state', ...STORE_CODES] } as const satisfies RouteErrors & { mapValidation: typeof queryError };
 const cancelConfig = { scope: 'email:validate:bulk', mapValidation: queryError, errors: ['invalid_request', 'job_not_found', 'invalid_job_state', ...STORE_CODES] } as const satisfies RouteErrors & { mapValidation: typeof queryError };
+const recoverConfig = {
+  scope: 'email:validate:bulk',
+  billable: true,
+  mapValidation: queryError,
+  errors: [...JSON_BODY_CODES, 'job_not_found', 'invalid_job_state', 'insufficient_credits', 'validation_upstream_failed', ...STORE_CODES],
+} as const satisfies RouteErrors & { mapValidation: typeof queryError };
 // The signed URL is its own authorisation: no key, no gates.
 const resultsConfig = { mapValidation: queryError, errors: ['invalid_request', 'invalid_signature', 'job_not_found', 'invalid_job_state', 'service_unavailable', ...STORE_CODES] } as const satisfies RouteErrors & { mapValidation: typeof queryError };
 
@@ -243,4 +249,28 @@ export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { ser
     },
     async (req) => status(await jobs.cancel(req.principal!.accountId, req.params.id)),
   );
+
+  const recovery = services.recovery;
+  if (recovery)
+    app.post<{ Params: { id: string }; Body: unknown }>(
+      '/v1/csv/jobs/:id/recover-catchalls',
+      {
+        config: recoverConfig,
+        schema: {
+          summary: "Recover a completed job's catch-all rows with the account's own evidence",
+          description:
+            'Opt-in. Each risky catch-all row is checked against the account’s delivery outcomes for the address (delivered or replied → `valid`, confirmed hard bounce → `invalid`) and the domain’s address pattern learned from confirmed deliveries. One credit per row is held; only rows upgraded to `valid` are charged. Each recovered row carries the evidence that decided it; the results CSV is rewritten. One recovery per job: asking again answers the same recovery. A job that is not completed: 409 `invalid_job_state`.',
+          tags: ['jobs'],
+          security: [{ apiKey: [] }],
+          params: idParams,
+          response: errorResponses(recoverConfig),
+        },
+      },
+      async (req, reply) => {
+        const body = req.body;
+        if (body !== undefined && body !== null && (typeof body !== 'object' || Array.isArray(body))) throw new ServiceError('invalid_request', 'The body must be a JSON object ({})');
+        const out = await upstream(recovery.recover(req.principal!.accountId, req.params.id));
+        return reply.status(202).send(out);
+      },
+    );
 };

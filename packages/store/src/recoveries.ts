@@ -1,0 +1,131 @@
+// Catch-all recovery records (migration 014): the per-job claim, and the committing transaction
+// that rewrites the job's recovered results, records the evidence and settles the money at once.
+
+import type { ValidationResultBody } from '@svc/contracts';
+import type { Db } from './db.ts';
+import { newId } from './ids.ts';
+import { settleIn } from './ledger.ts';
+
+export interface RecoveryRecord {
+  id: string;
+  job_id: string;
+  account_id: string;
+  status: 'running' | 'completed';
+  rows: number;
+  upgraded: number;
+  downgraded: number;
+  credits_reserved: number;
+  credits_charged: number;
+  reservation_id: string | null;
+  created_at: Date;
+  completed_at: Date | null;
+}
+
+export interface RecoveredRow {
+  idx: number;
+  email: string;
+  previous_result: string;
+  result: string;
+  reason_code: string;
+  evidence: Record<string, unknown>;
+  /** The job result row's new verdict. */
+  verdict: ValidationResultBody;
+}
+
+const COLUMNS = 'id, job_id, account_id, status, rows, upgraded, downgraded, credits_reserved, credits_charged, reservation_id, created_at, completed_at';
+
+const toRecord = (r: Record<string, unknown>): RecoveryRecord => ({
+  ...(r as unknown as RecoveryRecord),
+  rows: Number(r.rows),
+  upgraded: Number(r.upgraded),
+  downgraded: Number(r.downgraded),
+  credits_reserved: Number(r.credits_reserved),
+  credits_charged: Number(r.credits_charged),
+  created_at: new Date(r.created_at as string),
+  completed_at: r.completed_at === null ? null : new Date(r.completed_at as string),
+});
+
+export class RecoveriesRepo {
+  constructor(private readonly db: Db) {}
+
+  /**
+   * Claims the job's recovery: a new running record, or the existing one. A running record whose
+   * lease has passed (its process died) is taken over. `claimed` says whether this caller owns it.
+   */
+  async claim(jobId: string, accountId: string, leaseMs: number): Promise<{ claimed: boolean; record: RecoveryRecord }> {
+    const id = newId('rec');
+    const rows = await this.db.query(
+      `INSERT INTO catchall_recoveries (id, job_id, account_id, status, lease_until)
+       VALUES ($1, $2, $3, 'running', now() + ($4::bigint * interval '1 millisecond'))
+       ON CONFLICT (job_id) DO UPDATE SET id = EXCLUDED.id, lease_until = EXCLUDED.lease_until, created_at = now(), reservation_id = NULL
+        WHERE catchall_recoveries.status = 'running' AND catchall_recoveries.lease_until < now()
+       RETURNING ${COLUMNS}`,
+      [id, jobId, accountId, leaseMs],
+    );
+    if (rows[0]) return { claimed: true, record: toRecord(rows[0]) };
+    const [existing] = await this.db.query(`SELECT ${COLUMNS} FROM catchall_recoveries WHERE job_id = $1`, [jobId]);
+    return { claimed: false, record: toRecord(existing!) };
+  }
+
+  /** Gives a claim back (nothing was reserved or changed): a later request may try again. */
+  async release(id: string): Promise<void> {
+    await this.db.query(`DELETE FROM catchall_recoveries WHERE id = $1 AND status = 'running'`, [id]);
+  }
+
+  async setReservation(id: string, reservationId: string, reserved: number, rows: number): Promise<void> {
+    await this.db.query('UPDATE catchall_recoveries SET reservation_id = $2, credits_reserved = $3, rows = $4 WHERE id = $1', [id, reservationId, reserved, rows]);
+  }
+
+  /**
+   * In one transaction: the job's changed result rows, the recovery's rows with their evidence,
+   * the settlement (exactly `charged` of the reservation), and the record completed. False when
+   * the claim was lost meanwhile (taken over after its lease): nothing is changed.
+   */
+  async complete(rec: { id: string; reservationId: string | null; rows: number; charged: number }, jobId: string, changed: readonly RecoveredRow[]): Promise<RecoveryRecord | undefined> {
+    return this.db.transaction(async (tx) => {
+      const own = await tx.query(`SELECT id FROM catchall_recoveries WHERE id = $1 AND status = 'running' FOR UPDATE`, [rec.id]);
+      if (own.length === 0) return undefined;
+      for (let at = 0; at < changed.length; at += 1000) {
+        const slice = changed.slice(at, at + 1000);
+        await tx.query(
+          `UPDATE job_results r SET verdict = x.verdict::jsonb, chargeable = (x.verdict::jsonb ->> 'credits_charged')::int > 0
+             FROM unnest($2::int[], $3::text[]) AS x(idx, verdict)
+            WHERE r.job_id = $1 AND r.idx = x.idx`,
+          [jobId, slice.map((c) => c.idx), slice.map((c) => JSON.stringify(c.verdict))],
+        );
+        await tx.query(
+          `INSERT INTO catchall_recovery_rows (recovery_id, idx, email, previous_result, result, reason_code, evidence)
+           SELECT $1, x.idx, x.email, x.prev, x.res, x.code, x.ev::jsonb
+             FROM unnest($2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[]) AS x(idx, email, prev, res, code, ev)`,
+          [rec.id, slice.map((c) => c.idx), slice.map((c) => c.email), slice.map((c) => c.previous_result), slice.map((c) => c.result), slice.map((c) => c.reason_code), slice.map((c) => JSON.stringify(c.evidence))],
+        );
+      }
+      if (rec.reservationId && !(await settleIn(tx, rec.reservationId, rec.charged))) throw new Error(`recovery ${rec.id}: its reservation is no longer open`);
+      const up = changed.filter((c) => c.result === 'valid').length;
+      const rows = await tx.query(
+        `UPDATE catchall_recoveries SET status = 'completed', completed_at = now(), rows = $2, upgraded = $3, downgraded = $4, credits_charged = $5
+          WHERE id = $1 RETURNING ${COLUMNS}`,
+        [rec.id, rec.rows, up, changed.length - up, rec.charged],
+      );
+      return toRecord(rows[0]!);
+    });
+  }
+
+  /** The rows a recovery changed, in job order. */
+  async rowsOf(id: string, limit: number): Promise<Array<Omit<RecoveredRow, 'verdict'>>> {
+    const rows = await this.db.query<{ idx: number; email: string; previous_result: string; result: string; reason_code: string; evidence: unknown }>(
+      'SELECT idx, email, previous_result, result, reason_code, evidence FROM catchall_recovery_rows WHERE recovery_id = $1 ORDER BY idx LIMIT $2',
+      [id, limit],
+    );
+    return rows.map((r) => ({ ...r, evidence: (typeof r.evidence === 'string' ? JSON.parse(r.evidence) : r.evidence) as Record<string, unknown> }));
+  }
+
+  /** The job's catch-all results: risky with reason_code catch_all. */
+  async catchallRows(jobId: string): Promise<Array<{ idx: number; email: string; verdict: ValidationResultBody }>> {
+    const rows = await this.db.query<{ idx: number; email: string; verdict: unknown }>(
+      `SELECT idx, email, verdict FROM job_results WHERE job_id = $1 AND state = 'done' AND verdict ->> 'result' = 'risky' AND verdict ->> 'reason_code' = 'catch_all' ORDER BY idx`,
+      [jobId],
+    );
+    return rows.map((r) => ({ idx: r.idx, email: r.email, verdict: (typeof r.verdict === 'string' ? JSON.parse(r.verdict) : r.verdict) as ValidationResultBody }));
+  }
+}
