@@ -141,9 +141,15 @@ interface Dsn {
  */
 function groupsOf(text: string, prose: string[]): FieldGroup[] {
   let body = text;
-  // A whole message rather than a delivery-status body: its first block names no DSN field.
+  // A whole message rather than a delivery-status body: its first block names no DSN field, or it
+  // holds a header no delivery-status body has (MIME-Version, Content-Type, Received, Message-ID,
+  // Subject). Some MTAs (Oracle Messaging Server) add an Original-recipient trace header to the
+  // message's own header block, which alone does not make it a DSN body.
   const first = text.replace(/^(\r?\n)+/, '').split(/\r?\n\r?\n/, 1)[0]!.slice(0, 65536);
-  if (!/^(reporting-mta|final-recipient|original-recipient|action|arrival-date|dsn-gateway|received-from-mta|original-envelope-id|remote-mta|last-attempt-date)\s*:/im.test(first) && /^(content-type|received|from|date|message-id|mime-version|subject|to|return-path|delivered-to|x-[a-z0-9-]+)\s*:/im.test(first)) {
+  const namesDsnField = /^(reporting-mta|final-recipient|original-recipient|action|arrival-date|dsn-gateway|received-from-mta|original-envelope-id|remote-mta|last-attempt-date)\s*:/im.test(first);
+  const mailHeader = /^(content-type|received|from|date|message-id|mime-version|subject|to|return-path|delivered-to|x-[a-z0-9-]+)\s*:/im;
+  const messageOnlyHeader = /^(content-type|mime-version|received|message-id|subject)\s*:/im;
+  if (namesDsnField ? messageOnlyHeader.test(first) : mailHeader.test(first)) {
     const part = deliveryStatusOf(text);
     if (part === null) {
       prose.push(textPartOf(text).slice(0, MAX_TEXT));
@@ -214,6 +220,33 @@ function readDsn(f: Partial<Record<Field, string>>, email: string, prose: string
   return dsn;
 }
 
+const LEAD_LINE = /^[ \t]*<?([^\s<>:@]+@[^\s<>:@]+?)>?:(?:[ \t]|$)/;
+
+/**
+ * The part of a plain-text bounce that is about the row's address. Bounces without a DSN part
+ * (qmail, OpenSMTPD, Postfix's text) give one section per recipient, each led by a line that starts
+ * with the address and a colon (`<a@example.com>:` or `a@example.com: 550 …`) and ending at the
+ * next such line or a blank line. Text with no such line is read whole; text whose lead lines all
+ * name other addresses says nothing about this one (''): another recipient's reply is no evidence
+ * about the row's mailbox (spec 2.3: a hard bounce is confirmed evidence about that mailbox).
+ */
+export function ownSection(text: string, addresses: string[]): string {
+  const mine = new Set(addresses.map((a) => a.toLowerCase()));
+  const lines = text.split(/\r\n|\r|\n/);
+  let leads = 0;
+  const kept: string[] = [];
+  let inside = false;
+  for (const line of lines) {
+    const lead = line.length <= 1024 ? LEAD_LINE.exec(line) : null;
+    if (lead) {
+      leads++;
+      inside = mine.has(lead[1]!.toLowerCase());
+    } else if (line.trim() === '') inside = false;
+    if (inside) kept.push(line);
+  }
+  return leads === 0 ? text : kept.join('\n');
+}
+
 /** What a code says (DESIGN 6 labels, decisions at the top). */
 function labelOfCode(code: string): { label: OutcomeLabel; evidence: string } {
   const [cls, subject, detail] = code.split('.').map(Number) as [number, number, number];
@@ -232,20 +265,23 @@ const POLICY_TEXT = /\b(spam|blocked|block ?list|blacklist|black list|reputation
 const DNS_TEXT = /\b(host (or domain name )?not found|domain (name )?not found|name service error|dns|no mx|nxdomain|unrouteable|unroutable|routing|unable to route|mail loop)\b/i;
 
 /** The legacy reading of untyped vendor text: codes, then words. */
-function legacy(text: string): { enhanced?: string; basic?: string; label?: OutcomeLabel; evidence?: string } {
+function legacy(text: string): { enhanced?: string; basic?: string; label?: OutcomeLabel; evidence?: string; byCode?: true } {
   const enh = /(?:^|[^\d.])([245])\.(\d{1,3})\.(\d{1,3})(?![\d.])/.exec(text);
   const basic = /(?:^|[^\d])([245]\d\d)(?![\d])/.exec(text)?.[1];
   const enhanced = enh ? `${enh[1]}.${Number(enh[2])}.${Number(enh[3])}` : undefined;
-  const out: { enhanced?: string; basic?: string; label?: OutcomeLabel; evidence?: string } = {};
+  const out: { enhanced?: string; basic?: string; label?: OutcomeLabel; evidence?: string; byCode?: true } = {};
   if (enhanced) out.enhanced = enhanced;
   if (basic) out.basic = basic;
   if (enhanced && !/^5\.0\.0$/.test(enhanced)) {
     const l = labelOfCode(enhanced);
-    if (l.label !== 'unknown') return { ...out, ...l };
+    if (l.label !== 'unknown') return { ...out, ...l, byCode: true };
   }
   if (FULL_TEXT.test(text)) return { ...out, label: 'bounced_soft', evidence: 'mailbox_full_text' };
   if (basic?.startsWith('4') || enhanced?.startsWith('4')) return { ...out, label: 'bounced_soft', evidence: 'temporary_code' };
-  if (NOT_FOUND_TEXT.test(text) && (basic?.startsWith('5') || enhanced?.startsWith('5'))) return { ...out, label: 'bounced_hard', evidence: 'diagnostic_text' };
+  // Words alone confirm a hard bounce only beside a 5xx reply whose enhanced code, if any, has no
+  // specific detail (X.Y.0, like qmail's #5.5.0): a specific one that says otherwise (5.2.1
+  // "mailbox disabled" worded "User Unknown") wins.
+  if (NOT_FOUND_TEXT.test(text) && (basic?.startsWith('5') || enhanced?.startsWith('5')) && (enhanced === undefined || enhanced.endsWith('.0'))) return { ...out, label: 'bounced_hard', evidence: 'diagnostic_text' };
   if (POLICY_TEXT.test(text) && (basic === undefined || basic.startsWith('5')) && !enhanced?.startsWith('4')) return { ...out, label: 'blocked_policy', evidence: 'policy_text' };
   if (DNS_TEXT.test(text) && basic === undefined && enhanced === undefined) return { ...out, label: 'bounced_soft', evidence: 'dns_text' };
   return out;
@@ -368,13 +404,17 @@ function parse(row: unknown, opts: ParseOptions): OutcomeEvent {
     } else if (t) diagOpaque = true; // a foreign diagnostic type (x-unix, X-Postfix…) stays opaque
     else diagText = dsn.diagnostic; // untyped vendor text: the legacy parser
   }
-  const prose = [diagText, f.bounce_reason, f.diagnostic, action === undefined ? f.status : undefined, smtpCode, ...messageProse].filter((x): x is string => x !== undefined && x !== '').join(' ');
+  const own = (text: string | undefined) => (text === undefined ? undefined : ownSection(text, [written, mailbox]));
+  const prose = [diagText, own(f.bounce_reason), own(f.diagnostic), action === undefined ? f.status : undefined, smtpCode, ...messageProse.map(own)].filter((x): x is string => x !== undefined && x !== '').join(' ');
 
   // The label.
   let label: OutcomeLabel;
   let evidence: string;
   let signal: OutcomeSignal | null = null;
-  let code: string | null = status ?? diagCode ?? null;
+  // A Status that only names its class (X.0.0, "not specific") gives way to a typed smtp diagnostic's
+  // own enhanced code of the same class: that code decides, and is the one reported.
+  const decisive = status !== undefined && /^[45]\.0\.0$/.test(status) && diagCode !== undefined && diagCode[0] === status[0] && !/^[45]\.0\.0$/.test(diagCode) ? diagCode : (status ?? diagCode);
+  let code: string | null = decisive ?? null;
   const bounceLike = BOUNCE_LIKE.includes(outcome);
   const byCode = (c: string) => labelOfCode(c);
   if (action !== undefined && (action === 'delivered' || action === 'relayed' || action === 'expanded')) {
@@ -389,20 +429,20 @@ function parse(row: unknown, opts: ParseOptions): OutcomeEvent {
     label = 'bounced_soft';
     evidence = 'dsn_delayed';
   } else if (action === 'failed') {
-    const c = status ?? diagCode;
+    const c = decisive;
     if (c !== undefined && c !== '5.0.0') ({ label, evidence } = byCode(c));
     else {
       const l = legacy(prose);
       if (l.label) ({ label, evidence } = { label: l.label, evidence: l.evidence! });
       else if (c?.startsWith('4')) ({ label, evidence } = { label: 'bounced_soft', evidence: 'temporary_status' });
       else ({ label, evidence } = { label: 'unknown', evidence: 'dsn_failed_unspecific' });
-      code ??= l.enhanced ?? null;
+      code = l.byCode ? l.enhanced! : (code ?? l.enhanced ?? null);
     }
   } else if (outcome === 'delivered' || outcome === 'replied') {
     label = 'delivered';
     evidence = outcome === 'replied' ? 'reply' : 'delivery';
   } else if (bounceLike) {
-    const c = status ?? diagCode;
+    const c = decisive;
     const l = c === undefined || c === '5.0.0' ? legacy(prose) : undefined;
     if (c !== undefined && c !== '5.0.0' && byCode(c).label !== 'unknown') ({ label, evidence } = byCode(c));
     else if (l?.label) ({ label, evidence } = { label: l.label, evidence: l.evidence! });
@@ -414,7 +454,7 @@ function parse(row: unknown, opts: ParseOptions): OutcomeEvent {
       else if (outcome === 'blocked') ({ label, evidence } = { label: 'blocked_policy', evidence: 'coarse_policy' });
       else ({ label, evidence } = { label: 'unknown', evidence: 'coarse_bounce' });
     }
-    code ??= l?.enhanced ?? null;
+    code = l?.label !== undefined && l.byCode && label === l.label ? l.enhanced! : (code ?? l?.enhanced ?? null);
   } else ({ label, evidence } = outcomeOnly(outcome, f, (s) => (signal = s)));
 
   const suppresses: SuppressionKind | null = label === 'bounced_hard' ? 'hard_bounce' : outcome === 'complaint' ? 'complaint' : outcome === 'unsubscribed' ? 'unsubscribed' : null;

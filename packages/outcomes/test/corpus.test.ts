@@ -4,10 +4,6 @@
 // code) or the row error code decided for it in expected.json by reading it against spec 2.3 and
 // 2.4. A message without a delivery-status part is also imported as `diagnostic` (its text part,
 // textPartOf) and must give the same label.
-//
-// Entries with `parser_disagrees` are cases where the parser's answer differs from the spec's:
-// the expected value stays, the assertion is a tap `todo` (reported, not failing) with the reason,
-// until the parser is fixed.
 
 import { readFileSync, readdirSync } from 'node:fs';
 import t from 'tap';
@@ -18,8 +14,6 @@ interface Expectation {
   expect: string;
   code?: string;
   why: string;
-  /** The parser answers otherwise on `on` (the label or row error code, or the enhanced code): `got`, and why the expectation stands. */
-  parser_disagrees?: { on: 'label' | 'code'; got: string; why: string };
 }
 
 const DIR = new URL('./corpus/', import.meta.url);
@@ -41,17 +35,15 @@ for (const [file, want] of Object.entries(expected)) {
     t.ok(text.includes('\r\n') && !/[^\r]\n/.test(text) && !/\r(?!\n)/.test(text), 'CRLF as on the wire');
     const dsnPart = deliveryStatusOf(text);
     t.equal(dsnPart !== null, HAS_DSN_PART.test(text), 'a delivery-status part is found exactly when the message has one');
-    const pd = want.parser_disagrees;
-    const todo = (on: 'label' | 'code') => (pd?.on === on ? { todo: `parser disagrees (got ${pd.got}): ${pd.why}` } : {});
     const r = row(file, want.email, { dsn_message: text });
-    t.equal(labelOrCode(r), want.expect, 'label or row error code', todo('label'));
-    if (want.code && (r.ok || pd?.on === 'label')) t.equal(r.ok ? r.event.smtp_enhanced_code : null, want.code, 'the enhanced code that decided', pd?.on === 'label' ? todo('label') : todo('code'));
+    t.equal(labelOrCode(r), want.expect, 'label or row error code');
+    if (want.code) t.equal(r.ok ? r.event.smtp_enhanced_code : null, want.code, 'the enhanced code that decided');
     if (r.ok) t.equal(r.event.suppresses, r.event.label === 'bounced_hard' ? 'hard_bounce' : null, 'only a confirmed hard bounce suppresses');
     if (dsnPart === null) {
       // A bounce without a DSN part: its text part as a legacy diagnostic says the same.
       const d = row(file, want.email, { diagnostic: textPartOf(text).slice(0, 64 * 1024) });
-      t.equal(labelOrCode(d), want.expect, 'the same label from `diagnostic: textPartOf(message)`', todo('label'));
-      if (d.ok && want.code) t.equal(d.event.smtp_enhanced_code, want.code, 'the same enhanced code from the text part', todo('code'));
+      t.equal(labelOrCode(d), want.expect, 'the same label from `diagnostic: textPartOf(message)`');
+      if (want.code) t.equal(d.ok ? d.event.smtp_enhanced_code : null, want.code, 'the same enhanced code from the text part');
     }
   });
 }
@@ -99,19 +91,23 @@ t.test('a recipient other than the DSN\'s is refused (rule 5)', async (t) => {
  * Plain-text bounces (no DSN part) naming two recipients with different replies: the row of the
  * second recipient must be read from that recipient's own line. Spec 2.3 makes `bounced_hard`
  * decision-grade only as confirmed evidence about the row's mailbox; another recipient's reply is
- * not. The parser reads the prose without regard to the recipient (it takes the first reply).
+ * not. The text is read in the section led by the row's address (ownSection); an address no
+ * section names gets no evidence from the text.
  */
-const OTHER_RECIPIENTS: { file: string; email: string; expect: string; code: string; why: string; parser_got: string }[] = [
-  { file: 'lhost-opensmtpd-02.eml', email: 'person5@example.org', expect: 'bounced_hard', code: '5.1.1', why: 'its line: 550 5.1.1 User Unknown (the first line, 5.2.2 Mailbox Full, is person4\'s)', parser_got: 'bounced_soft 5.2.2' },
-  { file: 'lhost-qmail-02.eml', email: 'person5@example.org', expect: 'unknown', code: '5.2.1', why: 'its line: 550 5.2.1 (disabled; the first line, 5.1.1, is person4\'s): a confirmed hard bounce must not come from another recipient', parser_got: 'bounced_hard 5.1.1' },
+const OTHER_RECIPIENTS: { file: string; email: string; expect: string; code: string | null; why: string }[] = [
+  { file: 'lhost-opensmtpd-02.eml', email: 'person5@example.org', expect: 'bounced_hard', code: '5.1.1', why: 'its line: 550 5.1.1 User Unknown (the first line, 5.2.2 Mailbox Full, is person4\'s)'},
+  { file: 'lhost-opensmtpd-02.eml', email: 'person4@example.net', expect: 'bounced_soft', code: '5.2.2', why: 'its line: 550 5.2.2 Mailbox Full' },
+  { file: 'lhost-qmail-02.eml', email: 'person5@example.org', expect: 'unknown', code: '5.2.1', why: 'its line: 550 5.2.1 (disabled; the first line, 5.1.1, is person4\'s): a confirmed hard bounce must not come from another recipient'},
+  { file: 'lhost-qmail-02.eml', email: 'person4@example.net', expect: 'bounced_hard', code: '5.1.1', why: 'its section: 550 5.1.1 User Unknown' },
+  { file: 'lhost-postfix-07.eml', email: 'person4@example.net', expect: 'unknown', code: null, why: 'the postmaster address the text asks you to contact, not a recipient: the only section is person5\'s' },
 ];
 
 for (const o of OTHER_RECIPIENTS) {
   t.test(`${o.file} for ${o.email}: ${o.expect} ${o.code} (${o.why})`, async (t) => {
     const r = row(o.file, o.email, { dsn_message: read(o.file) });
-    const todo = { todo: `parser disagrees (got ${o.parser_got}): the legacy reading of a plain-text bounce is not recipient-aware` };
-    t.equal(labelOrCode(r), o.expect, 'label', todo);
-    t.equal(r.ok ? r.event.smtp_enhanced_code : null, o.code, 'enhanced code', todo);
+    t.equal(labelOrCode(r), o.expect, 'label');
+    t.equal(r.ok ? r.event.smtp_enhanced_code : null, o.code, 'enhanced code');
+    t.equal(r.ok ? r.event.suppresses : 'row error', o.expect === 'bounced_hard' ? 'hard_bounce' : null, 'only its own hard bounce suppresses');
   });
 }
 

@@ -96,6 +96,85 @@ t.test('rule 7: typed diagnostics (comments first; foreign types opaque), untype
   t.equal(label({ bounce_reason: 'Host or domain name not found. Name service error for name=example.com' }), 'bounced_soft', 'a DNS failure without a status');
 });
 
+t.test('rule 7: a Status of X.0.0 gives way to the typed diagnostic\'s specific code of its class, which is reported', async (t) => {
+  const ev = (status: string, diag: string) => {
+    const r = parse({ dsn_message: dsn(recipient(['Action: failed', `Status: ${status}`, `Diagnostic-Code: smtp; ${diag}`])) });
+    return r.ok ? [r.event.label, r.event.smtp_enhanced_code] : [r.code, null];
+  };
+  t.strictSame(ev('5.0.0', '550 5.1.1 user unknown'), ['bounced_hard', '5.1.1']);
+  t.strictSame(ev('5.0.0', '550 5.7.1 rejected by policy'), ['blocked_policy', '5.7.1']);
+  t.strictSame(ev('5.0.0', '550 4.2.2 over quota'), ['bounced_soft', '4.2.2'], 'another class: the legacy reading of the diagnostic decides (soft, no suppression), and its code is reported');
+  t.strictSame(ev('5.2.1', '550 5.1.1 user unknown'), ['unknown', '5.2.1'], 'a specific Status keeps deciding');
+  t.strictSame(ev('4.0.0', '450 4.2.2 mailbox full'), ['bounced_soft', '4.2.2']);
+});
+
+t.test('legacy words: "user unknown" beside a specific enhanced code that says otherwise is not a hard bounce', async (t) => {
+  const ev = (text: string) => {
+    const r = parse({ diagnostic: text });
+    return r.ok ? [r.event.label, r.event.smtp_enhanced_code, r.event.suppresses] : [r.code];
+  };
+  t.strictSame(ev('550 5.2.1 <jane.doe@example.com>... User Unknown'), ['unknown', '5.2.1', null]);
+  t.strictSame(ev('550 Unknown user jane.doe@example.com. (#5.5.0)'), ['bounced_hard', '5.5.0', 'hard_bounce'], 'X.Y.0 names no detail: the words decide');
+  t.strictSame(ev('550 User unknown'), ['bounced_hard', null, 'hard_bounce']);
+});
+
+t.test('plain-text bounces: only the section led by the row\'s address is read', async (t) => {
+  const text = [
+    'I was not able to deliver your message to the following addresses.',
+    '',
+    '<other.person@example.com>:',
+    'Remote host said: 550 5.1.1 <other.person@example.com>... User Unknown',
+    '',
+    '<jane.doe@example.com>:',
+    'Remote host said: 452 4.2.2 <jane.doe@example.com>... Mailbox full',
+    '',
+    '--- Below this line is a copy of the message.',
+  ].join('\r\n');
+  const ev = (email: string, key: string) => {
+    const r = parseOutcomeRow({ ...base, email, [key]: text }, { now: NOW });
+    return r.ok ? [r.event.label, r.event.smtp_enhanced_code] : [r.code];
+  };
+  for (const key of ['diagnostic', 'bounce_reason']) {
+    t.strictSame(ev('jane.doe@example.com', key), ['bounced_soft', '4.2.2'], key);
+    t.strictSame(ev('Other.Person@example.com', key), ['bounced_hard', '5.1.1'], `${key}: addresses compare case-insensitively`);
+    t.strictSame(ev('third@example.com', key), ['unknown', null], `${key}: an address no section names gets nothing from the text`);
+  }
+  t.strictSame(ev('third@example.com', 'diagnostic').length, 2);
+  const single = 'Delivery failed: 550 5.1.1 user unknown';
+  t.equal(parseOutcomeRow({ ...base, diagnostic: single }, { now: NOW }).ok && (parseOutcomeRow({ ...base, diagnostic: single }, { now: NOW }) as { event: { label: string } }).event.label, 'bounced_hard', 'text without lead lines is read whole');
+});
+
+t.test('a whole message whose own header block holds an Original-recipient trace header is still a whole message', async (t) => {
+  const message = [
+    'Return-path: <>',
+    'Original-recipient: rfc822;jane.doe@example.com',
+    'From: postmaster@example.net',
+    'Subject: Delivery Notification: Delivery has failed',
+    'MIME-version: 1.0',
+    'Content-type: multipart/report; report-type=delivery-status; boundary="b1"',
+    '',
+    '--b1',
+    'Content-type: text/plain',
+    '',
+    'This report relates to a message you sent.',
+    '',
+    '--b1',
+    'Content-type: message/delivery-status',
+    '',
+    'Reporting-MTA: dns; mx.example.net',
+    '',
+    'Original-recipient: rfc822;jane.doe@example.com',
+    'Final-recipient: rfc822;jane.doe@example.com',
+    'Action: failed',
+    'Status: 5.1.10 (recipient not found)',
+    '',
+    '--b1--',
+    '',
+  ].join('\r\n');
+  const r = parse({ dsn_message: message });
+  t.strictSame(r.ok ? [r.event.label, r.event.smtp_enhanced_code, r.event.action] : [r.code], ['bounced_hard', '5.1.10', 'failed']);
+});
+
 t.test('rule 8: occurred_at is RFC 3339, normalised, microseconds kept', async (t) => {
   const at = (v: string) => {
     const r = parse({ occurred_at: v });
