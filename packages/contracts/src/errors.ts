@@ -90,6 +90,17 @@ export const ERRORS = {
   connector_create_failed: e(503, 'The connector could not be created; retry with bounded backoff', 'connector create: the credential could not be stored (the previous URL, if any, still works)', true),
   connector_revoke_failed: e(503, 'The connector could not be revoked; treat it as live and retry', 'connector revoke: the revocation could not be stored; the credential stays live until a later revoke succeeds', true),
   invalid_connector_secret: e(404, 'Unknown or revoked webhook URL', 'inbound connector webhook: the URL\'s secret matches no active connector (revoked, replaced, or never issued)'),
+  // subscriptions (core 2.4, 3.2)
+  subscription_not_found: e(404, 'No active subscription', 'cancel or reactivate: the account has no active subscription (none, or it has already ended)'),
+  subscription_already_canceling: e(409, 'The subscription is already set to cancel at the period end', 'cancel: the subscription is already set to cancel at the period end (nothing changed)'),
+  subscription_not_canceling: e(409, 'The subscription has no pending cancellation', 'reactivate: the active subscription is not set to cancel (nothing to undo)'),
+  payment_processor_unavailable: e(503, 'The payment processor could not be reached; retry later', 'cancel or reactivate: the payment processor did not answer or failed; nothing changed here', true),
+  invalid_webhook_signature: e(400, 'The webhook signature is missing or invalid', 'inbound payment-processor webhook: the `Stripe-Signature` header is missing, malformed, too old or does not match the body'),
+  // hosted MCP credentials (core 5)
+  mcp_token_not_accepted: e(401, 'MCP access tokens are not accepted on the public API; use an API key', 'the public API got an `Authorization: Bearer` hosted-MCP token instead of an `X-API-Key`'),
+  api_key_not_accepted: e(401, 'API keys are not accepted on MCP; complete the OAuth flow', 'the hosted MCP endpoint got an `X-API-Key` (it takes only OAuth bearer tokens)'),
+  invalid_access_token: e(401, 'The access token is missing, unknown or revoked', 'hosted MCP: no `Authorization: Bearer` token, or the token is unknown or revoked'),
+  access_token_expired: e(401, 'The access token has expired; refresh it', 'hosted MCP: the bearer token is past its expiry; use the refresh token'),
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERRORS;

@@ -65,6 +65,15 @@ const PUBLISHED: Array<[code: string, status: number]> = [
   ['connector_create_failed', 503],
   ['connector_revoke_failed', 503],
   ['invalid_connector_secret', 404],
+  ['subscription_not_found', 404],
+  ['subscription_already_canceling', 409],
+  ['subscription_not_canceling', 409],
+  ['payment_processor_unavailable', 503],
+  ['invalid_webhook_signature', 400],
+  ['mcp_token_not_accepted', 401],
+  ['api_key_not_accepted', 401],
+  ['invalid_access_token', 401],
+  ['access_token_expired', 401],
 ];
 
 t.test('the catalogue keeps every published code with its status (append-only), and no more than the pin', async (t) => {
@@ -72,7 +81,7 @@ t.test('the catalogue keeps every published code with its status (append-only), 
     t.ok(isErrorCode(code), `${code} still exists`);
     t.equal(ERRORS[code as keyof typeof ERRORS]?.status, status, `${code} keeps its status`);
   }
-  t.equal(ERROR_CODES.length, 48, 'the number of codes (a new code updates this pin and the list above)');
+  t.equal(ERROR_CODES.length, 57, 'the number of codes (a new code updates this pin and the list above)');
   t.strictSame(ERROR_CODES, PUBLISHED.map(([c]) => c), 'new codes are added at the end, in the published order');
 });
 
