@@ -25,8 +25,12 @@ const ALLOWED: Record<string, string[]> = {
   outcomes: ['contracts', 'verifier'],
   billing: ['contracts', 'verifier', 'store', 'outcomes'],
   jobs: ['contracts', 'verifier', 'store', 'outcomes', 'billing'],
-  api: ['contracts', 'verifier', 'store', 'outcomes', 'billing', 'jobs'],
-  runtime: ['contracts', 'verifier', 'engine', 'store', 'outcomes', 'billing', 'jobs', 'api'],
+  mcp: ['contracts', 'verifier', 'store', 'outcomes', 'billing', 'jobs'],
+  api: ['contracts', 'verifier', 'store', 'outcomes', 'billing', 'jobs', 'mcp'],
+  runtime: ['contracts', 'verifier', 'engine', 'store', 'outcomes', 'billing', 'jobs', 'mcp', 'api'],
+  // The official client stands alone (fetch only); the CLI is built on it.
+  client: [],
+  cli: ['client'],
 };
 
 function tsFiles(dir: string): string[] {

@@ -1,0 +1,2 @@
+// Placeholder until the package is built (issue 9).
+export {};
