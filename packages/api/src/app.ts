@@ -18,6 +18,8 @@ import { jobRoutes } from './routes/jobs.ts';
 import { validateRoutes } from './routes/validate.ts';
 import { outcomeRoutes } from './routes/outcomes.ts';
 import { reportRoutes } from './routes/reports.ts';
+import { mcpRoutes } from './routes/mcp.ts';
+import { subscriptionRoutes } from './routes/subscriptions.ts';
 import type { ApiServices, ApiSettings } from './types.ts';
 
 export type { ApiServices, ApiSettings };
@@ -112,6 +114,11 @@ export async function buildApp(services: ApiServices, settings: ApiSettings, opt
   if (services.jobs && services.csvJobs) await app.register(csvUploadRoutes, { services });
   if (services.outcomes) await app.register(outcomeRoutes, { services: { ...services, outcomes: services.outcomes } });
   if (services.reports) await app.register(reportRoutes, { analytics: services.reports });
+  if (services.subscriptions) await app.register(subscriptionRoutes, { services: { ...services, subscriptions: services.subscriptions } });
+  if (services.mcp) {
+    const { rateLimiter, mcp } = services;
+    await app.register(mcpRoutes, { mcp, rateLimiter, rateLimitPerIp: settings.rateLimitPerIp, rateLimitPerKey: settings.rateLimitPerKey, isDraining: () => draining });
+  }
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   // The document is built (and cached) at start: a route whose declared responses and codes
   // disagree (openapi.ts) fails start-up rather than the first GET /openapi.json.

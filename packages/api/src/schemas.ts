@@ -171,7 +171,7 @@ export const sharedSchemas = [errorSchema, validationResultSchema, bulkResponseS
 
 /** What decides a route's error codes: its gates (scope, billable) and its own `errors`. */
 export interface RouteErrors {
-  scope?: Scope;
+  scope?: Scope | 'any';
   billable?: boolean;
   errors?: readonly ErrorCode[];
 }

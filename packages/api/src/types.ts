@@ -1,8 +1,10 @@
 // What the front receives from the composition root (@svc/runtime): its services and settings.
 
 import type { ReadinessState } from '@svc/contracts';
+import type { ProcessorEvent, SubscriptionService } from '@svc/billing';
 import type { CatchallRecovery, CsvJobs, JobsService, OutcomesService } from '@svc/jobs';
 import type { Analytics, RateLimiterPort, Store } from '@svc/store';
+import type { HostedMcp } from '@svc/mcp';
 import type { Verifier } from '@svc/verifier';
 
 /** What the front needs from the composition root. */
@@ -21,8 +23,14 @@ export interface ApiServices {
   recovery?: CatchallRecovery;
   /** The accuracy reports' reads (the Analytics port); without it the report routes are not served. */
   reports?: Pick<Analytics, 'outcomeMatrix' | 'outcomeDomains'>;
+  /** Subscriptions (cancel, reactivate, the processor's events); without it those routes are not served. */
+  subscriptions?: SubscriptionService;
+  /** The Stripe adapter's webhook verification; with it POST /v1/webhooks/stripe is served. */
+  stripeWebhook?: { verify(rawBody: Buffer, signature: string | undefined): ProcessorEvent };
   /** Where every validation decision goes (DESIGN 4); without it none is recorded. */
   analytics?: Pick<Analytics, 'record'>;
+  /** Hosted MCP for AI agents (OAuth endpoints and the svc_* tools); without it /mcp and /oauth/* are not served. */
+  mcp?: HostedMcp;
 }
 
 /** The settings the front uses (a slice of the runtime configuration). */

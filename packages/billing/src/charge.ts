@@ -39,6 +39,15 @@ function insufficient(required: number, available: number): ServiceError {
   return new ServiceError('insufficient_credits', `This request needs up to ${required} credits; ${available} available`, { required, available });
 }
 
+/**
+ * Why credits were refused: the subscription ended (its credits expired; the gate's short key
+ * cache may not have seen it yet), else too few credits (`insufficient`).
+ */
+export async function refusal(store: Partial<Pick<Store, 'ledger'>>, accountId: string, insufficient: ServiceError): Promise<ServiceError> {
+  const b = await store.ledger?.balance(accountId).catch(() => undefined);
+  return b?.subscription_status === 'canceled' ? new ServiceError('subscription_inactive') : insufficient;
+}
+
 export async function validateAndCharge(store: Store, verifier: Verifier, accountId: string, emails: readonly string[], opts: ChargeOptions = {}): Promise<ChargedResult[]> {
   const { ledger, idempotency } = store;
   const purpose = opts.purpose ?? 'sync';
@@ -64,7 +73,7 @@ export async function validateAndCharge(store: Store, verifier: Verifier, accoun
     const cost = creditsOf(results);
     if (cost > 0) {
       const d = await upstream(ledger.debit(accountId, cost, purpose, completes));
-      if (!d.ok) throw insufficient(cost, d.available);
+      if (!d.ok) throw await refusal(store, accountId, insufficient(cost, d.available));
     } else if (completes) {
       await upstream(idempotency.complete(completes));
     }
@@ -73,7 +82,7 @@ export async function validateAndCharge(store: Store, verifier: Verifier, accoun
   let reservationId: string | undefined;
   if (plan.maxCost > 0) {
     const r = await upstream(ledger.reserve(accountId, plan.maxCost, purpose));
-    if (!r.ok) throw insufficient(plan.maxCost, r.available);
+    if (!r.ok) throw await refusal(store, accountId, insufficient(plan.maxCost, r.available));
     reservationId = r.reservationId;
   }
   let charged = 0;

@@ -1,6 +1,8 @@
 // @svc/billing: pricing and the reserve/charge/settle use cases.
-export { validateAndCharge, type ChargeOptions, type Completion } from './charge.ts';
+export { refusal, validateAndCharge, type ChargeOptions, type Completion } from './charge.ts';
 export { chargeReasonFor, creditsOf, priced, summarize, type ChargedResult } from './pricing.ts';
 export { isConnectionFailure, upstream } from './failures.ts';
 export { addressIdentity, recordDecisions, syncDecisions, type AddressIdentity, type DecisionLog, type DecisionSink, type SyncDecisionContext } from './decisions.ts';
 export { applySuppressions, suppressedVerdict } from './suppression.ts';
+export { LocalProcessor, SubscriptionService, periodAfter, subscriptionState, type CancellationResponse, type PaymentProcessor, type ProcessorEvent } from './subscriptions.ts';
+export { StripeProcessor, type StripeOptions } from './stripe.ts';

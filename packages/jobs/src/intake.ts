@@ -14,6 +14,7 @@ import { randomBytes } from 'node:crypto';
 import { ServiceError } from '@svc/contracts';
 import { DEFAULT_CLAIM_LEASE_MS, keepRenewing, type BlobStore, type IdempotentCompletion, type JobRecord, type JobSource, type Store } from '@svc/store';
 import { parseAddress } from '@svc/verifier';
+import { refusal } from '@svc/billing';
 import { publishWork, type WorkItem } from './messages.ts';
 import { fnv1a, type Bus } from './ports.ts';
 import { BitSet, dupsKey, rowLine, rowsKey, type RowsHeader } from './rows.ts';
@@ -48,7 +49,7 @@ export interface IntakeInput {
 }
 
 export interface IntakeDeps {
-  store: Pick<Store, 'jobs'>;
+  store: Pick<Store, 'jobs'> & Partial<Pick<Store, 'ledger'>>;
   blobs: BlobStore;
   bus: Bus;
   /** Publishing the work of a created job failed (a worker publishes it once the claim runs out). */
@@ -182,7 +183,7 @@ export async function intake(deps: IntakeDeps, input: IntakeInput): Promise<JobR
     if (input.jobId) {
       const r = await store.jobs.queue(input.accountId, input.jobId, { ...counts, emailColumn: input.emailColumn ?? null }, input.completion);
       if (!r.ok) {
-        if ('available' in r) throw insufficient(uniques.length, r.available);
+        if ('available' in r) throw await refusal(store, input.accountId, insufficient(uniques.length, r.available));
         throw new ServiceError(r.reason === 'not_found' ? 'job_not_found' : 'invalid_job_state');
       }
       job = r.job;
@@ -191,7 +192,7 @@ export async function intake(deps: IntakeDeps, input: IntakeInput): Promise<JobR
         { id, accountId: input.accountId, source: input.source, filename: input.filename ?? null, webhookUrl: input.webhookUrl ?? null, emailColumn: input.emailColumn ?? null, ...counts },
         input.completion,
       );
-      if (!r.ok) throw insufficient(uniques.length, r.available);
+      if (!r.ok) throw await refusal(store, input.accountId, insufficient(uniques.length, r.available));
       job = r.job;
     }
   } catch (err) {

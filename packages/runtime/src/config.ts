@@ -250,6 +250,10 @@ export const CONFIG_TABLE = {
   ),
   bootstrapCredits: int('SVC_BOOTSTRAP_CREDITS', 100, 0, 1_000_000_000, 'credits of that first account'),
   secret: text('SVC_SECRET', () => undefined, '—', 'HMAC secret for signed URLs and webhooks (jobs)', (v) => (v.length >= 16 ? undefined : 'must be at least 16 characters'), '16 characters or more'),
+  paymentProcessor: oneOf('SVC_PAYMENT_PROCESSOR', ['local', 'stripe'] as const, 'local', 'the subscriptions\' payment processor: `local` (plans as data; this service renews, grants credits and ends subscriptions itself) or `stripe` (needs the two `SVC_STRIPE_*` secrets)'),
+  stripeSecretKey: text('SVC_STRIPE_SECRET_KEY', () => undefined, '—', 'with `SVC_PAYMENT_PROCESSOR=stripe`: the Stripe secret API key', (v) => (/^(sk|rk)_(test|live)_[A-Za-z0-9]+$/.test(v) ? undefined : 'must be a Stripe secret or restricted key (sk_test_…, sk_live_…, rk_…)'), '`sk_live_…`, `sk_test_…` or `rk_…`'),
+  stripeWebhookSecret: text('SVC_STRIPE_WEBHOOK_SECRET', () => undefined, '—', 'with `SVC_PAYMENT_PROCESSOR=stripe`: the signing secret of the webhook endpoint `POST /v1/webhooks/stripe`', (v) => (/^whsec_[A-Za-z0-9+/=_-]+$/.test(v) ? undefined : 'must be a Stripe webhook signing secret (whsec_…)'), '`whsec_…`'),
+  stripeApiUrl: url('SVC_STRIPE_API_URL', ['http', 'https'], 'another origin for Stripe\'s API (a local stand-in for tests); default Stripe\'s own'),
   rateLimitPerKey: int('SVC_RATE_LIMIT_PER_KEY', 10_000, 1, 10_000_000, 'requests per minute per API key'),
   rateLimitPerIp: int('SVC_RATE_LIMIT_PER_IP', 1_000, 1, 10_000_000, 'requests per minute per client IP'),
   bodyLimitBytes: int('SVC_BODY_LIMIT_BYTES', 1_048_576, 1024, 100 * 1_048_576, 'request body limit (1 MiB)', ' bytes'),
@@ -258,6 +262,7 @@ export const CONFIG_TABLE = {
   csvPoolThreads: int('SVC_CSV_POOL_THREADS', 0, 0, 64, 'worker threads (Piscina) that parse CSV uploads and render results CSVs; 0 = on the event loop in chunks (faster on 2 cores, see docs/decisions.md)'),
   jobGreylistDelayMs: int('SVC_JOB_GREYLIST_DELAY_MS', 300_000, 0, 86_400_000, 'a job re-probes a greylisted address (4xx) after this long (5 min)', ' ms'),
   jobGreylistAttempts: int('SVC_JOB_GREYLIST_ATTEMPTS', 3, 1, 10, 'probes of a greylisted address in a job, the first included; then its `unknown` stands'),
+  mcpAccessTokenTtlS: int('SVC_MCP_ACCESS_TOKEN_TTL_S', 3600, 1, 86_400, 'lifetime of a hosted-MCP OAuth access token (1 h); the client refreshes it with its refresh token (30 days, rotated at each use)', ' s'),
   webhookAllowPrivate: bool('SVC_WEBHOOK_ALLOW_PRIVATE', false, 'let job webhooks call loopback, private and link-local addresses (refused otherwise)'),
   resultCacheTtlMs: int('SVC_RESULT_CACHE_TTL_MS', V.resultCacheTtlMs, 0, 30 * 86_400_000, `how long a definite verdict is reused (${V.resultCacheTtlMs / 3_600_000} h; \`unknown\` never)`, ' ms'),
   // Capped well below the 10-minute stale-reservation sweep and idempotency takeover.
@@ -282,6 +287,10 @@ export function loadConfig(env: Env): Config {
   }
   const cfg = out as unknown as Config;
   cfg.dataDir = path.resolve(cfg.dataDir);
+  if (cfg.paymentProcessor === 'stripe') {
+    if (!cfg.stripeSecretKey) throw new ConfigError('SVC_STRIPE_SECRET_KEY', 'is required with SVC_PAYMENT_PROCESSOR=stripe');
+    if (!cfg.stripeWebhookSecret) throw new ConfigError('SVC_STRIPE_WEBHOOK_SECRET', 'is required with SVC_PAYMENT_PROCESSOR=stripe');
+  }
   return cfg;
 }
 

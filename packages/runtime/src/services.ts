@@ -8,8 +8,9 @@ import { ClickHouseAnalytics, connectRedis, DirBlobStore, type Analytics, type B
 import { CatchallRecovery, createCsvPool, CsvJobs, InProcessBus, JobsService, OutcomesService, jobStatus, jobWebhookEvent, KafkaBus, silentLogger, WebhookDispatcher, type Bus, type JobsLogger } from '@svc/jobs';
 import { Engine, ENGINE_DEFAULTS, type MxThrottle } from '@svc/engine';
 import { Verifier, verifierConfig, type CachePort } from '@svc/verifier';
+import { HostedMcp } from '@svc/mcp';
 import { nodeDns, netSmtpConnector, tcpReachable } from '@svc/verifier/adapters';
-import { isConnectionFailure } from '@svc/billing';
+import { isConnectionFailure, LocalProcessor, StripeProcessor, SubscriptionService } from '@svc/billing';
 import { ConfigError, redactUrl, type Config } from './config.ts';
 import { clickhouseSelect1, Readiness } from './readiness.ts';
 
@@ -35,6 +36,12 @@ export interface Services {
   reports: Analytics;
   /** Catch-all recovery of completed jobs. */
   recovery: CatchallRecovery;
+  /** Subscriptions: cancel, reactivate and the payment processor's events (issue 9). */
+  subscriptions: SubscriptionService;
+  /** The local payment processor (SVC_PAYMENT_PROCESSOR=local): renewals, period ends; undefined with Stripe. */
+  localProcessor?: LocalProcessor;
+  /** The Stripe adapter's webhook verification (SVC_PAYMENT_PROCESSOR=stripe). */
+  stripeWebhook?: StripeProcessor;
   /** Stops the CSV worker threads (nothing when parsing inline). */
   closeCsvPool: () => Promise<void>;
   /** Delivers job webhooks from the outbox (started by startService unless SVC_ROLE=front). */
@@ -46,6 +53,8 @@ export interface Services {
    * relational store's validation_decisions table. Buffered; closed (flushed) before the store.
    */
   analytics: Analytics;
+  /** Hosted MCP for AI agents: its OAuth server and the svc_* tools on the same use cases. */
+  mcp: HostedMcp;
   /** Where the job pipeline logs (silent until the API's logger is set). */
   setJobsLogger: (log: JobsLogger) => void;
 }
@@ -266,7 +275,9 @@ export async function createServices(config: Config, opts: { store?: Store } = {
       return mailboxes.length;
     },
   });
-  return { config, store, verifier, rateLimiter, readiness, closeCache, blobs, bus, jobs, csvJobs, webhooks, outcomes, reports: analytics, recovery: new CatchallRecovery({ store, blobs, ...(csvPool ? { renderer: csvPool } : {}) }), closeCsvPool: async () => void (await csvPool?.close()), secret, analytics, setJobsLogger: (l) => (jobsLog = l) };
+  const payments = subscriptionsOf(store, config);
+  const mcp = new HostedMcp({ store, verifier, jobs, analytics, publicUrl: config.publicUrl, accessTokenTtlS: config.mcpAccessTokenTtlS });
+  return { config, store, mcp, verifier, rateLimiter, readiness, closeCache, blobs, bus, jobs, csvJobs, webhooks, outcomes, ...payments, reports: analytics, recovery: new CatchallRecovery({ store, blobs, ...(csvPool ? { renderer: csvPool } : {}) }), closeCsvPool: async () => void (await csvPool?.close()), secret, analytics, setJobsLogger: (l) => (jobsLog = l) };
 }
 
 /** How often an analytics outage is logged at most (the rows wait in the buffer meanwhile). */
@@ -311,4 +322,16 @@ export function openAnalytics(config: Pick<Config, 'clickhouseUrl' | 'clickhouse
     log.info({ component: 'analytics', backend, pending: analytics.pending }, 'analytics writes succeed again');
   });
   return analytics;
+}
+
+/** The subscriptions service on the configured payment processor (local, or Stripe). */
+export function subscriptionsOf(store: Store, config: Pick<Config, 'paymentProcessor' | 'stripeSecretKey' | 'stripeWebhookSecret' | 'stripeApiUrl'>): Pick<Services, 'subscriptions' | 'localProcessor' | 'stripeWebhook'> {
+  if (config.paymentProcessor === 'stripe') {
+    const stripe = new StripeProcessor({ secretKey: config.stripeSecretKey!, webhookSecret: config.stripeWebhookSecret!, ...(config.stripeApiUrl && { apiUrl: config.stripeApiUrl }) });
+    return { subscriptions: new SubscriptionService(store, stripe), stripeWebhook: stripe };
+  }
+  const local = new LocalProcessor(store);
+  const subscriptions = new SubscriptionService(store, local);
+  local.attach(subscriptions);
+  return { subscriptions, localProcessor: local };
 }

@@ -214,6 +214,10 @@ t.test('--help on every command, exit 0; usage errors exit 2', async (t) => {
     '  admin credits ledger --account ACCOUNT_ID [--limit N]',
     '  admin job list [--account ACCOUNT_ID] [--status STATE] [--limit N]',
     '  admin job show JOB_ID',
+    '  admin subscription plans',
+    '  admin subscription create --account ACCOUNT_ID --plan PLAN_ID',
+    '  admin subscription show --account ACCOUNT_ID',
+    '  admin subscription advance-period --account ACCOUNT_ID',
     `scopes: ${SCOPES.join(', ')}`,
   ].join('\n');
   for (const argv of [['--help'], ['-h'], ['help']]) t.strictSame(await admin(...argv), { code: 0, out: all }, argv.join(' '));
@@ -230,7 +234,7 @@ t.test('--help on every command, exit 0; usage errors exit 2', async (t) => {
       '  admin credits show --account ACCOUNT_ID',
       "      Shows an account's balance, reserved and available credits.",
       '  admin credits ledger --account ACCOUNT_ID [--limit N]',
-      "      Shows an account's newest credit ledger rows, newest first: id, time, kind (grant, reserve, charge, release, debit), amount, reservation, note.",
+      "      Shows an account's newest credit ledger rows, newest first: id, time, kind (grant, reserve, charge, release, debit, expire), amount, reservation, note.",
     ].join('\n'),
   });
   const keyHelp = await admin('key', '--help');
@@ -245,7 +249,7 @@ t.test('--help on every command, exit 0; usage errors exit 2', async (t) => {
     out: [
       'usage: admin credits ledger --account ACCOUNT_ID [--limit N]',
       '',
-      "Shows an account's newest credit ledger rows, newest first: id, time, kind (grant, reserve, charge, release, debit), amount, reservation, note.",
+      "Shows an account's newest credit ledger rows, newest first: id, time, kind (grant, reserve, charge, release, debit, expire), amount, reservation, note.",
       '',
       'options:',
       '  --account ACCOUNT_ID  the account (required)',
@@ -254,7 +258,7 @@ t.test('--help on every command, exit 0; usage errors exit 2', async (t) => {
   });
   t.strictSame(await admin('account', 'list', '--help'), { code: 0, out: 'usage: admin account list\n\nLists every account, oldest first: id, credits (balance, reserved, available), number of keys, creation time, name.' });
   const commands = all.split('\n').filter((l) => l.startsWith('  admin ')).map((l) => l.trim().split(' ').slice(1, 3));
-  t.equal(commands.length, 14);
+  t.equal(commands.length, 18);
   for (const [noun, verb] of commands) {
     const res = await admin(noun!, verb!, '--help');
     t.equal(res.code, 0, `${noun} ${verb} --help exits 0`);
@@ -449,4 +453,49 @@ t.test('openStore({ migrate: false }) opens a database as it is', { skip: pgUp ?
   const m = await openStore({ databaseUrl: url });
   t.equal(await m.hasSchema(), true, 'the default migrates');
   await m.close();
+});
+
+t.test('subscription plans, create, show and advance-period (the local processor), with their refusals', async (t) => {
+  t.strictSame(await admin('subscription', 'plans'), {
+    code: 0,
+    out: ['ID            PRICE  CREDITS  PERIOD  NAME', 'starter   19.00 usd     2000    30 d  Starter', 'growth    79.00 usd    10000    30 d  Growth', 'scale    299.00 usd    50000    30 d  Scale'].join('\n'),
+  });
+  const acct = await store.accounts.create({ name: 'subscriber', credits: 0 });
+  t.strictSame(await admin('subscription', 'create', '--account', acct), { code: 2, out: '--plan is required\nusage: admin subscription create --account ACCOUNT_ID --plan PLAN_ID' });
+  t.strictSame(await admin('subscription', 'create', '--account', acct, '--plan', 'gold'), { code: 1, out: 'no plan gold' });
+  t.strictSame(await admin('subscription', 'create', '--account', 'acct_nope', '--plan', 'starter'), { code: 1, out: 'no account acct_nope' });
+  t.strictSame(await admin('subscription', 'show', '--account', acct), { code: 1, out: `account ${acct} has no subscription` });
+  t.strictSame(await admin('subscription', 'advance-period', '--account', acct), { code: 1, out: `account ${acct} has no live subscription` });
+
+  const created = await admin('subscription', 'create', '--account', acct, '--plan', 'starter');
+  t.equal(created.code, 0);
+  const sub = (await store.subscriptions.live(acct))!;
+  const lines = created.out.split('\n');
+  t.strictSame(lines.slice(0, 11), [
+    `subscription ${sub.id} created`,
+    `id                    ${sub.id}`,
+    `account               ${acct}`,
+    'processor             local',
+    'plan                  starter',
+    'status                active',
+    'cancel_at_period_end  false',
+    `current_period        ${iso(sub.current_period_start)} to ${iso(sub.current_period_end)}`,
+    'ended                 -',
+    'credits               balance 2000, reserved 0, available 2000',
+    'events                2',
+  ]);
+  t.match(lines[11], /^ {2}\S+ {2}customer\.subscription\.created {2}applied$/);
+  t.match(lines[12], /^ {2}\S+ {2}invoice\.paid {2}applied$/);
+  t.strictSame(await admin('subscription', 'create', '--account', acct, '--plan', 'growth'), { code: 1, out: `account ${acct} already has a live subscription ${sub.id} (active)` });
+
+  const renewed = await admin('subscription', 'advance-period', '--account', acct);
+  t.equal(renewed.code, 0);
+  t.match(renewed.out, `subscription ${sub.id} renewed`);
+  t.match(renewed.out, 'credits               balance 4000, reserved 0, available 4000');
+  await store.subscriptions.flipCancel(acct, true);
+  const ended = await admin('subscription', 'advance-period', '--account', acct);
+  t.match(ended.out, `subscription ${sub.id} ended`);
+  t.match(ended.out, 'status                canceled');
+  t.match(ended.out, 'credits               balance 0, reserved 0, available 0');
+  t.strictSame((await store.ledger.entries(acct, 10)).map((e) => [e.kind, e.amount]).reverse(), [['grant', 2000], ['grant', 2000], ['expire', 4000]]);
 });

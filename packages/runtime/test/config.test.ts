@@ -130,7 +130,7 @@ t.test('every default is the one the table shows', async (t) => {
       t.equal(String(value), expected, `${f.env} defaults to ${f.default}`);
     }
   }
-  t.equal(literals.length + Object.keys(computed).length + 5, Object.keys(fields).length, 'every variable checked (5 unset by default)');
+  t.equal(literals.length + Object.keys(computed).length + 8, Object.keys(fields).length, 'every variable checked (8 unset by default: DATABASE_URL, REDIS_URL, KAFKA_BROKERS, CLICKHOUSE_URL, SVC_SECRET and the three SVC_STRIPE_* settings)');
   t.strictSame(
     [cfg.port, cfg.host, cfg.smtpPort, cfg.smtpTimeoutMs, cfg.bootstrapCredits, cfg.logLevel, cfg.trustProxy, cfg.validationTimeoutMs],
     [8080, '0.0.0.0', 25, 10000, 100, 'info', false, 30000],

@@ -23,7 +23,7 @@ interface PendingDebit {
 export type LedgerEntry = {
   id: number;
   created_at: Date;
-  kind: 'grant' | 'reserve' | 'charge' | 'release' | 'debit';
+  kind: 'grant' | 'reserve' | 'charge' | 'release' | 'debit' | 'expire';
   amount: number;
   note: string;
   reservation_id: string | null;
@@ -174,7 +174,7 @@ export class LedgerRepo {
   async totals(accountId: string): Promise<{ balance: number; reserved: number }> {
     const r = (
       await this.db.query<{ balance: number; reserved: number }>(
-        `SELECT COALESCE(SUM(CASE kind WHEN 'grant' THEN amount WHEN 'charge' THEN -amount WHEN 'debit' THEN -amount ELSE 0 END), 0)::bigint AS balance,
+        `SELECT COALESCE(SUM(CASE kind WHEN 'grant' THEN amount WHEN 'charge' THEN -amount WHEN 'debit' THEN -amount WHEN 'expire' THEN -amount ELSE 0 END), 0)::bigint AS balance,
                 COALESCE(SUM(CASE kind WHEN 'reserve' THEN amount WHEN 'charge' THEN -amount WHEN 'release' THEN -amount ELSE 0 END), 0)::bigint AS reserved
            FROM credit_ledger WHERE account_id = $1`,
         [accountId],
@@ -222,9 +222,14 @@ export async function settleIn(tx: Queryable, reservationId: string, charged: nu
     if (exists[0]?.status === 'open') throw new RangeError(`cannot charge ${charged} of a reservation of ${exists[0].amount}`);
     return false;
   }
-  await tx.query('UPDATE accounts SET reserved = reserved - $2, balance = balance - $3 WHERE id = $1', [r.account_id, r.amount, charged]);
+  const [acct] = await tx.query<{ subscription_status: string }>('UPDATE accounts SET reserved = reserved - $2, balance = balance - $3 WHERE id = $1 RETURNING subscription_status', [r.account_id, r.amount, charged]);
   if (charged > 0) await tx.query("INSERT INTO credit_ledger (account_id, kind, amount, reservation_id) VALUES ($1, 'charge', $2, $3)", [r.account_id, charged, reservationId]);
-  if (r.amount > charged) await tx.query("INSERT INTO credit_ledger (account_id, kind, amount, reservation_id) VALUES ($1, 'release', $2, $3)", [r.account_id, r.amount - charged, reservationId]);
+  if (r.amount > charged) {
+    await tx.query("INSERT INTO credit_ledger (account_id, kind, amount, reservation_id) VALUES ($1, 'release', $2, $3)", [r.account_id, r.amount - charged, reservationId]);
+    // Credits held by work that outlived the subscription come back released, and expire like
+    // the rest did at its end (spec core 3.2: credits set to 0).
+    if (acct?.subscription_status === 'canceled') await expireIn(tx, r.account_id, `subscription ended: released by ${reservationId}`);
+  }
   return true;
 }
 
@@ -242,6 +247,20 @@ async function debitOne(q: Queryable, accountId: string, amount: number, note: s
 async function availableIn(q: Queryable, accountId: string, lock = false): Promise<number> {
   const r = await q.query<{ available: number }>(`SELECT balance - reserved AS available FROM accounts WHERE id = $1${lock ? ' FOR UPDATE' : ''}`, [accountId]);
   return r[0]?.available ?? 0;
+}
+
+/**
+ * Sets the account's available credits to 0 with one `expire` ledger row (none when nothing is
+ * available). Credits held by open reservations stay held: they are charged or, released, expire
+ * then. Returns how many expired.
+ */
+export async function expireIn(tx: Queryable, accountId: string, note: string): Promise<number> {
+  const r = await tx.query<{ available: number }>('SELECT balance - reserved AS available FROM accounts WHERE id = $1 FOR UPDATE', [accountId]);
+  const n = Number(r[0]?.available ?? 0);
+  if (n <= 0) return 0;
+  await tx.query('UPDATE accounts SET balance = balance - $2 WHERE id = $1', [accountId, n]);
+  await tx.query("INSERT INTO credit_ledger (account_id, kind, amount, note) VALUES ($1, 'expire', $2, $3)", [accountId, n, note]);
+  return n;
 }
 
 export async function grantIn(tx: Queryable, accountId: string, amount: number, note: string): Promise<void> {

@@ -5,6 +5,7 @@ import { SqlAnalytics, type AnalyticsOptions } from './analytics.ts';
 import { PgBlobStore } from './blob-pg.ts';
 import type { Db } from './db.ts';
 import { AccountsRepo } from './accounts.ts';
+import { OAuthRepo } from './oauth.ts';
 import { IdempotencyRepo } from './idempotency.ts';
 import { JobsRepo } from './jobs.ts';
 import { KeysRepo } from './keys.ts';
@@ -12,6 +13,7 @@ import { LedgerRepo } from './ledger.ts';
 import { WebhooksRepo } from './webhooks.ts';
 import { OutcomesRepo } from './outcomes.ts';
 import { RecoveriesRepo } from './recoveries.ts';
+import { SubscriptionsRepo } from './subscriptions.ts';
 import { migrate } from './migrate.ts';
 import { openPglite } from './pglite.ts';
 import { openPostgres } from './postgres.ts';
@@ -20,6 +22,8 @@ import { SettingsRepo } from './settings.ts';
 export class Store {
   readonly accounts: AccountsRepo;
   readonly keys: KeysRepo;
+  /** Hosted MCP's OAuth clients, grants, codes and tokens (hashed). */
+  readonly oauth: OAuthRepo;
   readonly ledger: LedgerRepo;
   readonly idempotency: IdempotencyRepo;
   readonly jobs: JobsRepo;
@@ -27,6 +31,7 @@ export class Store {
   readonly webhooks: WebhooksRepo;
   readonly outcomes: OutcomesRepo;
   readonly recoveries: RecoveriesRepo;
+  readonly subscriptions: SubscriptionsRepo;
   /** Blobs in the database (the cluster profile's blob store: any front serves any upload and download). */
   readonly blobs: PgBlobStore;
   readonly #db: Db;
@@ -35,6 +40,7 @@ export class Store {
     this.#db = db;
     this.accounts = new AccountsRepo(db);
     this.keys = new KeysRepo(db);
+    this.oauth = new OAuthRepo(db);
     this.ledger = new LedgerRepo(db);
     this.idempotency = new IdempotencyRepo(db);
     this.jobs = new JobsRepo(db);
@@ -42,6 +48,7 @@ export class Store {
     this.webhooks = new WebhooksRepo(db);
     this.outcomes = new OutcomesRepo(db);
     this.recoveries = new RecoveriesRepo(db);
+    this.subscriptions = new SubscriptionsRepo(db);
     this.blobs = new PgBlobStore(db);
   }
 

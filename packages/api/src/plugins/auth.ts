@@ -27,8 +27,8 @@ declare module 'fastify' {
     clearKeyCache(): void;
   }
   interface FastifyContextConfig {
-    /** Scope the route needs (spec core 5); undefined = no key needed. */
-    scope?: Scope;
+    /** Scope the route needs (spec core 5); `any`: any active key of the account; undefined = no key needed. */
+    scope?: Scope | 'any';
     /** The route is blocked by an ended subscription (402). */
     billable?: boolean;
   }
@@ -55,6 +55,7 @@ export const GATE_CODES = [
   'service_unavailable',
   'rate_limited',
   'api_key_required',
+  'mcp_token_not_accepted',
   'invalid_api_key',
   'api_key_revoked',
   'api_key_inactive',
@@ -110,14 +111,15 @@ export const auth = fp<AuthOptions>(
 
     // Every response of a gated route carries the RateLimit headers (the OpenAPI document says
     // so): the address's counts first, the key's instead once they are the tighter.
-    const check = (req: FastifyRequest, reply: FastifyReply, scope: Scope): void | Promise<void> =>
+    const check = (req: FastifyRequest, reply: FastifyReply, scope: Scope | 'any'): void | Promise<void> =>
       then(rateLimiter.hit(`ip:${req.ip}`, rateLimitPerIp, MINUTE_MS), (ip) => {
         setRateHeaders(reply, ip);
         if (isDraining()) throw new ServiceError('service_unavailable');
         if (!ip.allowed) throw rateLimited();
         const raw = req.headers['x-api-key'];
         const key = Array.isArray(raw) ? raw[0] : raw;
-        if (!key) throw new ServiceError('api_key_required');
+        // A hosted-MCP bearer token is not an API key (spec core 5): refused with its own code.
+        if (!key) throw new ServiceError(/^Bearer\s/i.test(req.headers.authorization ?? '') ? 'mcp_token_not_accepted' : 'api_key_required');
         if (key.length > 256) throw new ServiceError('invalid_api_key');
         // The short-lived cache is keyed by the presented key itself (process memory only, like
         // the request that carries it), which spares a SHA-256 per request; the store sees only the hash.
@@ -141,7 +143,7 @@ export const auth = fp<AuthOptions>(
           return then(rateLimiter.hit(`key:${rec.id}`, rateLimitPerKey, MINUTE_MS), (k) => {
             if (k.remaining < ip.remaining) setRateHeaders(reply, k);
             if (!k.allowed) throw rateLimited();
-            if (rec.scopes !== null && !rec.scopes.includes(scope)) {
+            if (scope !== 'any' && rec.scopes !== null && !rec.scopes.includes(scope)) {
               throw new ServiceError('insufficient_scope', `API key lacks the ${scope} scope`, { required_scope: scope });
             }
             if (req.routeOptions.config.billable && rec.subscription_status === 'canceled') throw new ServiceError('subscription_inactive');
@@ -151,7 +153,7 @@ export const auth = fp<AuthOptions>(
       });
 
     const gateFor =
-      (scope: Scope): onRequestHookHandler =>
+      (scope: Scope | 'any'): onRequestHookHandler =>
       (req, reply, done) => {
         let pending: void | Promise<void>;
         try {
