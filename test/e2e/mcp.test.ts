@@ -1,0 +1,322 @@
+// Hosted MCP (issue 9 item 2), end to end with the official SDK's own client: dynamic client
+// registration, PKCE through the consent page (signed in with an API key), the seven svc_* tools
+// with their exact answers and credit movements, refresh, expiry and revocation; then each
+// refusal with its code. Runs in both profiles (TEST_PROFILE).
+
+import { createHash, randomBytes } from 'node:crypto';
+import net from 'node:net';
+import t, { type Test as Tap } from 'tap';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { auth, type OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
+import { BOOTSTRAP_KEY, makeKey, startStack, type Stack } from '../helpers/stack.ts';
+
+/** A port free now: the service's public URL must name the port it listens on (the SDK client checks the resource). */
+async function freePort(): Promise<number> {
+  const srv = net.createServer();
+  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  const port = (srv.address() as net.AddressInfo).port;
+  await new Promise((resolve) => srv.close(resolve));
+  return port;
+}
+
+const port = await freePort();
+const TTL_S = 900;
+const stack: Stack = await startStack({ env: { PORT: String(port), SVC_PUBLIC_URL: `http://127.0.0.1:${port}`, SVC_MCP_ACCESS_TOKEN_TTL_S: String(TTL_S) } });
+t.teardown(() => stack.close());
+const base = stack.url;
+const mcpUrl = `${base}/mcp`;
+t.equal(base, `http://127.0.0.1:${port}`, 'the service listens at its public URL');
+
+const REDIRECT = 'http://127.0.0.1:33418/callback';
+const STATE = 'state-from-the-agent';
+
+const unescapeHtml = (s: string): string => s.replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&');
+
+/** The hidden fields of the consent form. */
+function hiddenFields(html: string): Record<string, string> {
+  return Object.fromEntries([...html.matchAll(/<input type="hidden" name="([^"]+)" value="([^"]*)">/g)].map((m) => [m[1]!, unescapeHtml(m[2]!)]));
+}
+
+/** The person at the consent page: GET it, sign in with `apiKey`, tick `scopes`, POST; the 302 it answers. */
+async function consent(authorizationUrl: URL | string, apiKey: string, scopes: string[], extra: Record<string, string> = {}): Promise<{ status: number; location: string | null; html: string }> {
+  const page = await fetch(authorizationUrl, { redirect: 'manual' });
+  if (page.status !== 200) return { status: page.status, location: page.headers.get('location'), html: await page.text() };
+  const html = await page.text();
+  const form = new URLSearchParams({ ...hiddenFields(html), api_key: apiKey, decision: 'allow', ...extra });
+  for (const s of scopes) form.append('scopes', s);
+  const res = await fetch(`${base}/oauth/authorize`, { method: 'POST', body: form, redirect: 'manual' });
+  return { status: res.status, location: res.headers.get('location'), html: await res.text() };
+}
+
+/** An agent's OAuth state, kept in memory; its "browser" is consent() with the given key and scopes. */
+class Agent implements OAuthClientProvider {
+  info?: OAuthClientInformationMixed;
+  saved?: OAuthTokens;
+  verifier?: string;
+  code?: string;
+  redirectedTo?: URL;
+  constructor(
+    readonly apiKey: string,
+    readonly scopes: string[],
+  ) {}
+  get redirectUrl(): string {
+    return REDIRECT;
+  }
+  get clientMetadata(): OAuthClientMetadata {
+    return { client_name: 'tap <test> agent', redirect_uris: [REDIRECT], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none' };
+  }
+  state(): string {
+    return STATE;
+  }
+  clientInformation() {
+    return this.info;
+  }
+  saveClientInformation(info: OAuthClientInformationMixed) {
+    this.info = info;
+  }
+  tokens() {
+    return this.saved;
+  }
+  saveTokens(tokens: OAuthTokens) {
+    this.saved = tokens;
+  }
+  async redirectToAuthorization(url: URL): Promise<void> {
+    this.redirectedTo = url;
+    const r = await consent(url, this.apiKey, this.scopes);
+    if (r.status !== 302 || !r.location) throw new Error(`consent answered ${r.status}: ${r.html.slice(0, 300)}`);
+    const back = new URL(r.location);
+    if (back.searchParams.get('state') !== STATE) throw new Error(`state not returned: ${r.location}`);
+    this.code = back.searchParams.get('code') ?? undefined;
+  }
+  saveCodeVerifier(v: string) {
+    this.verifier = v;
+  }
+  codeVerifier(): string {
+    return this.verifier!;
+  }
+}
+
+/** The SDK's flow: connect (401 → register → consent → REDIRECT), finishAuth(code), connect again. */
+async function connectAgent(t: Tap, agent: Agent): Promise<Client> {
+  const first = new StreamableHTTPClientTransport(new URL(mcpUrl), { authProvider: agent });
+  const client = new Client({ name: 'tap-agent', version: '1.0.0' });
+  await t.rejects(client.connect(first), { message: 'Unauthorized' }, 'the first connection needs authorization (UnauthorizedError)');
+  if (!agent.code) throw new Error('no authorization code');
+  await first.finishAuth(agent.code);
+  await first.close();
+  const transport = new StreamableHTTPClientTransport(new URL(mcpUrl), { authProvider: agent });
+  const connected = new Client({ name: 'tap-agent', version: '1.0.0' });
+  await connected.connect(transport);
+  return connected;
+}
+
+type Rpc = { status: number; headers: Headers; body: any };
+let rpcId = 0;
+/** One raw JSON-RPC request to /mcp (stateless: no initialize needed). */
+async function rpc(method: string, params: unknown, headers: Record<string, string>): Promise<Rpc> {
+  const res = await fetch(mcpUrl, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+    body: JSON.stringify({ jsonrpc: '2.0', id: ++rpcId, method, params }),
+  });
+  const text = await res.text();
+  let body: unknown = text;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    /* not JSON */
+  }
+  return { status: res.status, headers: res.headers, body };
+}
+const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+const callTool = (token: string, name: string, args: Record<string, unknown> = {}) => rpc('tools/call', { name, arguments: args }, bearer(token));
+/** A refused tool call's error body (spec core 7), from its text. */
+const toolErrorBody = (result: any): any => (result.isError === true ? JSON.parse(result.content[0].text) : { not_an_error: result });
+
+const WWW = `Bearer error="invalid_token", error_description="`;
+const resourceMetadata = `resource_metadata="${base}/.well-known/oauth-protected-resource/mcp"`;
+
+/** PKCE by hand, for the refusal tests. */
+function pkce(): { verifier: string; challenge: string } {
+  const verifier = randomBytes(32).toString('base64url');
+  return { verifier, challenge: createHash('sha256').update(verifier).digest('base64url') };
+}
+
+async function register(redirectUris = [REDIRECT]): Promise<string> {
+  const r = await fetch(`${base}/oauth/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ client_name: 'raw client', redirect_uris: redirectUris, token_endpoint_auth_method: 'none' }) });
+  t.equal(r.status, 201, 'registered');
+  return ((await r.json()) as { client_id: string }).client_id;
+}
+
+function authorizeUrl(clientId: string, challenge: string, extra: Record<string, string> = {}): string {
+  const q = new URLSearchParams({ response_type: 'code', client_id: clientId, redirect_uri: REDIRECT, code_challenge: challenge, code_challenge_method: 'S256', state: 's1', scope: 'credits:read email:validate:single email:validate:bulk', ...extra });
+  return `${base}/oauth/authorize?${q}`;
+}
+
+async function tokenRequest(params: Record<string, string>): Promise<{ status: number; body: any }> {
+  const r = await fetch(`${base}/oauth/token`, { method: 'POST', body: new URLSearchParams(params) });
+  return { status: r.status, body: await r.json() };
+}
+
+/** A code for `clientId` through the consent page, by hand. */
+async function codeFor(clientId: string, challenge: string, apiKey: string, scopes: string[]): Promise<string> {
+  const r = await consent(authorizeUrl(clientId, challenge), apiKey, scopes);
+  t.equal(r.status, 302, 'consent redirects');
+  const back = new URL(r.location!);
+  t.equal(back.searchParams.get('state'), 's1');
+  return back.searchParams.get('code')!;
+}
+
+t.test('metadata documents (RFC 8414, RFC 9728)', async (t) => {
+  const as = await (await fetch(`${base}/.well-known/oauth-authorization-server`)).json();
+  t.strictSame(as, {
+    issuer: base,
+    authorization_endpoint: `${base}/oauth/authorize`,
+    token_endpoint: `${base}/oauth/token`,
+    registration_endpoint: `${base}/oauth/register`,
+    revocation_endpoint: `${base}/oauth/revoke`,
+    scopes_supported: ['credits:read', 'email:validate:single', 'email:validate:bulk'],
+    response_types_supported: ['code'],
+    response_modes_supported: ['query'],
+    grant_types_supported: ['authorization_code', 'refresh_token'],
+    token_endpoint_auth_methods_supported: ['none'],
+    revocation_endpoint_auth_methods_supported: ['none'],
+    code_challenge_methods_supported: ['S256'],
+  });
+  const prm = { resource: mcpUrl, authorization_servers: [base], scopes_supported: ['credits:read', 'email:validate:single', 'email:validate:bulk'], bearer_methods_supported: ['header'], resource_name: 'Email validation service (hosted MCP)' };
+  t.strictSame(await (await fetch(`${base}/.well-known/oauth-protected-resource/mcp`)).json(), prm);
+  t.strictSame(await (await fetch(`${base}/.well-known/oauth-protected-resource`)).json(), prm);
+  const none = await rpc('tools/list', {}, {});
+  t.equal(none.status, 401);
+  t.strictSame(none.body, { error: 'Unauthorized', message: 'The access token is missing, unknown or revoked', code: 'invalid_access_token' });
+  t.equal(none.headers.get('www-authenticate'), `${WWW}The access token is missing, unknown or revoked", ${resourceMetadata}`);
+});
+
+t.test('an agent registers, is authorized through the consent page, and uses every tool', async (t) => {
+  const { key, accountId } = await makeKey(stack, { credits: 50 });
+  const agent = new Agent(key, ['credits:read', 'email:validate:single', 'email:validate:bulk']);
+  const client = await connectAgent(t, agent);
+  t.teardown(() => client.close());
+  // Registration and the authorization request the SDK made.
+  t.match(agent.info, { client_id: /^mcpc_[0-9a-f]{32}$/, client_name: 'tap <test> agent', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none' });
+  const asked = agent.redirectedTo!;
+  t.equal(`${asked.origin}${asked.pathname}`, `${base}/oauth/authorize`);
+  t.equal(asked.searchParams.get('code_challenge_method'), 'S256');
+  t.equal(asked.searchParams.get('scope'), 'credits:read email:validate:single email:validate:bulk', 'the scopes of the resource metadata');
+  t.equal(asked.searchParams.get('resource'), mcpUrl);
+  // The tokens: opaque, short-lived, with the chosen scopes; stored hashed only.
+  const tokens = agent.saved!;
+  t.match(tokens, { token_type: 'Bearer', expires_in: TTL_S, scope: 'credits:read email:validate:single email:validate:bulk' });
+  t.match(tokens.access_token, /^mcp_at_[A-Za-z0-9_-]{43}$/);
+  t.match(tokens.refresh_token, /^mcp_rt_[A-Za-z0-9_-]{43}$/);
+  const rows = await stack.db.query<{ token_hash: string; kind: string; ttl: number }>(`SELECT token_hash, kind, round(extract(epoch FROM expires_at - created_at))::int AS ttl FROM oauth_tokens ORDER BY kind`);
+  const sha = (s: string) => createHash('sha256').update(s).digest('hex');
+  t.strictSame(rows.map((r) => [r.kind, r.token_hash, r.ttl]), [['access', sha(tokens.access_token), TTL_S], ['refresh', sha(tokens.refresh_token!), 30 * 86_400]], 'SHA-256 hashes only; the configured TTL');
+
+  // The seven tools, each with an input and an output schema.
+  const listed = await client.listTools();
+  t.strictSame(listed.tools.map((x) => x.name).sort(), ['svc_create_validation_job', 'svc_get_credits', 'svc_get_job', 'svc_get_job_download_url', 'svc_list_jobs', 'svc_validate_bulk', 'svc_validate_email']);
+  for (const tool of listed.tools) {
+    t.equal(tool.inputSchema.type, 'object', `${tool.name}: input schema`);
+    t.equal(tool.outputSchema?.type, 'object', `${tool.name}: output schema`);
+  }
+  const byName = Object.fromEntries(listed.tools.map((x) => [x.name, x]));
+  t.strictSame(byName.svc_validate_email!.inputSchema.required, ['email']);
+  t.strictSame(byName.svc_create_validation_job!.inputSchema.required, ['emails']);
+  t.notOk('email' in (byName.svc_create_validation_job!.outputSchema!.properties ?? {}), 'no CSV content in any output');
+
+  // Credits: the REST body.
+  const credits = await client.callTool({ name: 'svc_get_credits', arguments: {} });
+  t.strictSame(credits.structuredContent, { account_id: accountId, balance: 50, reserved: 0, available: 50, subscription_status: 'active', current_period_end: null, cancel_at_period_end: false });
+  t.strictSame(credits.structuredContent, (await stack.call('GET', '/v1/credits', { key })).body, 'structuredContent is the REST body');
+  t.strictSame(JSON.parse((credits.content as Array<{ text: string }>)[0]!.text), credits.structuredContent, 'and the same as text');
+
+  // One address: a High-Value Validation costs exactly 1 credit.
+  const one = await client.callTool({ name: 'svc_validate_email', arguments: { email: ' jane.doe@accept.test ' } });
+  t.notOk(one.isError);
+  t.match(one.structuredContent, { email: 'jane.doe@accept.test', result: 'valid', reason_code: 'accepted', b2b_outbound_quality: 'high', credits_charged: 1, charge_reason: 'high_value_validation', validation_layer: 'smtp', smtp_response: '250 2.1.5 Accepted' });
+  t.equal((await stack.store.ledger.balance(accountId))!.balance, 49, 'charged exactly 1');
+  const rest = await stack.call('POST', '/v1/validate', { key, body: { email: 'jane.doe@accept.test' } });
+  t.strictSame(one.structuredContent, rest.body, 'the REST body, field for field');
+  t.equal((await stack.store.ledger.balance(accountId))!.balance, 48);
+
+  // Up to 100: role-based, invalid and catch-all are free; the duplicate mailbox is charged once.
+  const bulk = await client.callTool({ name: 'svc_validate_bulk', arguments: { emails: ['info@accept.test', 'no.such.user@accept.test', 'john.smith@catchall.test', 'john.smith@accept.test', 'john.smith@ACCEPT.test'] } });
+  const results = (bulk.structuredContent as any).results as any[];
+  t.strictSame(results.map((r) => [r.result, r.credits_charged, r.charge_reason]), [
+    ['valid_role_based', 0, 'role_based_not_charged'],
+    ['invalid', 0, 'invalid_not_charged'],
+    ['risky', 0, 'catchall_not_charged'],
+    ['valid', 1, 'high_value_validation'],
+    ['valid', 0, 'duplicate_in_request'],
+  ]);
+  t.strictSame((bulk.structuredContent as any).summary, { total: 5, valid: 2, valid_role_based: 1, risky: 1, invalid: 1, unknown: 0, credits_charged: 1 });
+  t.equal((await stack.store.ledger.balance(accountId))!.balance, 47);
+
+  // A job: reserve, poll, finalize; the results only behind the signed URL.
+  const created = await client.callTool({ name: 'svc_create_validation_job', arguments: { emails: ['jane.doe@accept.test', 'info@accept.test', 'jane.doe@ACCEPT.test', 'no.such.user@accept.test'] } });
+  t.notOk(created.isError, JSON.stringify(created.content));
+  const job = created.structuredContent as any;
+  t.match(job, { id: /^job_/, status: 'queued', total_rows: 4, unique_emails: 3, credits_reserved: 3 });
+  t.strictSame(Object.keys(job).sort(), ['created_at', 'credits_reserved', 'id', 'status', 'total_rows', 'unique_emails']);
+  const tooEarly = await client.callTool({ name: 'svc_get_job_download_url', arguments: { job_id: job.id } });
+  // Either still running (invalid_job_state) or, on a fast machine, already completed.
+  if (tooEarly.isError) t.equal(toolErrorBody(tooEarly).code, 'invalid_job_state');
+  let status: any;
+  for (let i = 0; i < 300; i++) {
+    status = (await client.callTool({ name: 'svc_get_job', arguments: { job_id: job.id } })).structuredContent;
+    if (status.status === 'completed') break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  t.equal(status.status, 'completed');
+  t.match(status.results, { total_rows: 4, unique_emails: 3, valid: 1, valid_role_based: 1, invalid: 1, high_value: 1, credits_reserved: 3, credits_charged: 1, credits_refunded: 2 });
+  t.strictSame(status, (await stack.call('GET', `/v1/csv/jobs/${job.id}`, { key })).body, 'the REST status resource');
+  t.equal((await stack.store.ledger.balance(accountId))!.balance, 46, 'the job charged its one High-Value Validation');
+  const listedJobs = await client.callTool({ name: 'svc_list_jobs', arguments: { limit: 5 } });
+  t.strictSame(listedJobs.structuredContent, (await stack.call('GET', '/v1/csv/jobs?limit=5', { key })).body);
+  t.equal((listedJobs.structuredContent as any).jobs[0].id, job.id);
+  const link = await client.callTool({ name: 'svc_get_job_download_url', arguments: { job_id: job.id } });
+  const url = (link.structuredContent as any).url as string;
+  t.ok(url.startsWith(`${base}/v1/csv/jobs/${job.id}/results.csv?`), url);
+  t.strictSame(Object.keys(link.structuredContent!).sort(), ['expires_at', 'url']);
+  const csv = await (await fetch(url)).text();
+  t.equal(csv.split('\r\n')[1]!.split(',').slice(0, 2).join(','), 'jane.doe@accept.test,valid', 'the signed URL serves the CSV');
+  const unknownJob = await client.callTool({ name: 'svc_get_job', arguments: { job_id: 'job_000000000000000000000000' } });
+  t.equal(unknownJob.isError, true);
+  t.strictSame(toolErrorBody(unknownJob), { error: 'Not Found', message: 'Job not found', code: 'job_not_found' });
+
+  // Expiry: the access token is refused with access_token_expired; the SDK client refreshes by itself.
+  const expired = agent.saved!.access_token;
+  await stack.db.query(`UPDATE oauth_tokens SET expires_at = now() - interval '1 second' WHERE token_hash = $1`, [sha(expired)]);
+  const refused = await callTool(expired, 'svc_get_credits');
+  t.equal(refused.status, 401);
+  t.strictSame(refused.body, { error: 'Unauthorized', message: 'The access token has expired; refresh it', code: 'access_token_expired' });
+  t.equal(refused.headers.get('www-authenticate'), `${WWW}The access token has expired; refresh it", ${resourceMetadata}`);
+  const oldRefresh = agent.saved!.refresh_token!;
+  const again = await client.callTool({ name: 'svc_get_credits', arguments: {} });
+  t.equal((again.structuredContent as any).balance, 46, 'answered after a transparent refresh');
+  t.not(agent.saved!.access_token, expired, 'a new access token');
+  t.not(agent.saved!.refresh_token, oldRefresh, 'and a new refresh token (rotation)');
+
+  // Refresh through the SDK's auth(): rotates again; the spent refresh token is refused.
+  const before = agent.saved!;
+  t.equal(await auth(agent, { serverUrl: mcpUrl }), 'AUTHORIZED');
+  t.not(agent.saved!.refresh_token, before.refresh_token);
+  const clientId = agent.info!.client_id;
+  t.equal((await callTool(before.access_token, 'svc_get_credits')).status, 200, 'the previous access token lives until its expiry');
+
+  // Revocation (RFC 7009): the grant ends; its tokens are refused with invalid_access_token.
+  const now = agent.saved!;
+  const rv = await fetch(`${base}/oauth/revoke`, { method: 'POST', body: new URLSearchParams({ token: now.refresh_token!, client_id: clientId, token_type_hint: 'refresh_token' }) });
+  t.equal(rv.status, 200);
+  for (const tok of [now.access_token, before.access_token]) {
+    const r = await callTool(tok, 'svc_get_credits');
+    t.equal(r.status, 401);
+    t.equal(r.body.code, 'invalid_access_token');
+  }
+  t.same((await tokenRequest({ grant_type: 'refresh_token', refresh_token: now.refresh_token!, client_id: clientId })).body.error, 'invalid_grant', 'the revoked refresh token too');
+  const unknown = await fetch(`${base}/oauth/revoke`, { method: 'POST', body: new URLSearchParams({ token: 'mcp_at_nothing', client_id: clientId }) });
+  t.equal(unknown.status, 200, 'an unknown token is answered like a known one (RFC 7009 §2.2)');
+});
