@@ -9,6 +9,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
+import { runAdmin } from '@svc/runtime';
 import { CLUSTER_PROFILE, startStack } from '../helpers/stack.ts';
 
 const run = promisify(execFile);
@@ -21,6 +22,8 @@ interface Example {
   line: number;
   /** `NAME=$(curl …)`: the command's output becomes $NAME for the examples after it (nothing is shown). */
   assign?: string;
+  /** `npm run admin -- …` in a block of curl examples: an operator command, run against the service's store; it must succeed (nothing is shown). */
+  admin?: string[];
 }
 
 /** The curl examples of the README with the answer shown after each (a `# …` comment or the next ```json block). */
@@ -35,6 +38,12 @@ function examples(text: string): Example[] {
       const assignment = /^([A-Z][A-Z0-9_]*)=\$\((curl .*)\)$/.exec(cmd);
       if (assignment) {
         out.push({ command: assignment[2]!, expected: '', line: b.line, assign: assignment[1]! });
+        continue;
+      }
+      // Among curl examples (not the Admin CLI section's reference lines).
+      const admin = /^npm run admin -- (.+)$/.exec(cmd);
+      if (admin && lines.some((l) => /^\s*(?:[A-Z][A-Z0-9_]*=\$\()?curl /.test(l))) {
+        out.push({ command: cmd, expected: '', line: b.line, admin: admin[1]!.split(/\s+/) });
         continue;
       }
       if (!cmd.startsWith('curl ')) continue;
@@ -109,6 +118,12 @@ t.test('every curl example answers what the README shows', async (t) => {
   const origin = stack.url.replace(/^http:\/\//, '');
   const vars: Record<string, string> = { KEY: key! };
   for (const ex of list) {
+    if (ex.admin) {
+      const argv = ex.admin.map((a) => a.replace(/^\$([A-Z][A-Z0-9_]*)$/, (_, v: string) => vars[v] ?? a));
+      const r = await runAdmin(stack.store, argv);
+      t.equal(r.code, 0, `README line ${ex.line}: ${ex.command}: ${r.out}`);
+      continue;
+    }
     const { stdout } = await run('bash', ['-c', ex.command.replaceAll('localhost:8080', origin)], { env: { ...process.env, ...vars } });
     if (ex.assign) {
       // A URL the service answered (SVC_PUBLIC_URL, the README's origin) leads to where it listens here.
