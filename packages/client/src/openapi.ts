@@ -234,7 +234,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired` */
+                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired`, `mcp_token_not_accepted` */
                 401: {
                     headers: {
                         /** @description Opaque id of this request (quote it when reporting a problem). */
@@ -257,7 +257,7 @@ export interface paths {
                              * @description Stable machine code (docs/errors.md); branch on it.
                              * @enum {string}
                              */
-                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired";
+                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired" | "mcp_token_not_accepted";
                         };
                     };
                 };
@@ -572,7 +572,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired` */
+                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired`, `mcp_token_not_accepted` */
                 401: {
                     headers: {
                         /** @description Opaque id of this request (quote it when reporting a problem). */
@@ -595,7 +595,7 @@ export interface paths {
                              * @description Stable machine code (docs/errors.md); branch on it.
                              * @enum {string}
                              */
-                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired";
+                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired" | "mcp_token_not_accepted";
                         };
                     };
                 };
@@ -870,7 +870,7 @@ export interface paths {
                         "application/json": components["schemas"]["CreditBalance"];
                     };
                 };
-                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired` */
+                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired`, `mcp_token_not_accepted` */
                 401: {
                     headers: {
                         /** @description Opaque id of this request (quote it when reporting a problem). */
@@ -893,7 +893,7 @@ export interface paths {
                              * @description Stable machine code (docs/errors.md); branch on it.
                              * @enum {string}
                              */
-                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired";
+                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired" | "mcp_token_not_accepted";
                         };
                     };
                 };
@@ -1100,7 +1100,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired` */
+                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired`, `mcp_token_not_accepted` */
                 401: {
                     headers: {
                         /** @description Opaque id of this request (quote it when reporting a problem). */
@@ -1123,7 +1123,7 @@ export interface paths {
                              * @description Stable machine code (docs/errors.md); branch on it.
                              * @enum {string}
                              */
-                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired";
+                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired" | "mcp_token_not_accepted";
                         };
                     };
                 };
@@ -1433,7 +1433,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired` */
+                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired`, `mcp_token_not_accepted` */
                 401: {
                     headers: {
                         /** @description Opaque id of this request (quote it when reporting a problem). */
@@ -1456,7 +1456,7 @@ export interface paths {
                              * @description Stable machine code (docs/errors.md); branch on it.
                              * @enum {string}
                              */
-                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired";
+                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired" | "mcp_token_not_accepted";
                         };
                     };
                 };
@@ -1648,7 +1648,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired` */
+                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired`, `mcp_token_not_accepted` */
                 401: {
                     headers: {
                         /** @description Opaque id of this request (quote it when reporting a problem). */
@@ -1671,7 +1671,7 @@ export interface paths {
                              * @description Stable machine code (docs/errors.md); branch on it.
                              * @enum {string}
                              */
-                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired";
+                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired" | "mcp_token_not_accepted";
                         };
                     };
                 };
@@ -1880,7 +1880,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired` */
+                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired`, `mcp_token_not_accepted` */
                 401: {
                     headers: {
                         /** @description Opaque id of this request (quote it when reporting a problem). */
@@ -1903,7 +1903,7 @@ export interface paths {
                              * @description Stable machine code (docs/errors.md); branch on it.
                              * @enum {string}
                              */
-                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired";
+                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired" | "mcp_token_not_accepted";
                         };
                     };
                 };
@@ -2173,7 +2173,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired` */
+                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired`, `mcp_token_not_accepted` */
                 401: {
                     headers: {
                         /** @description Opaque id of this request (quote it when reporting a problem). */
@@ -2196,7 +2196,7 @@ export interface paths {
                              * @description Stable machine code (docs/errors.md); branch on it.
                              * @enum {string}
                              */
-                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired";
+                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired" | "mcp_token_not_accepted";
                         };
                     };
                 };
@@ -2605,7 +2605,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired` */
+                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired`, `mcp_token_not_accepted` */
                 401: {
                     headers: {
                         /** @description Opaque id of this request (quote it when reporting a problem). */
@@ -2628,7 +2628,7 @@ export interface paths {
                              * @description Stable machine code (docs/errors.md); branch on it.
                              * @enum {string}
                              */
-                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired";
+                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired" | "mcp_token_not_accepted";
                         };
                     };
                 };
@@ -2992,7 +2992,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired` */
+                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired`, `mcp_token_not_accepted` */
                 401: {
                     headers: {
                         /** @description Opaque id of this request (quote it when reporting a problem). */
@@ -3015,7 +3015,7 @@ export interface paths {
                              * @description Stable machine code (docs/errors.md); branch on it.
                              * @enum {string}
                              */
-                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired";
+                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired" | "mcp_token_not_accepted";
                         };
                     };
                 };
@@ -3329,7 +3329,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired` */
+                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired`, `mcp_token_not_accepted` */
                 401: {
                     headers: {
                         /** @description Opaque id of this request (quote it when reporting a problem). */
@@ -3352,7 +3352,7 @@ export interface paths {
                              * @description Stable machine code (docs/errors.md); branch on it.
                              * @enum {string}
                              */
-                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired";
+                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired" | "mcp_token_not_accepted";
                         };
                     };
                 };
@@ -3901,7 +3901,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired` */
+                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired`, `mcp_token_not_accepted` */
                 401: {
                     headers: {
                         /** @description Opaque id of this request (quote it when reporting a problem). */
@@ -3924,7 +3924,7 @@ export interface paths {
                              * @description Stable machine code (docs/errors.md); branch on it.
                              * @enum {string}
                              */
-                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired";
+                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired" | "mcp_token_not_accepted";
                         };
                     };
                 };
@@ -4188,7 +4188,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired` */
+                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired`, `mcp_token_not_accepted` */
                 401: {
                     headers: {
                         /** @description Opaque id of this request (quote it when reporting a problem). */
@@ -4211,7 +4211,7 @@ export interface paths {
                              * @description Stable machine code (docs/errors.md); branch on it.
                              * @enum {string}
                              */
-                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired";
+                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired" | "mcp_token_not_accepted";
                         };
                     };
                 };
@@ -4386,7 +4386,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired` */
+                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired`, `mcp_token_not_accepted` */
                 401: {
                     headers: {
                         /** @description Opaque id of this request (quote it when reporting a problem). */
@@ -4409,7 +4409,7 @@ export interface paths {
                              * @description Stable machine code (docs/errors.md); branch on it.
                              * @enum {string}
                              */
-                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired";
+                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired" | "mcp_token_not_accepted";
                         };
                     };
                 };
@@ -4596,7 +4596,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired` */
+                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired`, `mcp_token_not_accepted` */
                 401: {
                     headers: {
                         /** @description Opaque id of this request (quote it when reporting a problem). */
@@ -4619,7 +4619,7 @@ export interface paths {
                              * @description Stable machine code (docs/errors.md); branch on it.
                              * @enum {string}
                              */
-                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired";
+                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired" | "mcp_token_not_accepted";
                         };
                     };
                 };
@@ -4772,7 +4772,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired` */
+                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired`, `mcp_token_not_accepted` */
                 401: {
                     headers: {
                         /** @description Opaque id of this request (quote it when reporting a problem). */
@@ -4795,7 +4795,7 @@ export interface paths {
                              * @description Stable machine code (docs/errors.md); branch on it.
                              * @enum {string}
                              */
-                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired";
+                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired" | "mcp_token_not_accepted";
                         };
                     };
                 };
@@ -5183,7 +5183,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired` */
+                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired`, `mcp_token_not_accepted` */
                 401: {
                     headers: {
                         /** @description Opaque id of this request (quote it when reporting a problem). */
@@ -5206,7 +5206,7 @@ export interface paths {
                              * @description Stable machine code (docs/errors.md); branch on it.
                              * @enum {string}
                              */
-                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired";
+                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired" | "mcp_token_not_accepted";
                         };
                     };
                 };
@@ -5385,7 +5385,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired` */
+                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired`, `mcp_token_not_accepted` */
                 401: {
                     headers: {
                         /** @description Opaque id of this request (quote it when reporting a problem). */
@@ -5408,7 +5408,7 @@ export interface paths {
                              * @description Stable machine code (docs/errors.md); branch on it.
                              * @enum {string}
                              */
-                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired";
+                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired" | "mcp_token_not_accepted";
                         };
                     };
                 };
@@ -5530,6 +5530,508 @@ export interface paths {
         };
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/subscriptions/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel the subscription at the end of the current period
+         * @description Sets `cancel_at_period_end`: validation and the full credit balance stay usable until `current_period_end`, with no later charges; then the subscription is `canceled`, the credits expire and validation answers 402 `subscription_inactive`. Any active key of the account. 409 when already set to cancel, 404 without an active subscription.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description OK */
+                200: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description The payment processor’s subscription identifier. */
+                            subscription_id: string;
+                            /** @description Stays `active` until the period ends. */
+                            status: string;
+                            cancel_at_period_end: boolean;
+                            /** Format: date-time */
+                            current_period_end: string;
+                            message: string;
+                        };
+                    };
+                };
+                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired`, `mcp_token_not_accepted` */
+                401: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired" | "mcp_token_not_accepted";
+                        };
+                    };
+                };
+                /** @description Forbidden: `insufficient_scope` */
+                403: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "insufficient_scope";
+                            /** @description The scope the key lacks. */
+                            required_scope: string;
+                        };
+                    };
+                };
+                /** @description Not Found: `subscription_not_found` */
+                404: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "subscription_not_found";
+                        };
+                    };
+                };
+                /** @description Conflict: `subscription_already_canceling` */
+                409: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "subscription_already_canceling";
+                        };
+                    };
+                };
+                /** @description Too Many Requests: `rate_limited` */
+                429: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        /** @description Seconds to wait before retrying (60). */
+                        "Retry-After"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "rate_limited";
+                            /** @description Seconds to wait (60). */
+                            retry_after: number;
+                        };
+                    };
+                };
+                /** @description Internal Server Error: `internal_error` */
+                500: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "internal_error";
+                        };
+                    };
+                };
+                /** @description Service Unavailable: `service_unavailable`, `payment_processor_unavailable` */
+                503: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "service_unavailable" | "payment_processor_unavailable";
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/subscriptions/reactivate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Undo a pending cancellation before the period ends
+         * @description The cancellation response’s shape with `cancel_at_period_end` false; credits are kept. 409 when no cancellation is pending, 404 without an active subscription.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description OK */
+                200: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description The payment processor’s subscription identifier. */
+                            subscription_id: string;
+                            /** @description Stays `active` until the period ends. */
+                            status: string;
+                            cancel_at_period_end: boolean;
+                            /** Format: date-time */
+                            current_period_end: string;
+                            message: string;
+                        };
+                    };
+                };
+                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired`, `mcp_token_not_accepted` */
+                401: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired" | "mcp_token_not_accepted";
+                        };
+                    };
+                };
+                /** @description Forbidden: `insufficient_scope` */
+                403: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "insufficient_scope";
+                            /** @description The scope the key lacks. */
+                            required_scope: string;
+                        };
+                    };
+                };
+                /** @description Not Found: `subscription_not_found` */
+                404: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "subscription_not_found";
+                        };
+                    };
+                };
+                /** @description Conflict: `subscription_not_canceling` */
+                409: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "subscription_not_canceling";
+                        };
+                    };
+                };
+                /** @description Too Many Requests: `rate_limited` */
+                429: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        /** @description Seconds to wait before retrying (60). */
+                        "Retry-After"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "rate_limited";
+                            /** @description Seconds to wait (60). */
+                            retry_after: number;
+                        };
+                    };
+                };
+                /** @description Internal Server Error: `internal_error` */
+                500: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "internal_error";
+                        };
+                    };
+                };
+                /** @description Service Unavailable: `service_unavailable`, `payment_processor_unavailable` */
+                503: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "service_unavailable" | "payment_processor_unavailable";
+                        };
+                    };
+                };
+            };
+        };
         delete?: never;
         options?: never;
         head?: never;
