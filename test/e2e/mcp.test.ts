@@ -320,3 +320,174 @@ t.test('an agent registers, is authorized through the consent page, and uses eve
   const unknown = await fetch(`${base}/oauth/revoke`, { method: 'POST', body: new URLSearchParams({ token: 'mcp_at_nothing', client_id: clientId }) });
   t.equal(unknown.status, 200, 'an unknown token is answered like a known one (RFC 7009 §2.2)');
 });
+
+t.test('the token endpoint: a wrong verifier, a reused code, another client, refresh replay', async (t) => {
+  const { key } = await makeKey(stack, { credits: 5 });
+  const clientId = await register();
+  const other = await register();
+  const { verifier, challenge } = pkce();
+  const code = await codeFor(clientId, challenge, key, ['credits:read']);
+  const exchange = (v: string, extra: Record<string, string> = {}) => tokenRequest({ grant_type: 'authorization_code', code, code_verifier: v, redirect_uri: REDIRECT, client_id: clientId, ...extra });
+
+  const wrong = await exchange(pkce().verifier);
+  t.equal(wrong.status, 400);
+  t.strictSame(wrong.body, { error: 'invalid_grant', error_description: 'code_verifier does not match the code_challenge' });
+  t.strictSame((await exchange(verifier, { client_id: other })).body, { error: 'invalid_grant', error_description: 'the code was issued to another client' });
+  t.strictSame((await exchange(verifier, { redirect_uri: `${REDIRECT}/other` })).body, { error: 'invalid_grant', error_description: 'redirect_uri does not match the authorization request' });
+  t.strictSame((await exchange(verifier, { client_id: 'mcpc_unknown' })), { status: 401, body: { error: 'invalid_client', error_description: 'unknown client_id' } });
+  t.strictSame((await tokenRequest({ grant_type: 'password', client_id: clientId })).body.error, 'unsupported_grant_type');
+
+  // Refused attempts spend nothing: the right verifier still gets the tokens.
+  const ok = await exchange(verifier);
+  t.equal(ok.status, 200);
+  t.match(ok.body, { token_type: 'Bearer', expires_in: TTL_S, scope: 'credits:read' });
+  t.equal((await callTool(ok.body.access_token, 'svc_get_credits')).status, 200);
+
+  // The same code again: invalid_grant, and the tokens issued from it are revoked.
+  const reused = await exchange(verifier);
+  t.equal(reused.status, 400);
+  t.strictSame(reused.body, { error: 'invalid_grant', error_description: 'the authorization code was used already; the tokens issued from it are revoked' });
+  const after = await callTool(ok.body.access_token, 'svc_get_credits');
+  t.equal(after.status, 401);
+  t.equal(after.body.code, 'invalid_access_token');
+  t.equal((await tokenRequest({ grant_type: 'refresh_token', refresh_token: ok.body.refresh_token, client_id: clientId })).body.error, 'invalid_grant');
+
+  // An expired code.
+  const late = pkce();
+  const lateCode = await codeFor(clientId, late.challenge, key, ['credits:read']);
+  await stack.db.query(`UPDATE oauth_codes SET expires_at = now() - interval '1 second' WHERE code_hash = $1`, [createHash('sha256').update(lateCode).digest('hex')]);
+  t.strictSame((await tokenRequest({ grant_type: 'authorization_code', code: lateCode, code_verifier: late.verifier, redirect_uri: REDIRECT, client_id: clientId })).body, { error: 'invalid_grant', error_description: 'the code has expired' });
+
+  // Rotation: a refresh token works once; presented again, the whole grant ends.
+  const p = pkce();
+  const first = (await tokenRequest({ grant_type: 'authorization_code', code: await codeFor(clientId, p.challenge, key, ['credits:read']), code_verifier: p.verifier, redirect_uri: REDIRECT, client_id: clientId })).body;
+  const second = await tokenRequest({ grant_type: 'refresh_token', refresh_token: first.refresh_token, client_id: clientId });
+  t.equal(second.status, 200);
+  t.not(second.body.refresh_token, first.refresh_token);
+  t.strictSame((await tokenRequest({ grant_type: 'refresh_token', refresh_token: second.body.refresh_token, client_id: clientId, scope: 'credits:read email:validate:bulk' })).body, { error: 'invalid_scope', error_description: 'a refresh cannot add scopes the grant does not have' });
+  const replay = await tokenRequest({ grant_type: 'refresh_token', refresh_token: first.refresh_token, client_id: clientId });
+  t.strictSame(replay.body, { error: 'invalid_grant', error_description: 'the refresh token was used already; every token of this grant is revoked' });
+  t.equal((await callTool(second.body.access_token, 'svc_get_credits')).body.code, 'invalid_access_token', 'the grant ended');
+  t.equal((await tokenRequest({ grant_type: 'refresh_token', refresh_token: second.body.refresh_token, client_id: clientId })).body.error, 'invalid_grant');
+});
+
+t.test('the authorization request: PKCE S256 only, exact redirect URIs, consent among the key’s scopes', async (t) => {
+  const clientId = await register();
+  const { challenge } = pkce();
+  // `plain` (and no PKCE at all) go back to the client as invalid_request, with its state.
+  for (const [extra, description] of [
+    [{ code_challenge_method: 'plain' }, 'code_challenge_method must be S256, not plain'],
+    [{ code_challenge_method: '' }, 'code_challenge_method must be S256'],
+    [{ code_challenge: '' }, 'code_challenge is required (PKCE, S256)'],
+  ] as const) {
+    const r = await fetch(authorizeUrl(clientId, challenge, extra), { redirect: 'manual' });
+    t.equal(r.status, 302);
+    const back = new URL(r.headers.get('location')!);
+    t.equal(`${back.origin}${back.pathname}`, REDIRECT);
+    t.strictSame(Object.fromEntries(back.searchParams), { error: 'invalid_request', error_description: description, state: 's1' });
+  }
+  const badScope = new URL((await fetch(authorizeUrl(clientId, challenge, { scope: 'email:outcomes:read' }), { redirect: 'manual' })).headers.get('location')!);
+  t.equal(badScope.searchParams.get('error'), 'invalid_scope');
+  // An unknown client or a redirect URI it did not register: shown to the person, never redirected.
+  for (const [extra, message] of [
+    [{ redirect_uri: `${REDIRECT}/x` }, 'The redirect URI is not one this application registered.'],
+    [{ redirect_uri: 'http://127.0.0.1:33418/Callback' }, 'The redirect URI is not one this application registered.'],
+    [{ client_id: 'mcpc_nobody' }, 'This application is not registered here (unknown client_id).'],
+  ] as const) {
+    const r = await fetch(authorizeUrl(clientId, challenge, extra), { redirect: 'manual' });
+    t.equal(r.status, 400);
+    t.equal(r.headers.get('location'), null);
+    t.ok((await r.text()).includes(message), message);
+  }
+
+  // The consent page: framed by nobody, every value escaped.
+  const page = await fetch(authorizeUrl(clientId, challenge, { state: '"><script>x</script>' }));
+  t.equal(page.status, 200);
+  t.equal(page.headers.get('x-frame-options'), 'DENY');
+  const html = await page.text();
+  t.notOk(html.includes('<script>'), 'the state is escaped');
+  t.equal(hiddenFields(html).state, '"><script>x</script>');
+
+  // A key with credits:read only: ticking more is refused on the page; a wrong key too.
+  const narrow = await makeKey(stack, { credits: 3, scopes: ['credits:read'] });
+  const more = await consent(authorizeUrl(clientId, challenge), narrow.key, ['credits:read', 'email:validate:bulk']);
+  t.equal(more.status, 403);
+  t.ok(more.html.includes('This API key lacks email:validate:bulk; choose only permissions the key has.'));
+  const badKey = await consent(authorizeUrl(clientId, challenge), 'svc_test_notAKeyOfAnyAccount000', ['credits:read']);
+  t.equal(badKey.status, 401);
+  t.ok(badKey.html.includes('This API key is not valid.'));
+  const none = await consent(authorizeUrl(clientId, challenge), narrow.key, []);
+  t.equal(none.status, 400);
+  const denied = await consent(authorizeUrl(clientId, challenge), narrow.key, ['credits:read'], { decision: 'deny' });
+  t.equal(denied.status, 302);
+  t.strictSame(Object.fromEntries(new URL(denied.location!).searchParams), { error: 'access_denied', error_description: 'the account holder denied access', state: 's1' });
+
+  // Registration refusals (RFC 7591 §3.2.2).
+  for (const uris of [['http://agent.example.com/callback'], ['javascript:alert(1)'], ['https://agent.example.com/cb#frag'], []]) {
+    const r = await fetch(`${base}/oauth/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ redirect_uris: uris }) });
+    t.equal(r.status, 400, JSON.stringify(uris));
+    t.equal(((await r.json()) as { error: string }).error, 'invalid_redirect_uri');
+  }
+});
+
+t.test('credentials in the wrong place, and the tools’ gates', async (t) => {
+  const narrow = await makeKey(stack, { credits: 0, scopes: ['credits:read', 'email:validate:single'] });
+  const clientId = await register();
+  const p = pkce();
+  const tokens = (await tokenRequest({ grant_type: 'authorization_code', code: await codeFor(clientId, p.challenge, narrow.key, ['credits:read', 'email:validate:single']), code_verifier: p.verifier, redirect_uri: REDIRECT, client_id: clientId })).body;
+  t.equal(tokens.scope, 'credits:read email:validate:single');
+  const token = tokens.access_token as string;
+
+  // An API key on MCP; an MCP token on the public API.
+  for (const headers of [{ 'x-api-key': BOOTSTRAP_KEY }, { 'x-api-key': narrow.key, ...bearer(token) }]) {
+    const r = await rpc('tools/list', {}, headers);
+    t.equal(r.status, 401);
+    t.strictSame(r.body, { error: 'Unauthorized', message: 'API keys are not accepted on MCP; complete the OAuth flow', code: 'api_key_not_accepted' });
+    t.equal(r.headers.get('www-authenticate'), `${WWW}API keys are not accepted on MCP; complete the OAuth flow", ${resourceMetadata}`);
+  }
+  for (const auth of [token, 'mcp_at_whatever']) {
+    const r = await stack.call('GET', '/v1/credits', { key: null, headers: { authorization: `Bearer ${auth}` } });
+    t.equal(r.status, 401);
+    t.strictSame(r.body, { error: 'Unauthorized', message: 'MCP access tokens are not accepted on the public API; use an API key', code: 'mcp_token_not_accepted' });
+  }
+  t.equal((await stack.call('GET', '/v1/credits', { key: narrow.key, headers: bearer(token) })).status, 200, 'a key is a key, whatever else comes with it');
+  const unknown = await callTool('mcp_at_unknown', 'svc_get_credits');
+  t.equal(unknown.status, 401);
+  t.equal(unknown.body.code, 'invalid_access_token');
+
+  // A scope the token lacks: a tool error with the stable code.
+  const bulk = await callTool(token, 'svc_validate_bulk', { emails: ['jane.doe@accept.test'] });
+  t.equal(bulk.status, 200);
+  t.equal(bulk.body.result.isError, true);
+  t.strictSame(toolErrorBody(bulk.body.result), { error: 'Forbidden', message: 'The access token lacks the email:validate:bulk scope', code: 'insufficient_scope', required_scope: 'email:validate:bulk' });
+  t.notOk('structuredContent' in bulk.body.result);
+  const job = await callTool(token, 'svc_create_validation_job', { emails: ['jane.doe@accept.test'] });
+  t.equal(toolErrorBody(job.body.result).code, 'insufficient_scope');
+
+  // Credits: the REST refusal, with required and available; nothing is taken.
+  const poor = await callTool(token, 'svc_validate_email', { email: 'john.smith@accept.test' });
+  t.strictSame(toolErrorBody(poor.body.result), { error: 'Payment Required', message: 'This request needs up to 1 credits; 0 available', code: 'insufficient_credits', required: 1, available: 0 });
+  // A free answer needs no credit.
+  const free = await callTool(token, 'svc_validate_email', { email: 'info@accept.test' });
+  t.match(free.body.result.structuredContent, { result: 'valid_role_based', credits_charged: 0 });
+  const empty = await callTool(token, 'svc_validate_email', { email: '   ' });
+  t.equal(toolErrorBody(empty.body.result).code, 'email_required');
+
+  // An ended subscription blocks validation (402 on REST), not the balance.
+  await stack.db.query(`UPDATE accounts SET subscription_status = 'canceled' WHERE id = $1`, [narrow.accountId]);
+  const blocked = await callTool(token, 'svc_validate_email', { email: 'info@accept.test' });
+  t.strictSame(toolErrorBody(blocked.body.result), { error: 'Payment Required', message: 'Subscription has ended; validation is blocked', code: 'subscription_inactive' });
+  t.equal((await callTool(token, 'svc_get_credits')).body.result.structuredContent.subscription_status, 'canceled');
+  await stack.db.query(`UPDATE accounts SET subscription_status = 'active' WHERE id = $1`, [narrow.accountId]);
+
+  // The API key that signed in is revoked: its grants end with it.
+  await stack.store.keys.setState(narrow.id, 'revoked');
+  const gone = await callTool(token, 'svc_get_credits');
+  t.equal(gone.status, 401);
+  t.strictSame(gone.body, { error: 'Unauthorized', message: 'The API key that authorized this token is no longer usable', code: 'invalid_access_token' });
+  t.strictSame((await tokenRequest({ grant_type: 'refresh_token', refresh_token: tokens.refresh_token, client_id: clientId })).body.error, 'invalid_grant');
+
+  // Stateless transport: no stream to open, no session to end.
+  const getRes = await fetch(mcpUrl, { headers: { accept: 'text/event-stream', ...bearer('mcp_at_unknown') } });
+  t.equal(getRes.status, 401);
+});

@@ -17,7 +17,7 @@ const served = await app.inject({ method: 'GET', url: '/openapi.json' });
 const doc = served.json() as Doc;
 
 const GATE = {
-  401: ['api_key_required', 'invalid_api_key', 'api_key_revoked', 'api_key_inactive', 'api_key_expired'],
+  401: ['api_key_required', 'mcp_token_not_accepted', 'invalid_api_key', 'api_key_revoked', 'api_key_inactive', 'api_key_expired'],
   403: ['insufficient_scope'],
   429: ['rate_limited'],
   500: ['internal_error'],
