@@ -491,3 +491,24 @@ t.test('credentials in the wrong place, and the tools’ gates', async (t) => {
   const getRes = await fetch(mcpUrl, { headers: { accept: 'text/event-stream', ...bearer('mcp_at_unknown') } });
   t.equal(getRes.status, 401);
 });
+
+t.test('the per-key rate limit of the REST gates counts MCP requests too', async (t) => {
+  const { key, id } = await makeKey(stack, { credits: 1, scopes: ['credits:read'] });
+  const clientId = await register();
+  const p = pkce();
+  const token = (await tokenRequest({ grant_type: 'authorization_code', code: await codeFor(clientId, p.challenge, key, ['credits:read']), code_verifier: p.verifier, redirect_uri: REDIRECT, client_id: clientId })).body.access_token as string;
+  const first = await callTool(token, 'svc_get_credits');
+  t.equal(first.status, 200);
+  t.equal(first.headers.get('ratelimit-limit'), '1000', 'the tighter of the address and key limits, as on REST');
+  // The key's minute is used up by 9,999 more requests (as if through REST)…
+  const limiter = stack.svc.services.rateLimiter;
+  for (let i = 1; i < 10_000; i += 500) await Promise.all(Array.from({ length: Math.min(500, 10_000 - i) }, () => limiter.hit(`key:${id}`, 10_000, 60_000)));
+  // …so the next MCP request is refused, with the REST body and headers.
+  const over = await callTool(token, 'svc_get_credits');
+  t.equal(over.status, 429);
+  t.strictSame(over.body, { error: 'Too Many Requests', message: 'You have exceeded the rate limit', code: 'rate_limited', retry_after: 60 });
+  t.equal(over.headers.get('retry-after'), '60');
+  t.equal(over.headers.get('ratelimit-limit'), '10000');
+  t.equal(over.headers.get('ratelimit-remaining'), '0');
+  t.equal((await stack.call('GET', '/v1/credits', { key })).status, 429, 'and so is REST with the key');
+});

@@ -14,7 +14,7 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { ServiceError } from '@svc/contracts';
 import { consentPage, errorPage, MCP_PATH, OAUTH_PATHS, type AccessContext, type HostedMcp, type Outcome } from '@svc/mcp';
-import type { RateLimiterPort } from '@svc/store';
+import type { RateDecision, RateLimiterPort } from '@svc/store';
 import { setRateHeaders } from '../plugins/auth.ts';
 
 export interface McpRoutesOptions {
@@ -48,11 +48,12 @@ export const mcpRoutes: FastifyPluginAsync<McpRoutesOptions> = async (app, opts)
   const form = (req: FastifyRequest): URLSearchParams => (req.body instanceof URLSearchParams ? req.body : new URLSearchParams());
 
   /** Abuse protection of the unauthenticated endpoints: the per-address limit of the REST gates. */
-  const ipGate = async (req: FastifyRequest, reply: FastifyReply): Promise<void> => {
+  const ipGate = async (req: FastifyRequest, reply: FastifyReply): Promise<RateDecision> => {
     const d = await rateLimiter.hit(`ip:${req.ip}`, rateLimitPerIp, MINUTE_MS);
     setRateHeaders(reply, d);
     if (isDraining()) throw new ServiceError('service_unavailable');
     if (!d.allowed) throw new ServiceError('rate_limited', undefined, { retry_after: 60 }, { 'Retry-After': 60 });
+    return d;
   };
 
   const send = <T>(reply: FastifyReply, r: Outcome<T>, ok: (v: T) => unknown) => {
@@ -105,7 +106,7 @@ export const mcpRoutes: FastifyPluginAsync<McpRoutesOptions> = async (app, opts)
 
   /** The gates of /mcp, in order: address rate limit, draining, credential, key rate limit. */
   const authenticate = async (req: FastifyRequest, reply: FastifyReply): Promise<AccessContext> => {
-    await ipGate(req, reply);
+    const ip = await ipGate(req, reply);
     if (req.headers['x-api-key'] !== undefined) throw unauthorized(new ServiceError('api_key_not_accepted'));
     const m = /^Bearer +([^\s]+) *$/i.exec(req.headers.authorization ?? '');
     if (!m) throw unauthorized(new ServiceError('invalid_access_token'));
@@ -115,8 +116,9 @@ export const mcpRoutes: FastifyPluginAsync<McpRoutesOptions> = async (app, opts)
     } catch (err) {
       throw err instanceof ServiceError && err.status === 401 ? unauthorized(err) : err;
     }
+    // The key's own limit, shared with its REST requests; its counts are reported once they are the tighter.
     const k = await rateLimiter.hit(`key:${access.keyId}`, rateLimitPerKey, MINUTE_MS);
-    setRateHeaders(reply, k);
+    if (k.remaining < ip.remaining) setRateHeaders(reply, k);
     if (!k.allowed) throw new ServiceError('rate_limited', undefined, { retry_after: 60 }, { 'Retry-After': 60 });
     const log = req.log as unknown as import('pino').Logger;
     if (log.isLevelEnabled('error')) log.setBindings({ key: access.keyPrefix, account: access.accountId, mcp_client: access.clientId });
