@@ -1,2 +1,9 @@
-// Placeholder until the package is built (issue 9).
-export {};
+// @svc/cli: the `svc` command line (bin/svc.js runs it). Exported for tests and for embedding.
+
+export { run, USAGE } from './cli.ts';
+export { VERSION, type CliIO } from './context.ts';
+export { EXIT, CliError, exitCodeOf, type ExitCode } from './exit.ts';
+export { configPath, readConfigFile, resolveConfig } from './config.ts';
+export { addressesOf, guessDelimiter, parseCsv } from './csv.ts';
+export { clock, estimate, renderBar, renderLine, ProgressReporter } from './progress.ts';
+export { jobSummary } from './commands.ts';
