@@ -512,3 +512,30 @@ t.test('the per-key rate limit of the REST gates counts MCP requests too', async
   t.equal(over.headers.get('ratelimit-remaining'), '0');
   t.equal((await stack.call('GET', '/v1/credits', { key })).status, 429, 'and so is REST with the key');
 });
+
+t.test('stateless transport, request ids, and the sweep of expired codes and tokens', async (t) => {
+  const { key } = await makeKey(stack, { credits: 1, scopes: ['credits:read'] });
+  const clientId = await register();
+  const p = pkce();
+  const tokens = (await tokenRequest({ grant_type: 'authorization_code', code: await codeFor(clientId, p.challenge, key, ['credits:read']), code_verifier: p.verifier, redirect_uri: REDIRECT, client_id: clientId })).body;
+  const ok = await callTool(tokens.access_token, 'svc_get_credits');
+  t.match(ok.headers.get('x-request-id'), /^req_[0-9a-f]{32}$/, 'the request id reaches the hijacked response');
+  t.equal(ok.headers.get('content-type'), 'application/json', 'a JSON answer, not a stream');
+  for (const method of ['GET', 'DELETE']) {
+    const r = await fetch(mcpUrl, { method, headers: { accept: 'text/event-stream', ...bearer(tokens.access_token) } });
+    t.equal(r.status, 405, method);
+    t.equal(r.headers.get('allow'), 'POST');
+  }
+  // Expired more than a day ago: deleted by the minute's sweep; the token is then simply unknown.
+  const sha = (s: string) => createHash('sha256').update(s).digest('hex');
+  await stack.db.query(`UPDATE oauth_tokens SET expires_at = now() - interval '25 hours' WHERE token_hash IN ($1, $2)`, [sha(tokens.access_token), sha(tokens.refresh_token)]);
+  await stack.db.query(`UPDATE oauth_codes SET expires_at = now() - interval '25 hours' WHERE grant_id = (SELECT grant_id FROM oauth_tokens WHERE token_hash = $1)`, [sha(tokens.access_token)]);
+  const grant = (await stack.db.query<{ grant_id: string }>('SELECT grant_id FROM oauth_tokens WHERE token_hash = $1', [sha(tokens.access_token)]))[0]!.grant_id;
+  // (The service's own sweep runs every minute too: the rows are checked, not only the count.)
+  t.ok((await stack.store.oauth.sweepExpired()) <= 3);
+  const left = await stack.db.query<{ n: number }>('SELECT (SELECT count(*) FROM oauth_tokens WHERE grant_id = $1) + (SELECT count(*) FROM oauth_codes WHERE grant_id = $1) AS n', [grant]);
+  t.equal(Number(left[0]!.n), 0, 'its code and both tokens are gone');
+  t.equal(await stack.store.oauth.sweepExpired(), 0);
+  t.equal((await callTool(tokens.access_token, 'svc_get_credits')).body.code, 'invalid_access_token');
+  t.strictSame((await tokenRequest({ grant_type: 'refresh_token', refresh_token: tokens.refresh_token, client_id: clientId })).body, { error: 'invalid_grant', error_description: 'unknown refresh token' });
+});

@@ -116,6 +116,7 @@ export async function startService(config: Config, opts: StartOptions = {}): Pro
   sweep = setInterval(() => {
     void store.ledger.releaseStale('sync', 10 * 60_000).catch((err: unknown) => log.error({ err }, 'stale reservation sweep failed'));
     void store.idempotency.sweepExpired().catch((err: unknown) => log.error({ err }, 'expired idempotency record sweep failed'));
+    void store.oauth.sweepExpired().catch((err: unknown) => log.error({ err }, 'expired OAuth code and token sweep failed'));
     // The local payment processor renews (or ends) the subscriptions whose period has ended.
     void services.localProcessor?.renewDue().catch((err: unknown) => log.error({ err }, 'subscription renewal sweep failed'));
   }, 60_000);

@@ -178,6 +178,17 @@ export class OAuthRepo {
     return raw ? tokenRecord(raw) : undefined;
   }
 
+  /**
+   * Deletes codes and tokens past their expiry by more than `graceMs` (a day): an expired one is
+   * refused anyway, and a spent refresh token is kept until then to catch its replay.
+   */
+  async sweepExpired(graceMs = 86_400_000): Promise<number> {
+    const before = new Date(Date.now() - graceMs);
+    const codes = await this.db.query('DELETE FROM oauth_codes WHERE expires_at < $1 RETURNING grant_id', [before]);
+    const tokens = await this.db.query('DELETE FROM oauth_tokens WHERE expires_at < $1 RETURNING grant_id', [before]);
+    return codes.length + tokens.length;
+  }
+
   /** Ends a grant: every token issued under it is refused from now on. False: it had ended already. */
   async revokeGrant(grantId: string): Promise<boolean> {
     return (await this.db.query('UPDATE oauth_grants SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL RETURNING id', [grantId])).length > 0;
