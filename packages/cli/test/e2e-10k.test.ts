@@ -1,8 +1,9 @@
 // A 10,000-row CSV job through `npx svc` against the whole service on the simulated internet
-// (startStack), twice: once in a real terminal (tmux, 120×40), where the progress bar with its
-// ETA must be drawn while the job runs and the summary must follow it; once with --json from a
-// script, whose stdout must be exactly one JSON document with the exact counters and credits.
-// Then the download, the balance and the listing through the CLI.
+// (startStack), twice: first in a real terminal (tmux, 120×40; first, so its job meets no cached
+// verdicts and runs long enough to be watched), where the progress bar with its ETA must be
+// drawn while the job runs and the summary must follow it; then with --json from a script, whose
+// stdout must be exactly one JSON document with the exact counters and credits. Then the
+// download, the balance and the listing through the CLI.
 //
 // The file: 6,505 unique addresses whose verdicts the sim's table fixes (2 known mailboxes and 2
 // role accounts at accept.test, 3,000 unknown users there, 2,000 at a catch-all domain, 500 at a
@@ -10,7 +11,7 @@
 // with a fixed seed. No greylisting, tarpit or timeout: the job takes seconds.
 
 import { execFile, execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -22,6 +23,11 @@ import { makeKey, startStack } from '../../../test/helpers/stack.ts';
 const ROOT = path.resolve(import.meta.dirname, '../../..');
 const run = promisify(execFile);
 t.setTimeout(180_000);
+
+// `npx svc` must find the workspace's bin (npm install links it); `--no` keeps npx from ever
+// looking for a package of that name elsewhere.
+const BIN = path.join(ROOT, 'node_modules/.bin/svc');
+if (realpathSync(BIN) !== path.join(ROOT, 'packages/cli/bin/svc.js')) throw new Error(`${BIN} is not the workspace's svc: run npm install`);
 
 const port = await freePort();
 const stack = await startStack({ env: { PORT: String(port), SVC_PUBLIC_URL: `http://127.0.0.1:${port}`, SVC_SECRET: 'cli-e2e-secret-0123456789abcdef' } });
@@ -77,15 +83,68 @@ const RESULTS = {
 
 const CREDITS = 10_000;
 
+/**
+ * `npx svc ARGS` with the key and base URL in a config file of mode 0600 (SVC_CONFIG), and the
+ * variables that would override it emptied.
+ */
 async function svc(key: string, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const config = path.join(tmp, `config-${key.slice(-8)}.json`);
+  writeFileSync(config, JSON.stringify({ api_key: key, base_url: stack.url }), { mode: 0o600 });
   try {
-    const r = await run('npx', ['svc', ...args], { cwd: ROOT, env: { ...process.env, SVC_API_KEY: key, SVC_BASE_URL: stack.url, SVC_CONFIG: '' }, maxBuffer: 64 * 1024 * 1024 });
+    const r = await run('npx', ['--no', '--', 'svc', ...args], { cwd: ROOT, env: { ...process.env, SVC_CONFIG: config, SVC_API_KEY: '', SVC_BASE_URL: '' }, maxBuffer: 64 * 1024 * 1024 });
     return { code: 0, stdout: r.stdout, stderr: r.stderr };
   } catch (err) {
     const e = err as { code: number; stdout: string; stderr: string };
     return { code: e.code, stdout: e.stdout, stderr: e.stderr };
   }
 }
+
+const hasTmux = (() => {
+  try {
+    execFileSync('tmux', ['-V']);
+    return true;
+  } catch {
+    return false;
+  }
+})();
+
+t.test('in a terminal (tmux): the progress bar with an ETA while it runs, then the summary', { skip: hasTmux ? false : 'tmux is not installed' }, async (t) => {
+  const { key } = await makeKey(stack, { credits: CREDITS });
+  const socket = `svc-cli-test-${process.pid}`;
+  const tmux = (...args: string[]) => execFileSync('tmux', ['-L', socket, ...args], { encoding: 'utf8' });
+  // The key from the environment here; no config file is read (HOME has none).
+  const env = `SVC_API_KEY=${key} SVC_BASE_URL=${stack.url} SVC_CONFIG= XDG_CONFIG_HOME= HOME=${tmp}`;
+  const command = `cd ${ROOT} && env ${env} npx --no -- svc job create --file ${file} --wait --interval 0.25; echo "EXIT=$?"; sleep 600`;
+  tmux('new-session', '-d', '-s', 'cli', '-x', '120', '-y', '40', command);
+  t.teardown(() => {
+    try {
+      tmux('kill-server');
+    } catch {
+      /* already gone */
+    }
+  });
+  const frames: string[] = [];
+  const t0 = Date.now();
+  let pane = '';
+  while (!/EXIT=\d+/.test(pane)) {
+    if (Date.now() - t0 > 120_000) throw new Error(`no EXIT= after 120 s; the pane:\n${pane}`);
+    await new Promise((r) => setTimeout(r, 100));
+    pane = tmux('capture-pane', '-p', '-t', 'cli');
+    if (frames.at(-1) !== pane) frames.push(pane);
+  }
+  t.comment(`10,000-row CSV job through npx svc in tmux: ${((Date.now() - t0) / 1000).toFixed(1)} s, ${frames.length} distinct frames`);
+  const BAR = /\[([#.]{30})\]\s+(\d+\.\d)%\s+([\d,]+)\/6,505\s+([\d,]+\/s|-)\s+ETA (\d+:\d\d|-:--)\s+(\w+)/;
+  const midway = frames.map((f) => BAR.exec(f)).filter((m): m is RegExpExecArray => m !== null && Number(m[2]) > 0 && Number(m[2]) < 100 && m[5] !== '-:--');
+  t.ok(midway.length >= 1, `a bar with progress and an ETA was drawn while the job ran (${midway.length} frames; e.g. ${midway[0]?.[0]})`);
+  for (const m of midway) if (m[1]!.indexOf('.') !== -1 && m[1]!.slice(m[1]!.indexOf('.')).includes('#')) t.fail(`a malformed bar: ${m[0]}`);
+  const lines = pane.split('\n').map((l) => l.trimEnd());
+  const at = lines.findIndex((l) => l.includes(' completed in '));
+  t.match(lines.find((l) => / rows, 6,505 unique, 6,505 credits reserved$/.test(l)), /^job_[0-9a-f]{24} queued: 10,000 rows, 6,505 unique, 6,505 credits reserved$/, 'the start line');
+  t.equal(lines[at - 1], '[##############################]  100.0%  6,505/6,505  ' + BAR.exec(lines[at - 1]!)?.[4] + `  ETA 0:00  completed`, 'the bar ends full, on its own line');
+  t.match(lines[at], /^job_[0-9a-f]{24} completed in [\d.]+ s: 10,000 rows, 6,505 unique, 6,505\/6,505 validated$/, 'the summary');
+  t.strictSame(lines.slice(at + 1, at + 4), ['  valid 2, valid_role_based 2, risky 2,500, invalid 4,001, unknown 0', '  credits: 6,505 reserved, 2 charged, 6,503 refunded', `  results: svc job download ${lines[at]!.split(' ')[0]} --output results.csv`]);
+  t.equal(lines[at + 4], 'EXIT=0', 'exit 0');
+});
 
 t.test('--json from a script: one JSON document with the exact counters, then download, credits, list', async (t) => {
   const { key } = await makeKey(stack, { credits: CREDITS });
@@ -126,50 +185,4 @@ t.test('--json from a script: one JSON document with the exact counters, then do
   const cancel = await svc(key, ['--json', 'job', 'cancel', job.id]);
   t.equal(cancel.code, 5, 'a finished job cannot be canceled: exit 5');
   t.match(JSON.parse(cancel.stdout), { error: { status: 409, code: 'invalid_job_state', request_id: /^req_[0-9a-f]{32}$/ }, exit_code: 5 });
-});
-
-const hasTmux = (() => {
-  try {
-    execFileSync('tmux', ['-V']);
-    return true;
-  } catch {
-    return false;
-  }
-})();
-
-t.test('in a terminal (tmux): the progress bar with an ETA while it runs, then the summary', { skip: hasTmux ? false : 'tmux is not installed' }, async (t) => {
-  const { key } = await makeKey(stack, { credits: CREDITS });
-  const socket = `svc-cli-test-${process.pid}`;
-  const tmux = (...args: string[]) => execFileSync('tmux', ['-L', socket, ...args], { encoding: 'utf8' });
-  const env = `SVC_API_KEY=${key} SVC_BASE_URL=${stack.url} SVC_CONFIG=`;
-  const command = `cd ${ROOT} && env ${env} npx svc job create --file ${file} --wait --interval 0.25; echo "EXIT=$?"; sleep 600`;
-  tmux('new-session', '-d', '-s', 'cli', '-x', '120', '-y', '40', command);
-  t.teardown(() => {
-    try {
-      tmux('kill-server');
-    } catch {
-      /* already gone */
-    }
-  });
-  const frames: string[] = [];
-  const t0 = Date.now();
-  let pane = '';
-  while (!/EXIT=\d+/.test(pane)) {
-    if (Date.now() - t0 > 120_000) throw new Error(`no EXIT= after 120 s; the pane:\n${pane}`);
-    await new Promise((r) => setTimeout(r, 100));
-    pane = tmux('capture-pane', '-p', '-t', 'cli');
-    if (frames.at(-1) !== pane) frames.push(pane);
-  }
-  t.comment(`10,000-row CSV job through npx svc in tmux: ${((Date.now() - t0) / 1000).toFixed(1)} s, ${frames.length} distinct frames`);
-  const BAR = /\[([#.]{30})\]\s+(\d+\.\d)%\s+([\d,]+)\/6,505\s+([\d,]+\/s|-)\s+ETA (\d+:\d\d|-:--)\s+(\w+)/;
-  const midway = frames.map((f) => BAR.exec(f)).filter((m): m is RegExpExecArray => m !== null && Number(m[2]) > 0 && Number(m[2]) < 100 && m[5] !== '-:--');
-  t.ok(midway.length >= 1, `a bar with progress and an ETA was drawn while the job ran (${midway.length} frames; e.g. ${midway[0]?.[0]})`);
-  for (const m of midway) if (m[1]!.indexOf('.') !== -1 && m[1]!.slice(m[1]!.indexOf('.')).includes('#')) t.fail(`a malformed bar: ${m[0]}`);
-  const lines = pane.split('\n').map((l) => l.trimEnd());
-  const at = lines.findIndex((l) => l.includes(' completed in '));
-  t.match(lines.find((l) => / rows, 6,505 unique, 6,505 credits reserved$/.test(l)), /^job_[0-9a-f]{24} queued: 10,000 rows, 6,505 unique, 6,505 credits reserved$/, 'the start line');
-  t.equal(lines[at - 1], '[##############################]  100.0%  6,505/6,505  ' + BAR.exec(lines[at - 1]!)?.[4] + `  ETA 0:00  completed`, 'the bar ends full, on its own line');
-  t.match(lines[at], /^job_[0-9a-f]{24} completed in [\d.]+ s: 10,000 rows, 6,505 unique, 6,505\/6,505 validated$/, 'the summary');
-  t.strictSame(lines.slice(at + 1, at + 4), ['  valid 2, valid_role_based 2, risky 2,500, invalid 4,001, unknown 0', '  credits: 6,505 reserved, 2 charged, 6,503 refunded', `  results: svc job download ${lines[at]!.split(' ')[0]} --output results.csv`]);
-  t.equal(lines[at + 4], 'EXIT=0', 'exit 0');
 });
