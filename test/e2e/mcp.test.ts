@@ -539,3 +539,17 @@ t.test('stateless transport, request ids, and the sweep of expired codes and tok
   t.equal((await callTool(tokens.access_token, 'svc_get_credits')).body.code, 'invalid_access_token');
   t.strictSame((await tokenRequest({ grant_type: 'refresh_token', refresh_token: tokens.refresh_token, client_id: clientId })).body, { error: 'invalid_grant', error_description: 'unknown refresh token' });
 });
+
+t.test('one code redeemed by concurrent requests issues one pair of tokens, and the replays revoke it', async (t) => {
+  const { key } = await makeKey(stack, { credits: 1, scopes: ['credits:read'] });
+  const clientId = await register();
+  const p = pkce();
+  const code = await codeFor(clientId, p.challenge, key, ['credits:read']);
+  const answers = await Promise.all(Array.from({ length: 6 }, () => tokenRequest({ grant_type: 'authorization_code', code, code_verifier: p.verifier, redirect_uri: REDIRECT, client_id: clientId })));
+  const issued = answers.filter((a) => a.status === 200);
+  t.equal(issued.length, 1, 'exactly one exchange succeeds');
+  t.strictSame(answers.filter((a) => a.status !== 200).map((a) => [a.status, a.body.error]), Array.from({ length: 5 }, () => [400, 'invalid_grant']));
+  t.equal((await callTool(issued[0]!.body.access_token, 'svc_get_credits')).body.code, 'invalid_access_token', 'the replays ended the grant');
+  const rows = await stack.db.query<{ n: number }>('SELECT count(*)::int AS n FROM oauth_tokens t JOIN oauth_codes c ON c.grant_id = t.grant_id WHERE c.code_hash = $1', [createHash('sha256').update(code).digest('hex')]);
+  t.equal(rows[0]!.n, 2, 'one access and one refresh token were ever stored');
+});
