@@ -192,6 +192,15 @@ t.test('metadata documents (RFC 8414, RFC 9728)', async (t) => {
   t.equal(none.status, 401);
   t.strictSame(none.body, { error: 'Unauthorized', message: 'The access token is missing, unknown or revoked', code: 'invalid_access_token' });
   t.equal(none.headers.get('www-authenticate'), `${WWW}The access token is missing, unknown or revoked", ${resourceMetadata}`);
+  // CORS for browser-based clients: any origin may read the API answers (bearer tokens, no cookies).
+  t.equal(none.headers.get('access-control-allow-origin'), '*');
+  t.match(none.headers.get('access-control-expose-headers'), /WWW-Authenticate/);
+  const preflight = await fetch(`${base}/oauth/token`, { method: 'OPTIONS', headers: { origin: 'https://inspector.example', 'access-control-request-method': 'POST' } });
+  t.equal(preflight.status, 204);
+  t.equal(preflight.headers.get('access-control-allow-origin'), '*');
+  t.equal(preflight.headers.get('access-control-allow-methods'), 'GET, POST');
+  t.equal((await fetch(`${base}/.well-known/oauth-authorization-server`)).headers.get('access-control-allow-origin'), '*');
+  t.equal((await fetch(`${base}/oauth/authorize`)).headers.get('access-control-allow-origin'), null, 'not the consent page');
 });
 
 t.test('an agent registers, is authorized through the consent page, and uses every tool', async (t) => {
@@ -418,6 +427,9 @@ t.test('the authorization request: PKCE S256 only, exact redirect URIs, consent 
   t.ok(badKey.html.includes('This API key is not valid.'));
   const none = await consent(authorizeUrl(clientId, challenge), narrow.key, []);
   t.equal(none.status, 400);
+  t.ok(none.html.includes('Choose at least one of the listed permissions.'));
+  const unasked = await consent(authorizeUrl(clientId, challenge, { scope: 'credits:read' }), BOOTSTRAP_KEY, ['credits:read', 'email:validate:single']);
+  t.equal(unasked.status, 400, 'only scopes the client asked for can be granted');
   const denied = await consent(authorizeUrl(clientId, challenge), narrow.key, ['credits:read'], { decision: 'deny' });
   t.equal(denied.status, 302);
   t.strictSame(Object.fromEntries(new URL(denied.location!).searchParams), { error: 'access_denied', error_description: 'the account holder denied access', state: 's1' });

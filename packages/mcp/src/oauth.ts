@@ -285,7 +285,7 @@ export class OAuthServer {
     const key = apiKey.length <= 256 ? await this.#store.keys.findByHash(hashKey(apiKey)) : undefined;
     const problem = keyProblem(key, this.#now());
     if (problem || !key) return again(401, problem ?? 'This API key is not valid.');
-    const chosen = form.scopes.filter(isMcpScope);
+    const chosen = form.scopes.filter((s): s is McpScope => request.scopes.includes(s as McpScope));
     if (chosen.length === 0 || chosen.length !== form.scopes.length) return again(400, 'Choose at least one of the listed permissions.');
     const lacking = chosen.filter((s) => key.scopes !== null && !key.scopes.includes(s));
     if (lacking.length) return again(403, `This API key lacks ${lacking.join(', ')}; choose only permissions the key has.`);

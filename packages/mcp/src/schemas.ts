@@ -99,11 +99,11 @@ const jobId = z.string().max(64).describe('The job id (`job_…`)');
 /** The tools' inputs (raw shapes, as McpServer.registerTool takes them). */
 export const inputs = {
   svc_get_credits: {},
-  svc_validate_email: { email: z.string().max(1024).describe('The address to validate') },
-  svc_validate_bulk: { emails: z.array(z.string().max(1024)).min(1).max(MAX_BULK).describe(`1-${MAX_BULK} addresses; results come back in this order`) },
+  svc_validate_email: { email: z.string().describe('The address to validate') },
+  svc_validate_bulk: { emails: z.array(z.string()).min(1).max(MAX_BULK).describe(`1-${MAX_BULK} addresses; results come back in this order`) },
   svc_create_validation_job: {
-    emails: z.array(z.string().max(1024)).min(1).max(MAX_JOB_EMAILS).describe('The addresses to validate (duplicates are validated once)'),
-    webhook_url: z.string().max(2048).optional().describe('Called with job.completed or job.failed (http or https)'),
+    emails: z.array(z.string()).min(1).max(MAX_JOB_EMAILS).describe('The addresses to validate (duplicates are validated once)'),
+    webhook_url: z.string().optional().describe('Called with job.completed or job.failed (http or https)'),
   },
   svc_get_job: { job_id: jobId },
   svc_list_jobs: {

@@ -66,6 +66,33 @@ export const mcpRoutes: FastifyPluginAsync<McpRoutesOptions> = async (app, opts)
     return ok(r.value);
   };
 
+  // Browser-based MCP clients (an inspector, a web agent) call these from another origin. They
+  // carry bearer tokens, never cookies, so any origin may read the answers; the consent page is
+  // not among them (it is a page, not an API).
+  const CORS_PATHS = [
+    OAUTH_PATHS.authorizationServerMetadata,
+    OAUTH_PATHS.protectedResourceMetadata,
+    `${OAUTH_PATHS.protectedResourceMetadata}${MCP_PATH}`,
+    OAUTH_PATHS.register,
+    OAUTH_PATHS.token,
+    OAUTH_PATHS.revoke,
+    MCP_PATH,
+  ];
+  app.addHook('onRequest', async (req, reply) => {
+    if (!CORS_PATHS.includes(req.routeOptions.url ?? '')) return;
+    void reply.header('Access-Control-Allow-Origin', '*').header('Access-Control-Expose-Headers', 'WWW-Authenticate, Mcp-Session-Id, X-Request-ID, Retry-After');
+  });
+  for (const path of CORS_PATHS) {
+    app.options(path, hide, async (_req, reply) =>
+      reply
+        .status(204)
+        .header('Access-Control-Allow-Methods', path === MCP_PATH ? 'GET, POST, DELETE' : 'GET, POST')
+        .header('Access-Control-Allow-Headers', 'Authorization, Content-Type, Accept, Mcp-Protocol-Version, Mcp-Session-Id, Last-Event-ID')
+        .header('Access-Control-Max-Age', '600')
+        .send(),
+    );
+  }
+
   // Metadata (RFC 8414 §3; RFC 9728 §3: the path-aware document of /mcp and the root one).
   app.get(OAUTH_PATHS.authorizationServerMetadata, hide, async () => oauth.authorizationServerMetadata());
   app.get(OAUTH_PATHS.protectedResourceMetadata, hide, async () => oauth.protectedResourceMetadata());
