@@ -315,16 +315,15 @@ export class SvcClient {
       body = spec.body;
       if (spec.contentType) headers['Content-Type'] = spec.contentType;
     }
+    let last: SvcApiError | SvcNetworkError | undefined;
     for (let attempt = 1; ; attempt++) {
       spec.signal?.throwIfAborted();
       const left = deadline - Date.now();
-      let failure: SvcApiError | SvcNetworkError;
-      if (left <= 0) failure = new SvcNetworkError('timeout', `${spec.method} ${spec.path}: the call's deadline passed`, spec.method, spec.path);
-      else {
-        const outcome = await this.#attempt<T>(spec, url, headers, body, Math.min(this.#timeoutMs, left));
-        if (!(outcome instanceof SvcApiError || outcome instanceof SvcNetworkError)) return { ...outcome, attempts: attempt };
-        failure = outcome;
-      }
+      // A timer that fired late can leave no time: the last failure stands.
+      if (left <= 0 && last) throw last;
+      const outcome = await this.#attempt<T>(spec, url, headers, body, Math.min(this.#timeoutMs, Math.max(1, left)));
+      if (!(outcome instanceof SvcApiError || outcome instanceof SvcNetworkError)) return { ...outcome, attempts: attempt };
+      const failure = (last = outcome);
       failure.attempts = attempt;
       if (!failure.isRetryable || attempt >= maxAttempts) throw failure;
       // 429 (or any answer with a delay): wait what it asks, at least; else the jittered back-off.
