@@ -101,7 +101,8 @@ export async function run(argv: readonly string[], io: CliIO): Promise<ExitCode>
       userAgent: `svc-cli/${VERSION}`,
       ...io.clientOptions,
       onRetry: (e) => {
-        if (!json) io.stderr.write(`svc: ${e.error instanceof SvcApiError ? `${e.error.status} ${e.error.code ?? ''}`.trim() : e.error.message}; retrying in ${(e.delayMs / 1000).toFixed(1)} s\n`);
+        // On a terminal the line may hold the progress bar: erase it first (the next update redraws it).
+        if (!json) io.stderr.write(`${io.stderr.isTTY ? '\r\x1b[K' : ''}svc: ${e.error instanceof SvcApiError ? `${e.error.status} ${e.error.code ?? ''}`.trim() : e.error.message}; retrying in ${(e.delayMs / 1000).toFixed(1)} s\n`);
       },
     });
     const ctx: Context = { client, io, json, values, args };

@@ -30,7 +30,11 @@ const BIN = path.join(ROOT, 'node_modules/.bin/svc');
 if (realpathSync(BIN) !== path.join(ROOT, 'packages/cli/bin/svc.js')) throw new Error(`${BIN} is not the workspace's svc: run npm install`);
 
 const port = await freePort();
-const stack = await startStack({ env: { PORT: String(port), SVC_PUBLIC_URL: `http://127.0.0.1:${port}`, SVC_SECRET: 'cli-e2e-secret-0123456789abcdef' } });
+// Room for a busy machine (CI runs two test files at once): no address here needs a short
+// timeout, and an SMTP timeout under load would turn accepted mailboxes into `unknown`.
+const stack = await startStack({
+  env: { PORT: String(port), SVC_PUBLIC_URL: `http://127.0.0.1:${port}`, SVC_SECRET: 'cli-e2e-secret-0123456789abcdef', SVC_SMTP_TIMEOUT_MS: '10000', SVC_DNS_TIMEOUT_MS: '3000' },
+});
 t.teardown(() => stack.close());
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'svc-cli-e2e-'));
 t.teardown(() => rmSync(tmp, { recursive: true, force: true }));
@@ -144,6 +148,7 @@ t.test('in a terminal (tmux): the progress bar with an ETA while it runs, then t
   t.match(lines[at], /^job_[0-9a-f]{24} completed in [\d.]+ s: 10,000 rows, 6,505 unique, 6,505\/6,505 validated$/, 'the summary');
   t.strictSame(lines.slice(at + 1, at + 4), ['  valid 2, valid_role_based 2, risky 2,500, invalid 4,001, unknown 0', '  credits: 6,505 reserved, 2 charged, 6,503 refunded', `  results: svc job download ${lines[at]!.split(' ')[0]} --output results.csv`]);
   t.equal(lines[at + 4], 'EXIT=0', 'exit 0');
+  if (!t.passing()) t.comment(`the last pane:\n${pane}\nthe frames with a bar:\n${frames.map((f) => BAR.exec(f)?.[0] ?? '(none)').join('\n')}`);
 });
 
 t.test('--json from a script: one JSON document with the exact counters, then download, credits, list', async (t) => {
@@ -154,6 +159,7 @@ t.test('--json from a script: one JSON document with the exact counters, then do
   t.comment(`10,000-row CSV job through npx svc --json: ${(took / 1000).toFixed(1)} s`);
   t.equal(r.code, 0, `exit 0 (stderr: ${r.stderr.slice(0, 500)})`);
   t.equal(r.stderr, '', 'nothing on stderr');
+  if (r.code !== 0 || r.stderr !== '') t.comment(`stdout: ${r.stdout.slice(0, 2000)}`);
   t.equal(r.stdout.indexOf('\n'), r.stdout.length - 1, 'stdout is one line');
   const job = JSON.parse(r.stdout) as Record<string, any>;
   t.equal(job.status, 'completed');

@@ -10,7 +10,10 @@ import { makeKey, startStack } from '../../../test/helpers/stack.ts';
 
 // A fixed port, so the signed upload URLs the service makes (SVC_PUBLIC_URL) lead back to it.
 const port = await freePort();
-const stack = await startStack({ env: { PORT: String(port), SVC_PUBLIC_URL: `http://127.0.0.1:${port}`, SVC_JOB_GREYLIST_DELAY_MS: '500', SVC_SECRET: 'client-e2e-secret-0123456789abcdef' } });
+// Timeouts with room for a busy machine (an SMTP timeout would make an accepted mailbox `unknown`).
+const stack = await startStack({
+  env: { PORT: String(port), SVC_PUBLIC_URL: `http://127.0.0.1:${port}`, SVC_JOB_GREYLIST_DELAY_MS: '500', SVC_SECRET: 'client-e2e-secret-0123456789abcdef', SVC_SMTP_TIMEOUT_MS: '4000', SVC_DNS_TIMEOUT_MS: '2000' },
+});
 t.teardown(() => stack.close());
 
 const REQUEST_ID = /^req_[0-9a-f]{32}$/;
