@@ -300,6 +300,27 @@ t.test('createCsvJob derives one key per step from a durable key', async (t) => 
   t.equal(server.received[2]!.body, '{"batch_id":"job_7","email_column":"email"}');
 });
 
+t.test('waitForJob polls to a final state, and gives up after its timeout; iterateJobs follows the cursor', async (t) => {
+  const job = (status: string, processed: number) => ({ status: 200, body: { id: 'job_1', status, progress: { processed, total: 4, percent: processed * 25 } } });
+  server.script([job('queued', 0), job('processing', 2), job('completed', 4)]);
+  const seen: number[] = [];
+  const done = await client().waitForJob('job_1', { intervalMs: 10, onProgress: (j) => seen.push(j.progress.processed) });
+  t.strictSame([done.status, seen, server.received.length], ['completed', [0, 2, 4], 3]);
+  server.script([job('processing', 1)]);
+  const t0 = Date.now();
+  t.match(await settle(client().waitForJob('job_1', { intervalMs: 50, timeoutMs: 200 })), { ok: false, error: { name: 'SvcNetworkError', kind: 'timeout', message: /job job_1 is still processing \(1\/4\) after 200 ms/ } });
+  t.ok(Date.now() - t0 < 400, 'gave up at its timeout');
+
+  server.script([
+    { status: 200, body: { jobs: [{ id: 'job_3' }, { id: 'job_2' }], next_cursor: 'c1' } },
+    { status: 200, body: { jobs: [{ id: 'job_1' }], next_cursor: null } },
+  ]);
+  const ids: string[] = [];
+  for await (const j of client().iterateJobs({ limit: 2, status: 'completed' })) ids.push(j.id);
+  t.strictSame(ids, ['job_3', 'job_2', 'job_1']);
+  t.strictSame(server.received.map((x) => x.url), ['/v1/csv/jobs?limit=2&status=completed', '/v1/csv/jobs?limit=2&cursor=c1&status=completed']);
+});
+
 t.test('options are checked', async (t) => {
   t.throws(() => new SvcClient({ apiKey: '' }), { name: 'TypeError' });
   t.throws(() => new SvcClient({ apiKey: 'k', maxAttempts: 0 }), { name: 'RangeError' });
