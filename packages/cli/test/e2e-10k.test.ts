@@ -114,8 +114,9 @@ const hasTmux = (() => {
 
 t.test('in a terminal (tmux): the progress bar with an ETA while it runs, then the summary', { skip: hasTmux ? false : 'tmux is not installed' }, async (t) => {
   const { key } = await makeKey(stack, { credits: CREDITS });
-  const socket = `svc-cli-test-${process.pid}`;
-  const tmux = (...args: string[]) => execFileSync('tmux', ['-L', socket, ...args], { encoding: 'utf8' });
+  // A tmux server of its own, its socket in the test's directory (removed with it).
+  const socket = path.join(tmp, 'tmux.sock');
+  const tmux = (...args: string[]) => execFileSync('tmux', ['-S', socket, ...args], { encoding: 'utf8' });
   // The key from the environment here; no config file is read (HOME has none).
   const env = `SVC_API_KEY=${key} SVC_BASE_URL=${stack.url} SVC_CONFIG= XDG_CONFIG_HOME= HOME=${tmp}`;
   const command = `cd ${ROOT} && env ${env} npx --no -- svc job create --file ${file} --wait --interval 0.25; echo "EXIT=$?"; sleep 600`;
