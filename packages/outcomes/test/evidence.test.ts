@@ -6,6 +6,7 @@
 import t from 'tap';
 import { OUTCOME_LABELS, OUTCOME_ROW_ERRORS } from '@svc/contracts';
 import { parseOutcomeRow, type ParseResult } from '../src/index.ts';
+import { seededRandom } from '../../../test/helpers/random.ts';
 
 const NOW = new Date('2026-03-01T12:00:00Z');
 const base = { email: 'jane.doe@example.com', outcome: 'bounced', source: 'smtp_log', external_id: 'ev-1' };
@@ -295,24 +296,13 @@ t.test('the raw diagnostic is never in the event', async (t) => {
   t.notMatch(JSON.stringify(r), /SECRET/);
 });
 
-/** A small seeded PRNG (mulberry32): failures reproduce. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const valid = (r: ParseResult): boolean => (r.ok ? (OUTCOME_LABELS as readonly string[]).includes(r.event.label) : (OUTCOME_ROW_ERRORS as readonly string[]).includes(r.code) && r.reason.length > 0);
 
 t.test('property: any row gives a label or a coded error, never an exception', async (t) => {
   const keys = ['email', 'lead_email', 'outcome', 'source', 'external_id', 'occurred_at', 'action', 'status', 'smtp_enhanced_code', 'diagnostic_code', 'bounce_type', 'smtp_code', 'bounce_reason', 'dsn_message', 'last_attempt_date', 'arrival_date', 'will_retry_until', 'final_recipient', 'original_recipient', 'remote_mta', 'reporting_mta', 'metadata', 'junk'];
   const values: unknown[] = ['jane.doe@example.com', 'bounced', 'delivered', 'failed', 'delayed', '5.1.1', '4.2.2', '5.7.1', 'smtp; 550 5.1.1 x', 'rfc822; jane.doe@example.com', 'dns; mx.example.net', 'Mon, 5 Jan 2026 10:00:00 +0000', '2026-01-05T10:00:00Z', 'api', 'esp_webhook', 'x', '', ' ', '(', ')', '\r\n', '\n', '\u0000', '\ud800', 5, -1, 1e308, NaN, null, true, [], {}, { a: 1 }, 'é'.repeat(300), dsn(recipient(['Action: failed', 'Status: 5.1.1']))];
-  const rand = rng(20261124);
+  const rand = seededRandom(20261124);
   let n = 0;
   for (let i = 0; i < 5000; i++) {
     const row: Record<string, unknown> = {};
@@ -338,7 +328,7 @@ t.test('fuzz: mutated DSNs never throw', async (t) => {
     ['Reporting-MTA: dns; mx.example.net', 'Arrival-Date: Mon, 5 Jan 2026 09:59:00 +0000', 'DSN-Gateway: dns; gw.example.org'],
   );
   const inserts = ['(', ')', '\r', '\n', '\r\n', '\r\n ', ':', ';', '<', '>', '\\', '"', '\u0000', '5.', '\t'];
-  const rand = rng(7);
+  const rand = seededRandom(7);
   const seen = new Set<string>();
   for (let i = 0; i < 4000; i++) {
     let s = seedDsn;

@@ -6,6 +6,7 @@
 import t from 'tap';
 import { contentType } from '../src/mime.ts';
 import { deliveryStatusOf, textPartOf } from '../src/index.ts';
+import { seededRandom } from '../../../test/helpers/random.ts';
 
 const crlf = (lines: string[]): string => lines.join('\r\n');
 
@@ -246,16 +247,6 @@ t.test('hostile input in bounded time: long blank runs, many delimiters, many pa
   t.equal(deliveryStatusOf(cases[3]![1]), null, 'beyond the depth cap nothing is found');
 });
 
-/** A small seeded PRNG (mulberry32): failures reproduce. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = Math.imul(a ^ (a >>> 15), 1 | a);
-    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x;
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 t.test('fuzz: mutated bounces never throw and give a string or null; an untouched one gives its DSN', async (t) => {
   const base = [
@@ -267,7 +258,7 @@ t.test('fuzz: mutated bounces never throw and give a string or null; an untouche
   const tokens = ['\r\n', '\n', '\r', ' ', '\t', '--', '--B1', '--q', '--b', '"', ';', ':', '=', '\\', 'boundary=', 'Content-Type: ', 'multipart/', 'message/delivery-status', '\r\n\r\n', '(', ')', '\u0000', '\u00e9', '\ud800', '=\r\n', '=0'];
   let runs = 0;
   for (let seed = 1; seed <= 300; seed++) {
-    const r = rng(seed);
+    const r = seededRandom(seed);
     let s = base[seed % base.length]!;
     const edits = 1 + Math.floor(r() * 12);
     for (let k = 0; k < edits; k++) {

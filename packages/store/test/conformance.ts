@@ -13,6 +13,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Db } from '../src/db.ts';
 import { migrate } from '../src/migrate.ts';
 import { Store, hashKey, keyKindOf, KEY_PREFIX } from '../src/index.ts';
+import { seededRandom } from '../../../test/helpers/random.ts';
 
 /** The type of a tap test object (the `t` of a subtest callback). */
 export type Tap = Parameters<Parameters<typeof tap.test>[0]>[0];
@@ -44,16 +45,6 @@ const TABLES = ['accounts', 'api_keys', 'blob_chunks', 'blob_objects', 'catchall
 
 const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex');
 
-/** Deterministic PRNG (mulberry32) so a failing random run can be replayed from its seed. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = Math.imul(a ^ (a >>> 15), 1 | a);
-    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x;
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 async function tablesOf(db: Db): Promise<string[]> {
   const rows = await db.query<{ table_name: string }>(
@@ -356,7 +347,7 @@ export function storeConformance(t: Tap, adapter: Adapter): void {
       {
         const seed = Number(process.env.STORE_SEED ?? Date.now() % 1_000_000);
         t.comment(`mixed-amount race seed ${seed} (STORE_SEED=${seed} replays the amounts)`);
-        const rand = prng(seed);
+        const rand = seededRandom(seed);
         const initial = 200;
         const acc = await store.accounts.create({ credits: initial });
         const plan = Array.from({ length: 300 }, () => {
