@@ -60,7 +60,7 @@ export class AccountsRepo {
   async list(): Promise<AccountListing[]> {
     const rows = await this.db.query<{ id: string; name: string; balance: number; reserved: number; created_at: Date; keys: number }>(
       `SELECT a.id, a.name, a.balance, a.reserved, a.created_at, (SELECT count(*) FROM api_keys k WHERE k.account_id = a.id)::int AS keys
-         FROM accounts a ORDER BY a.created_at, a.id`,
+         FROM accounts a ORDER BY date_trunc('milliseconds', a.created_at), a.id`,
     );
     return rows.map((r) => ({ ...r, available: r.balance - r.reserved, created_at: new Date(r.created_at) }));
   }

@@ -132,9 +132,12 @@ export class KeysRepo {
     return (await this.db.query<{ n: number }>('SELECT count(*)::int AS n FROM api_keys'))[0]!.n;
   }
 
-  /** The keys of an account, oldest first. */
+  /**
+   * The keys of an account, oldest first by their creation time as shown (milliseconds), ties by
+   * id: two keys made in the same millisecond list by id, as anyone reading the times would expect.
+   */
   async list(accountId: string): Promise<KeyListing[]> {
-    return this.#listings('account_id = $1 ORDER BY created_at, id', [accountId]);
+    return this.#listings("account_id = $1 ORDER BY date_trunc('milliseconds', created_at), id", [accountId]);
   }
 
   /** One key by id. */

@@ -783,6 +783,14 @@ export function storeConformance(t: Tap, adapter: Adapter): void {
 
     const keys = await store.keys.list(a);
     t.strictSame(keys, byCreation(keys), 'keys oldest first (ties by id)');
+    // Two keys of one millisecond whose microseconds run against their ids: a tie, listed by id
+    // (the order the shown times can explain; once it followed the hidden microseconds).
+    const tie = await store.accounts.create({ name: 'tie' });
+    const x = await store.keys.create({ accountId: tie, kind: 'test', scopes: null });
+    const y = await store.keys.create({ accountId: tie, kind: 'test', scopes: null });
+    const [lo, hi] = x.id < y.id ? [x.id, y.id] : [y.id, x.id];
+    await db.query("UPDATE api_keys SET created_at = CASE WHEN id = $1 THEN timestamptz '2026-01-01 00:00:00.000900+00' ELSE timestamptz '2026-01-01 00:00:00.000100+00' END WHERE id IN ($1, $2)", [lo, hi]);
+    t.strictSame((await store.keys.list(tie)).map((k) => k.id), [lo, hi], 'same millisecond: by id, whatever the microseconds');
     const live = keys.find((k) => k.id === k1.id)!;
     const revoked = keys.find((k) => k.id === k2.id)!;
     t.strictSame(Object.keys(live).sort(), ['account_id', 'created_at', 'display_prefix', 'expires_at', 'id', 'kind', 'last_used_at', 'name', 'revoked_at', 'scopes', 'state'], 'a listing has no key and no hash');
