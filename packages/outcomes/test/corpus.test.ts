@@ -1,8 +1,8 @@
 // The parser on real bounce messages (packages/outcomes/test/corpus: 62 messages of eighteen
 // mailers and providers from sisimai/set-of-emails, BSD-2-Clause, addresses rewritten, and 9 that
-// Debian's Postfix 3.7 and Exim 4.96 wrote here against the simulated internet; see its README): each whole message, imported as `dsn_message`, gives exactly the label (and enhanced
-// code) or the row error code decided for it in expected.json by reading it against spec 2.3 and
-// 2.4. A message without a delivery-status part is also imported as `diagnostic` (its text part,
+// Debian's Postfix 3.7 and Exim 4.96 wrote here against the simulated internet; see its README):
+// each whole message, imported as `dsn_message`, gives exactly the label (and enhanced code) or
+// the row error code decided for it in expected.json by reading it against spec 2.3 and 2.4. A message without a delivery-status part is also imported as `diagnostic` (its text part,
 // textPartOf) and must give the same label.
 
 import { readFileSync, readdirSync } from 'node:fs';
