@@ -179,3 +179,18 @@ t.test('the renewal sweep: due subscriptions renew (or end) once, however many r
   const s = (await stack.store.subscriptions.get(sub.id))!;
   t.ok(s.current_period_end.getTime() > Date.now(), 'the next period runs from the old end');
 });
+
+t.test('a crash between a period and its invoice: the sweep grants the missing credits, once', async (t) => {
+  const { key, accountId } = await makeKey(stack, { credits: 0 });
+  // What LocalProcessor.create writes first, without the invoice that follows it.
+  const start = Math.floor(Date.now() / 1000);
+  const id = `sub_local_crash${accountId.slice(-8)}`;
+  const object = { id, object: 'subscription', status: 'active', cancel_at_period_end: false, current_period_start: start, current_period_end: start + 30 * 86_400, metadata: { account_id: accountId, plan: 'starter' } };
+  t.equal(await stack.svc.services.subscriptions.applyEvent({ id: `evt_local_${id}_created`, type: 'customer.subscription.created', created: start, data: { object } }, 'local'), 'applied');
+  t.equal((await credits(key)).balance, 0, 'no credits yet');
+  const local = stack.svc.services.localProcessor!;
+  await Promise.all([local.renewDue(), local.renewDue()]);
+  await local.renewDue();
+  t.equal((await credits(key)).balance, 2000, "the first period's credits, once");
+  t.strictSame((await stack.store.subscriptions.events(id)).map((e) => `${e.type} ${e.result}`), ['customer.subscription.created applied', 'invoice.paid applied']);
+});

@@ -187,6 +187,9 @@ export class SubscriptionService {
   }
 }
 
+/** The id of the local processor's invoice event of a period: `evt_local_<sub>_invoice_<start, unix s>`. */
+const INVOICE_EVENT = { prefix: 'evt_local_', separator: '_invoice_' };
+
 /** Adds a plan's period to a date (`period_days` days). */
 export const periodAfter = (start: Date, plan: Plan): Date => new Date(start.getTime() + plan.period_days * 86_400_000);
 
@@ -233,7 +236,7 @@ export class LocalProcessor implements PaymentProcessor {
 
   #invoice(sub: SubscriptionRecord | { id: string; account_id: string; plan_id: string }, reason: 'subscription_create' | 'subscription_cycle', start: Date, end: Date, plan: Plan): ProcessorEvent {
     const id = `in_local_${sub.id.replace(/^sub_local_/, '')}_${unix(start)}`;
-    return this.#event(`evt_local_${sub.id}_invoice_${unix(start)}`, 'invoice.paid', {
+    return this.#event(`${INVOICE_EVENT.prefix}${sub.id}${INVOICE_EVENT.separator}${unix(start)}`, 'invoice.paid', {
       id,
       object: 'invoice',
       billing_reason: reason,
@@ -290,8 +293,18 @@ export class LocalProcessor implements PaymentProcessor {
     return (await this.store.subscriptions.get(sub.id))!;
   }
 
-  /** Every local subscription whose period has ended by now: renewed or ended (a periodic sweep). */
+  /**
+   * Every local subscription whose period has ended by now: renewed or ended (a periodic sweep).
+   * First, any live subscription whose current period's invoice was never applied (a crash
+   * between a period's state and its invoice) gets it now: the same event id, so at most once.
+   */
   async renewDue(): Promise<number> {
+    for (const sub of await this.store.subscriptions.missingInvoice(INVOICE_EVENT)) {
+      const plan = await this.store.subscriptions.plan(sub.plan_id);
+      if (!plan) continue;
+      const first = (await this.store.subscriptions.events(sub.id)).every((e) => e.type !== 'invoice.paid');
+      await this.#apply(this.#invoice(sub, first ? 'subscription_create' : 'subscription_cycle', sub.current_period_start, sub.current_period_end, plan));
+    }
     let n = 0;
     // Bounded: a subscription many periods behind catches up a period per round.
     for (let round = 0; round < 1000; round++) {

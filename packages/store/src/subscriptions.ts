@@ -122,6 +122,21 @@ export class SubscriptionsRepo {
   }
 
   /**
+   * Live local subscriptions whose current period has no applied invoice event (`idOf` names the
+   * one expected): a crash between a period's state and its invoice left the credits ungranted.
+   */
+  async missingInvoice(idOf: { prefix: string; separator: string }, limit = 100): Promise<SubscriptionRecord[]> {
+    return (
+      await this.db.query(
+        `SELECT ${COLUMNS} FROM subscriptions s WHERE processor = 'local' AND status <> 'canceled'
+           AND NOT EXISTS (SELECT 1 FROM subscription_events e WHERE e.id = $1 || s.id || $2 || floor(extract(epoch FROM s.current_period_start))::bigint::text)
+         ORDER BY created_at LIMIT $3`,
+        [idOf.prefix, idOf.separator, limit],
+      )
+    ).map(record);
+  }
+
+  /**
    * Sets `cancel_at_period_end` to `to` if it is not already, on the account's live subscription:
    * the row as it was before (`changed` false when the flag already had that value, or when there
    * is no live subscription: `before` undefined). One conditional UPDATE, so of two concurrent
