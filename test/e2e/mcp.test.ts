@@ -484,6 +484,25 @@ t.test('credentials in the wrong place, and the tools’ gates', async (t) => {
   t.match(free.body.result.structuredContent, { result: 'valid_role_based', credits_charged: 0 });
   const empty = await callTool(token, 'svc_validate_email', { email: '   ' });
   t.equal(toolErrorBody(empty.body.result).code, 'email_required');
+  // Arguments the input schema refuses (checked before the tool runs, before its scope): the code
+  // REST gives the same mistake, in the catalogue's body.
+  const refusals: Array<[string, Record<string, unknown>, string]> = [
+    ['svc_validate_email', {}, 'email_required'],
+    ['svc_validate_email', { email: 42 }, 'invalid_email_type'],
+    ['svc_validate_bulk', { emails: Array(101).fill('jane.doe@accept.test') }, 'too_many_emails'],
+    ['svc_validate_bulk', { emails: [] }, 'emails_required'],
+    ['svc_validate_bulk', {}, 'emails_required'],
+    ['svc_validate_bulk', { emails: 'jane.doe@accept.test' }, 'invalid_request'],
+    ['svc_validate_bulk', { emails: ['jane.doe@accept.test', 1] }, 'invalid_email_type'],
+    ['svc_create_validation_job', { emails: ['jane.doe@accept.test', null] }, 'invalid_emails'],
+    ['svc_list_jobs', { limit: 1000 }, 'invalid_request'],
+  ];
+  for (const [tool, args, code] of refusals) {
+    const r = await callTool(token, tool, args);
+    const body = toolErrorBody(r.body.result);
+    t.strictSame([r.status, body.code, body.error], [200, code, 'Bad Request'], `${tool} ${JSON.stringify(args).slice(0, 40)}: ${code}`);
+    t.match(body.message, `Invalid arguments for tool ${tool}`);
+  }
 
   // An ended subscription blocks validation (402 on REST), not the balance.
   await stack.db.query(`UPDATE accounts SET subscription_status = 'canceled' WHERE id = $1`, [narrow.accountId]);

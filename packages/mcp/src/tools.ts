@@ -6,7 +6,7 @@
 
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { ServiceError, type ErrorBody } from '@svc/contracts';
+import { ServiceError, type ErrorBody, type ErrorCode } from '@svc/contracts';
 import { isConnectionFailure, summarize, upstream, validateAndCharge, type DecisionLog, type DecisionSink } from '@svc/billing';
 import type { JobsService } from '@svc/jobs';
 import type { Store } from '@svc/store';
@@ -96,6 +96,22 @@ export function toolError(e: ServiceError): CallToolResult {
   return { isError: true, content: [{ type: 'text', text: JSON.stringify(body) }] };
 }
 
+/**
+ * Arguments a tool's input schema refuses, as the REST route refuses the same mistake: the SDK
+ * checks them before the tool runs and hands over only its message (`Input validation error:
+ * Invalid arguments for tool <name>: <zod issue> at <path>`), so the code is read from that.
+ */
+export function inputRefusal(message: string): ServiceError {
+  const text = message.replace(/^MCP error -?\d+: /, '');
+  const m = /Invalid arguments for tool (\w+): (.*) at (\S+)$/m.exec(text);
+  const [tool, what, path] = m ? [m[1]!, m[2]!, m[3]!] : ['', '', ''];
+  let code: ErrorCode = 'invalid_request';
+  if (path === 'email') code = /received undefined/.test(what) ? 'email_required' : 'invalid_email_type';
+  else if (path === 'emails') code = /^Too big/.test(what) ? 'too_many_emails' : /^Too small|received undefined/.test(what) ? 'emails_required' : 'invalid_request';
+  else if (/^emails(\.\d+|\[\d+\])$/.test(path)) code = tool === 'svc_create_validation_job' ? 'invalid_emails' : 'invalid_email_type';
+  return new ServiceError(code, text);
+}
+
 /** A success: the REST body as structured content, and as JSON text for clients that read only text. */
 function toolResult(name: ToolName, value: unknown): CallToolResult {
   // Parsing through the output schema keeps exactly the REST response's fields.
@@ -109,6 +125,11 @@ function toolResult(name: ToolName, value: unknown): CallToolResult {
  */
 export function createMcpServer(deps: ToolDeps, ctx: ToolCallContext): McpServer {
   const server = new McpServer({ name: 'email-validation-service', version: '1.0.0' }, { capabilities: { tools: {} }, instructions: 'Email validation: validate addresses (1 credit per High-Value Validation), run jobs over lists, read credits. Job results are a CSV behind a signed URL.' });
+  // The SDK answers arguments that break a tool's input schema itself, with bare text: here they
+  // get the catalogue's body and code like every other refusal (its other errors stay as they are).
+  const hook = server as unknown as { createToolError(message: string): CallToolResult };
+  const sdkToolError = hook.createToolError.bind(server);
+  hook.createToolError = (message: string) => (/Input validation error/.test(message) ? toolError(inputRefusal(message)) : sdkToolError(message));
   const { store, verifier, jobs } = deps;
   const accountId = ctx.access.accountId;
   const decisions = deps.analytics ? { decisions: { sink: deps.analytics, requestId: ctx.requestId, source: 'mcp' as const, log: ctx.log } } : {};
