@@ -4,5 +4,5 @@ export { chargeReasonFor, creditsOf, priced, summarize, type ChargedResult } fro
 export { isConnectionFailure, upstream } from './failures.ts';
 export { addressIdentity, recordDecisions, syncDecisions, type AddressIdentity, type DecisionLog, type DecisionSink, type SyncDecisionContext } from './decisions.ts';
 export { applySuppressions, suppressedVerdict } from './suppression.ts';
-export { LocalProcessor, SubscriptionService, periodAfter, subscriptionState, type CancellationResponse, type PaymentProcessor, type ProcessorEvent } from './subscriptions.ts';
+export { LocalProcessor, SubscriptionService, subscriptionState, type CancellationResponse, type PaymentProcessor, type ProcessorEvent } from './subscriptions.ts';
 export { StripeProcessor, type StripeOptions } from './stripe.ts';

@@ -76,10 +76,6 @@ export class SubscriptionService {
     private readonly processor: PaymentProcessor,
   ) {}
 
-  get processorName(): Processor {
-    return this.processor.name;
-  }
-
   /** POST /v1/subscriptions/cancel (spec core 3.2 rows 1-3). */
   cancel(accountId: string): Promise<CancellationResponse> {
     return this.#setCancel(accountId, true);
@@ -191,7 +187,7 @@ export class SubscriptionService {
 const INVOICE_EVENT = { prefix: 'evt_local_', separator: '_invoice_' };
 
 /** Adds a plan's period to a date (`period_days` days). */
-export const periodAfter = (start: Date, plan: Plan): Date => new Date(start.getTime() + plan.period_days * 86_400_000);
+const periodAfter = (start: Date, plan: Plan): Date => new Date(start.getTime() + plan.period_days * 86_400_000);
 
 /**
  * The embedded profile's payment processor: the plans are rows of `plans`; it creates

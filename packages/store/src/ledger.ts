@@ -255,8 +255,7 @@ async function availableIn(q: Queryable, accountId: string, lock = false): Promi
  * then. Returns how many expired.
  */
 export async function expireIn(tx: Queryable, accountId: string, note: string): Promise<number> {
-  const r = await tx.query<{ available: number }>('SELECT balance - reserved AS available FROM accounts WHERE id = $1 FOR UPDATE', [accountId]);
-  const n = Number(r[0]?.available ?? 0);
+  const n = await availableIn(tx, accountId, true);
   if (n <= 0) return 0;
   await tx.query('UPDATE accounts SET balance = balance - $2 WHERE id = $1', [accountId, n]);
   await tx.query("INSERT INTO credit_ledger (account_id, kind, amount, note) VALUES ($1, 'expire', $2, $3)", [accountId, n, note]);

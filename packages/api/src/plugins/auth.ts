@@ -65,7 +65,8 @@ export const GATE_CODES = [
 ] as const satisfies readonly ErrorCode[];
 export const BILLABLE_GATE_CODES = ['subscription_inactive'] as const satisfies readonly ErrorCode[];
 
-const MINUTE_MS = 60_000;
+/** The window of both rate limits (spec core 8: per minute). */
+export const MINUTE_MS = 60_000;
 const KEY_CACHE_MS = 2_000;
 
 /** A short-lived cache of key lookups: saves a database round trip per request under load. */
@@ -100,7 +101,8 @@ export function setRateHeaders(reply: FastifyReply, d: RateDecision): void {
   reply.header('RateLimit-Reset', d.resetSeconds);
 }
 
-const rateLimited = (): ServiceError => new ServiceError('rate_limited', undefined, { retry_after: 60 }, { 'Retry-After': 60 });
+/** Over a rate limit: 429 with `retry_after` 60 and `Retry-After: 60` (spec core 7). */
+export const rateLimited = (): ServiceError => new ServiceError('rate_limited', undefined, { retry_after: 60 }, { 'Retry-After': 60 });
 
 export const auth = fp<AuthOptions>(
   async (app, opts) => {

@@ -15,7 +15,7 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import { ServiceError } from '@svc/contracts';
 import { consentPage, errorPage, MCP_PATH, OAUTH_PATHS, type AccessContext, type HostedMcp, type Outcome } from '@svc/mcp';
 import type { RateDecision, RateLimiterPort } from '@svc/store';
-import { setRateHeaders } from '../plugins/auth.ts';
+import { MINUTE_MS, rateLimited, setRateHeaders } from '../plugins/auth.ts';
 
 export interface McpRoutesOptions {
   mcp: HostedMcp;
@@ -25,7 +25,6 @@ export interface McpRoutesOptions {
   isDraining: () => boolean;
 }
 
-const MINUTE_MS = 60_000;
 /** Form bodies (consent, token, revocation) are small. */
 const FORM_LIMIT = 16 * 1024;
 const hide = { schema: { hide: true } } as const;
@@ -52,7 +51,7 @@ export const mcpRoutes: FastifyPluginAsync<McpRoutesOptions> = async (app, opts)
     const d = await rateLimiter.hit(`ip:${req.ip}`, rateLimitPerIp, MINUTE_MS);
     setRateHeaders(reply, d);
     if (isDraining()) throw new ServiceError('service_unavailable');
-    if (!d.allowed) throw new ServiceError('rate_limited', undefined, { retry_after: 60 }, { 'Retry-After': 60 });
+    if (!d.allowed) throw rateLimited();
     return d;
   };
 
@@ -146,7 +145,7 @@ export const mcpRoutes: FastifyPluginAsync<McpRoutesOptions> = async (app, opts)
     // The key's own limit, shared with its REST requests; its counts are reported once they are the tighter.
     const k = await rateLimiter.hit(`key:${access.keyId}`, rateLimitPerKey, MINUTE_MS);
     if (k.remaining < ip.remaining) setRateHeaders(reply, k);
-    if (!k.allowed) throw new ServiceError('rate_limited', undefined, { retry_after: 60 }, { 'Retry-After': 60 });
+    if (!k.allowed) throw rateLimited();
     const log = req.log as unknown as import('pino').Logger;
     if (log.isLevelEnabled('error')) log.setBindings({ key: access.keyPrefix, account: access.accountId, mcp_client: access.clientId });
     return access;
