@@ -8,7 +8,7 @@
 
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { ServiceError, type Scope } from '@svc/contracts';
-import { hashKey, type KeyRecord, type NewTokenPair, type OAuthCodeRecord, type OAuthTokenRecord, type Store } from '@svc/store';
+import { hashKey, keyRefusal, type KeyRecord, type NewTokenPair, type OAuthCodeRecord, type OAuthTokenRecord, type Store } from '@svc/store';
 
 /** The scopes hosted MCP can grant: those of the tools (spec core 5). */
 export const MCP_SCOPES = ['credits:read', 'email:validate:single', 'email:validate:bulk'] as const satisfies readonly Scope[];
@@ -430,11 +430,11 @@ export class OAuthServer {
 /** Why a key cannot sign in or keep a grant alive; undefined when it can. */
 function keyProblem(key: Pick<KeyRecord, 'state' | 'expires_at'> | { state: string; expires_at: Date | null } | undefined, now: number): string | undefined {
   if (!key) return 'This API key is not valid.';
-  if (key.state === 'revoked') return 'This API key has been revoked.';
-  if (key.state !== 'active') return 'This API key is inactive.';
-  if (key.expires_at && key.expires_at.getTime() <= now) return 'This API key has expired.';
-  return undefined;
+  const refused = keyRefusal(key, now);
+  return refused && KEY_PROBLEMS[refused];
 }
+
+const KEY_PROBLEMS = { api_key_revoked: 'This API key has been revoked.', api_key_inactive: 'This API key is inactive.', api_key_expired: 'This API key has expired.' } as const;
 
 /** The redirect URI with parameters added to its query (RFC 6749 §4.1.2: keeping its own query). */
 export function redirectWith(uri: string, params: Record<string, string>): string {

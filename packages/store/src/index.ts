@@ -7,7 +7,7 @@ export { migrate } from './migrate.ts';
 export { Store, openStore } from './store.ts';
 export { AccountsRepo, type AccountListing } from './accounts.ts';
 export { OAuthRepo, type OAuthClientRecord, type OAuthCodeRecord, type OAuthTokenRecord, type NewOAuthGrant, type NewTokenPair, type RedeemResult } from './oauth.ts';
-export { KeysRepo, hashKey, keyKindOf, displayPrefix, KEY_PREFIX, type KeyRecord, type KeyListing, type KeyKind, type KeyState } from './keys.ts';
+export { KeysRepo, hashKey, keyRefusal, keyKindOf, displayPrefix, KEY_PREFIX, type KeyRecord, type KeyListing, type KeyKind, type KeyState } from './keys.ts';
 export { LedgerRepo, type LedgerEntry, type Balance, type ReserveResult, type DebitResult } from './ledger.ts';
 export { IdempotencyRepo, type IdempotencyBegin, type IdempotentCompletion } from './idempotency.ts';
 export { WebhooksRepo, webhookEventId, enqueueWebhookIn, DEFAULT_WEBHOOK_LEASE_MS, type WebhookEvent, type NewWebhookEvent, type WebhookEventType, type WebhookStatus } from './webhooks.ts';

@@ -60,6 +60,18 @@ export const KEY_PREFIX: Record<KeyKind, string> = { test: 'svc_test_', live: 's
 
 export const hashKey = (key: string): string => createHash('sha256').update(key).digest('hex');
 
+/**
+ * Why a key may not be used at `now`, in the gates' order (revocation is final, then a
+ * deactivation, then a passed expiry); undefined when it may. The REST gate and hosted MCP's
+ * consent and tokens judge keys by this one rule.
+ */
+export function keyRefusal(key: { state: string; expires_at: Date | null }, now: number): 'api_key_revoked' | 'api_key_inactive' | 'api_key_expired' | undefined {
+  if (key.state === 'revoked') return 'api_key_revoked';
+  if (key.state !== 'active') return 'api_key_inactive';
+  if (key.expires_at && key.expires_at.getTime() <= now) return 'api_key_expired';
+  return undefined;
+}
+
 /** A new key: prefix plus 40 base62 characters (about 238 bits). */
 export function generateKey(kind: KeyKind): string {
   const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';

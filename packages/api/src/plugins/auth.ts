@@ -10,7 +10,7 @@
 import fp from 'fastify-plugin';
 import type { FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
 import { ServiceError, type ErrorCode, type Scope } from '@svc/contracts';
-import { hashKey, type KeyRecord, type RateDecision, type RateLimiterPort } from '@svc/store';
+import { hashKey, keyRefusal, type KeyRecord, type RateDecision, type RateLimiterPort } from '@svc/store';
 
 export interface Principal {
   key: KeyRecord;
@@ -134,9 +134,8 @@ export const auth = fp<AuthOptions>(
             return found;
           });
         return then(lookup, (rec) => {
-          if (rec.state === 'revoked') throw new ServiceError('api_key_revoked');
-          if (rec.state === 'inactive') throw new ServiceError('api_key_inactive');
-          if (rec.expires_at && rec.expires_at.getTime() <= Date.now()) throw new ServiceError('api_key_expired');
+          const refused = keyRefusal(rec, Date.now());
+          if (refused) throw new ServiceError(refused);
           // The request's own child logger (shared by req and reply) gains the key's short prefix;
           // setBindings is far cheaper than a child per request, and skipped when nothing would be
           // logged (as pino itself skips disabled levels).
