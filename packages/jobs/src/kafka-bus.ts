@@ -96,7 +96,8 @@
 //   connections are made lazily by the first publish or subscribe (connect() makes them eagerly,
 //   to fail start-up fast). ready() resolves once every subscribed consumer has joined its group
 //   and received its assignment (a member of a group with more members than partitions
-//   legitimately gets none). Start-up failures, consumer crashes and failed handlers go to
+//   legitimately gets none), and no partition is still claimed by two of its members (a member
+//   that joined first keeps its old assignment until a heartbeat tells it of the rebalance). Start-up failures, consumer crashes and failed handlers go to
 //   `onError`; a consumer that kafkajs does not restart by itself is recreated after a back-off.
 // - close(): stops fetching, lets every handler in progress finish (a message not yet started is
 //   left for the group's next owner), commits what finished, leaves the groups, then disconnects
@@ -318,14 +319,33 @@ export class KafkaBus implements Bus {
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
         const waiting = members.filter((m) => !m.hasJoined).map((m) => m.sub.groupId);
-        reject(new Error(`KafkaBus not ready after ${timeoutMs} ms: ${waiting.length} consumer(s) of ${[...new Set(waiting)].join(', ')} not joined`));
+        reject(
+          new Error(
+            waiting.length > 0
+              ? `KafkaBus not ready after ${timeoutMs} ms: ${waiting.length} consumer(s) of ${[...new Set(waiting)].join(', ')} not joined`
+              : `KafkaBus not ready after ${timeoutMs} ms: its consumers' assignments have not settled (a partition claimed twice)`,
+          ),
+        );
       }, timeoutMs);
     });
     try {
       await Promise.race([Promise.all(members.map((m) => m.joined)), timeout]);
+      // A member that joined first learns of the rebalance its siblings' joins began only at its
+      // next heartbeat: until then it still shows its old assignment beside theirs. Settled means
+      // no partition of a topic claimed by two of this process's members.
+      while (!this.#settled()) await Promise.race([new Promise((r) => setTimeout(r, 25)), timeout]);
     } finally {
       clearTimeout(timer);
     }
+  }
+
+  /** Whether this process's members of each topic hold distinct partitions (no stale assignment left). */
+  #settled(): boolean {
+    for (const sub of this.#subs.values()) {
+      const all = sub.members.flatMap((m) => m.assignment);
+      if (new Set(all).size !== all.length) return false;
+    }
+    return true;
   }
 
   async publish(topic: string, key: string, message: BusMessage): Promise<void> {
