@@ -8,7 +8,7 @@ export type ValidationResult = (typeof VALIDATION_RESULTS)[number];
 export const QUALITIES = ['high', 'low', 'none', 'unknown'] as const;
 export type Quality = (typeof QUALITIES)[number];
 
-export const LAYERS = ['syntax', 'dns', 'smtp', 'catchall', 'suppression'] as const;
+export const LAYERS = ['syntax', 'dns', 'smtp', 'catchall', 'suppression', 'processing'] as const;
 export type Layer = (typeof LAYERS)[number];
 
 export const CONFIDENCES = ['high', 'medium', 'low'] as const;
@@ -45,6 +45,7 @@ export const REASON_CODES = [
   'recovered_delivery',
   'recovered_pattern',
   'recovered_hard_bounce',
+  'processing_failed',
 ] as const;
 export type ReasonCode = (typeof REASON_CODES)[number];
 

@@ -13,6 +13,7 @@ import { RESULTS_TOPIC, isResultsMessage, type ResultItem } from './messages.ts'
 import type { Bus, BusMessage, Scheduler } from './ports.ts';
 import { resultsCsv, type RowRenderer } from './results-csv.ts';
 import { resultsKey } from './rows.ts';
+import { failedResult } from './worker.ts';
 
 /** The part of a pino logger the job pipeline uses. */
 export interface JobsLogger {
@@ -73,12 +74,34 @@ export class JobAggregator {
   constructor(private readonly opts: AggregatorOptions) {}
 
   start(partitions: number): void {
-    this.opts.bus.subscribe(RESULTS_TOPIC, (m) => this.handle(m), { partitions });
+    this.opts.bus.subscribe(RESULTS_TOPIC, (m) => this.handle(m), { partitions, deadLetter: (m) => this.recordEach(m) });
   }
 
   async handle(message: BusMessage): Promise<void> {
     if (!isResultsMessage(message)) throw new Error(`unknown results message v${message.v}`);
-    const rows: JobResultInput[] = message.results.map((r) => ({
+    await this.#record(message.job_id, message.results);
+  }
+
+  /**
+   * The dead-letter answer of a results message that failed every attempt: its rows are written
+   * one at a time, so only a row that fails alone loses its verdict; that row is written
+   * `unknown`, reason `processing_failed`, free (its credit released when the job settles). A
+   * failure of that write too is thrown (an outage: the bus tries the answer again).
+   */
+  async recordEach(message: BusMessage): Promise<void> {
+    if (!isResultsMessage(message)) return; // not ours to answer: parked, nothing waits for it
+    for (const r of message.results) {
+      try {
+        await this.#record(message.job_id, [r]);
+      } catch (err) {
+        this.opts.log.error({ err, job_id: message.job_id, idx: r.idx }, 'job result refused: answered unknown (processing_failed)');
+        await this.#record(message.job_id, [failedResult(r.idx, r.email, r.attempts)]);
+      }
+    }
+  }
+
+  async #record(jobId: string, results: readonly ResultItem[]): Promise<void> {
+    const rows: JobResultInput[] = results.map((r) => ({
       idx: r.idx,
       email: r.email,
       verdict: r.verdict,
@@ -87,11 +110,11 @@ export class JobAggregator {
       state: r.state,
       ...(r.next_attempt_at ? { nextAttemptAt: new Date(r.next_attempt_at) } : {}),
     }));
-    const out = await this.opts.store.jobs.recordResults(message.job_id, rows);
+    const out = await this.opts.store.jobs.recordResults(jobId, rows);
     if (!out.accepted || !out.job) return; // canceled or final: late results are dropped
     const analytics = this.opts.analytics;
     const accountId = out.job.account_id;
-    if (analytics) recordDecisions(analytics, () => jobDecisions(message.job_id, accountId, message.results), this.opts.log, { job_id: message.job_id });
+    if (analytics) recordDecisions(analytics, () => jobDecisions(jobId, accountId, results), this.opts.log, { job_id: jobId });
     let soonest: number | undefined;
     for (const r of rows) if (r.nextAttemptAt && (soonest === undefined || r.nextAttemptAt.getTime() < soonest)) soonest = r.nextAttemptAt.getTime();
     if (soonest !== undefined) this.opts.scheduler.wake(new Date(soonest));

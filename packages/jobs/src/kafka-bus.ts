@@ -77,7 +77,12 @@
 //   This is done inside eachBatch rather than by letting the error reach kafkajs: kafkajs would
 //   stop every partition's fetcher, retry the whole consumer a few times and then crash and
 //   restart it (a group rebalance for every member) for what is one partition's problem.
-//   Only that partition waits; the others go on.
+//   Only that partition waits; the others go on. After maxAttempts deliveries (SVC_BUS_MAX_ATTEMPTS)
+//   the message is a dead letter: parked on the topic DEAD_LETTER_TOPIC (`dead-letters`, prefixed),
+//   answered by the subscription's dead-letter handler (each step tried until it succeeds, the
+//   member heartbeating meanwhile), and its offset resolved, so a poison message holds its
+//   partition for the retry back-offs only (8 attempts: about a minute). Fairness lanes
+//   (PublishOptions.lane) are not kept here: a partition is handled in its order.
 // - Heartbeats: kafkajs heartbeats only between messages, so while a handler runs the adapter
 //   heartbeats every heartbeatInterval itself; a handler may run longer than sessionTimeout
 //   (measured: a 9 s handler with sessionTimeout 6 s kept its partitions, no rebalance).
@@ -106,7 +111,7 @@
 //   results) rather than fail and have its work redone by the next owner; after close() it rejects.
 
 import { Kafka, logLevel as LogLevel, Partitioners, type Admin, type ConsumerConfig, type Consumer, type EachBatchPayload, type KafkaConfig, type Producer } from 'kafkajs';
-import type { Bus, BusHandler, BusMessage, SubscribeOptions } from './ports.ts';
+import { DEFAULT_MAX_ATTEMPTS, errorText, retryDelay, type Bus, type BusHandler, type BusMessage, type DeadLetterHandler, type PublishOptions, type SubscribeOptions } from './ports.ts';
 
 export interface KafkaBusOptions {
   brokers: string[];
@@ -125,6 +130,8 @@ export interface KafkaBusOptions {
   onError?: (err: unknown, topic: string, key?: string) => void;
   /** First retry delay of a failed message; doubled per failure of the same message, capped at 30 s (default 500 ms). */
   retryDelayMs?: number;
+  /** Deliveries of a failing message before it is dead-lettered (default DEFAULT_MAX_ATTEMPTS). */
+  maxAttempts?: number;
   /** Consumer tuning (kafkajs defaults: sessionTimeout 30 s, heartbeatInterval 3 s, rebalanceTimeout 60 s, maxWaitTimeInMs 5 s). */
   consumer?: Pick<ConsumerConfig, 'sessionTimeout' | 'heartbeatInterval' | 'rebalanceTimeout' | 'maxWaitTimeInMs' | 'maxBytesPerPartition'>;
   /** kafkajs log level (default WARN) or a log creator of its own. */
@@ -136,7 +143,8 @@ export interface KafkaBusOptions {
   idempotent?: boolean;
 }
 
-const MAX_RETRY_DELAY_MS = 30_000;
+/** The port topic dead letters are parked on (prefixed as every topic): `{v: 1, topic, key, message, error, attempts, at}`, keyed as the message was. */
+export const DEAD_LETTER_TOPIC = 'dead-letters';
 /** The consumers' kafkajs client retry: see "Broker outages" in the header. */
 const CLIENT_RETRY = { initialRetryTime: 250, maxRetryTime: 2_000, retries: 30 } as const;
 /**
@@ -204,6 +212,7 @@ interface Subscription {
   readonly name: string;
   readonly groupId: string;
   readonly handler: BusHandler;
+  readonly deadLetter?: DeadLetterHandler;
   readonly members: Member[];
   /** Messages of one partition handled at once (SubscribeOptions.concurrency). */
   readonly concurrency: number;
@@ -238,6 +247,7 @@ export class KafkaBus implements Bus {
   readonly #prefix: string;
   readonly #onError: NonNullable<KafkaBusOptions['onError']>;
   readonly #retryDelayMs: number;
+  readonly #maxAttempts: number;
   readonly #heartbeatMs: number;
   #producer: Promise<Producer> | undefined;
   #admin: Promise<Admin> | undefined;
@@ -261,6 +271,7 @@ export class KafkaBus implements Bus {
     this.#prefix = opts.topicPrefix ?? '';
     this.#onError = opts.onError ?? (() => {});
     this.#retryDelayMs = opts.retryDelayMs ?? 500;
+    this.#maxAttempts = Math.max(1, Math.floor(opts.maxAttempts ?? DEFAULT_MAX_ATTEMPTS));
     this.#heartbeatMs = opts.consumer?.heartbeatInterval ?? 3000;
     // kafkajs warns that the idempotent producer's retries are limited: they are, on purpose (the
     // publish queue retries the batch itself, see "Idempotent producer"); that line is dropped.
@@ -348,7 +359,8 @@ export class KafkaBus implements Bus {
     return true;
   }
 
-  async publish(topic: string, key: string, message: BusMessage): Promise<void> {
+  // Lanes (PublishOptions.lane) are the embedded adapter's: a partition here keeps its order.
+  async publish(topic: string, key: string, message: BusMessage, _opts?: PublishOptions): Promise<void> {
     if (this.#closed) throw new Error('bus closed');
     // Serialised now: nothing the publisher changes afterwards reaches the consumer.
     const value = JSON.stringify(message);
@@ -448,7 +460,15 @@ export class KafkaBus implements Bus {
     if (this.#closing) throw new Error('bus closed');
     if (this.#subs.has(topic)) throw new Error(`topic ${topic} has a subscriber already`);
     const name = this.topicName(topic);
-    const sub: Subscription = { topic, name, groupId: `${this.#opts.groupPrefix}.${name}`, handler, members: [], concurrency: Math.max(1, Math.floor(opts.concurrency ?? 1)) };
+    const sub: Subscription = {
+      topic,
+      name,
+      groupId: `${this.#opts.groupPrefix}.${name}`,
+      handler,
+      ...(opts.deadLetter ? { deadLetter: opts.deadLetter } : {}),
+      members: [],
+      concurrency: Math.max(1, Math.floor(opts.concurrency ?? 1)),
+    };
     const lanes = Math.max(1, Math.floor(opts.partitions ?? 1));
     for (let i = 0; i < lanes; i++) {
       let markJoined!: () => void;
@@ -706,9 +726,20 @@ export class KafkaBus implements Bus {
       if (this.#closing) return; // dropped here (not committed): no retry, no noise, as InProcessBus
       this.#onError(failed.err, sub.topic, key);
       const prev = member.failures.get(batch.partition);
-      const count = prev && prev.offset === m.offset ? prev.count + 1 : 1;
-      member.failures.set(batch.partition, { offset: m.offset, count });
-      const delay = Math.min(MAX_RETRY_DELAY_MS, this.#retryDelayMs * 2 ** Math.min(count - 1, 10));
+      const again = prev && prev.offset === m.offset;
+      const failure = { offset: m.offset, count: again ? prev.count + 1 : 1 };
+      member.failures.set(batch.partition, failure);
+      // The last attempt: parked on the dead-letter topic, answered by the dead-letter handler
+      // (each step tried until it succeeds: its failure is an outage, not the message), passed.
+      if (failure.count >= this.#maxAttempts) {
+        await this.#bury(sub, m.value?.toString('utf8') ?? '', key, failed.err, failure.count, heartbeat);
+        if (this.#closing) return;
+        member.failures.delete(batch.partition);
+        p.resolveOffset(m.offset);
+        await p.commitOffsetsIfNecessary();
+        return;
+      }
+      const delay = retryDelay(this.#retryDelayMs, failure.count);
       // Not resolved: the next fetch of this partition starts at this message again.
       const resume = p.pause();
       const timer = setTimeout(() => {
@@ -722,6 +753,30 @@ export class KafkaBus implements Bus {
     // A heartbeat in a handler saw a rebalance: let kafkajs rejoin.
     if (member.rebalance) throw member.rebalance;
     await heartbeat();
+  }
+
+  /** Parks a message that failed every attempt on the dead-letter topic and answers it with the subscription's dead-letter handler, each step tried until it succeeds (or the bus closes), heartbeating meanwhile. */
+  async #bury(sub: Subscription, value: string, key: string, err: unknown, attempts: number, heartbeat: () => Promise<void>): Promise<void> {
+    const beat = setInterval(() => void heartbeat().catch(() => {}), this.#heartbeatMs);
+    try {
+      let parked = false;
+      for (let failures = 0; !this.#closing; ) {
+        try {
+          if (!parked) {
+            await this.publish(DEAD_LETTER_TOPIC, key, { v: 1, topic: sub.topic, key, message: value, error: errorText(err), attempts, at: new Date().toISOString() });
+            parked = true;
+          }
+          if (sub.deadLetter) await sub.deadLetter(JSON.parse(value) as BusMessage, key, err);
+          return;
+        } catch (e) {
+          failures++;
+          this.#onError(e, sub.topic, key);
+          await this.#sleep(retryDelay(this.#retryDelayMs, failures));
+        }
+      }
+    } finally {
+      clearInterval(beat);
+    }
   }
 
   /** Runs the handler, heartbeating meanwhile. Returns the failure, if any. */

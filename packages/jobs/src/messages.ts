@@ -73,7 +73,8 @@ export async function publishWork(bus: Bus, jobId: string, items: Iterable<WorkI
   let sent = 0;
   const flush = async (key: string, chunk: WorkItem[]) => {
     const message: WorkMessageV1 = { v: 1, job_id: jobId, items: chunk };
-    await bus.publish(WORK_TOPIC, key, message as unknown as WorkMessageV1 & { readonly [k: string]: unknown });
+    // The job's own lane: another job's work is taken in turn with it, not after it.
+    await bus.publish(WORK_TOPIC, key, message as unknown as WorkMessageV1 & { readonly [k: string]: unknown }, { lane: jobId });
     // A 500,000-address job is a thousand messages: let requests in between, every
     // PUBLISH_TURN messages (each cloned by the in-process bus: a few milliseconds per turn).
     if (++sent % PUBLISH_TURN === 0) await new Promise<void>((resolve) => setImmediate(resolve));

@@ -13,6 +13,15 @@ export interface BusMessage {
 
 export type BusHandler = (message: BusMessage, key: string) => Promise<void>;
 
+/**
+ * The last answer for a message whose handler failed `maxAttempts` times (a poison message): it
+ * answers the message's work another way (the job pipeline: its rows `unknown`, reason
+ * `processing_failed`), so nothing waits for it any longer. A dead-letter handler that throws is
+ * tried again after a back-off, for as long as it takes (its failure is an outage, not the
+ * message), and the message stays parked meanwhile.
+ */
+export type DeadLetterHandler = (message: BusMessage, key: string, error: unknown) => Promise<void>;
+
 export interface SubscribeOptions {
   /** Partitions consumed at once (Kafka: consumers in this process). With `concurrency` 1, messages of one key are never handled concurrently, and keep their order. */
   partitions?: number;
@@ -23,16 +32,62 @@ export interface SubscribeOptions {
    * retried; with Kafka the messages after it in its partition may be delivered again too.
    */
   concurrency?: number;
+  /** Answers a message that failed the bus's `maxAttempts` (without one, the message is parked and dropped). */
+  deadLetter?: DeadLetterHandler;
+}
+
+export interface PublishOptions {
+  /**
+   * The message's fairness lane (default: its key). The embedded adapter takes the lanes of one
+   * partition in turn, and a failing message holds only its own lane while it is retried: the job
+   * pipeline gives each job its own lane, so a big or failing job cannot hold up another's work.
+   * Order is kept per key within a lane. Kafka keeps its partitions' order and ignores lanes.
+   */
+  lane?: string;
 }
 
 export interface Bus {
   /** Queues `message` on `topic` under `key` (ordering is per key). */
-  publish(topic: string, key: string, message: BusMessage): Promise<void>;
-  /** Handles every message of `topic`. A handler that throws gets the same message again later (at-least-once). */
+  publish(topic: string, key: string, message: BusMessage, opts?: PublishOptions): Promise<void>;
+  /**
+   * Handles every message of `topic`. A handler that throws gets the same message again later
+   * (at-least-once), after a back-off, up to the bus's `maxAttempts` deliveries in all; then the
+   * message is parked (a dead letter: the in-process adapter writes it to a DeadLetterSink, Kafka
+   * to the dead-letter topic) and answered by the subscription's `deadLetter` handler.
+   */
   subscribe(topic: string, handler: BusHandler, opts?: SubscribeOptions): void;
   /** Stops delivering and waits for the handlers in progress; undelivered messages are dropped (their work is durable elsewhere). */
   close(): Promise<void>;
 }
+
+/** A message that failed every attempt, as it is parked. */
+export interface DeadLetter {
+  topic: string;
+  key: string;
+  /** The message as JSON text, as the bus held it. */
+  message: string;
+  /** The last failure's message. */
+  error: string;
+  attempts: number;
+}
+
+/** Where the embedded adapter parks dead letters (the store's dead_letters table). */
+export interface DeadLetterSink {
+  park(letter: DeadLetter): Promise<void>;
+}
+
+/** Deliveries of a failing message before it is dead-lettered (SVC_BUS_MAX_ATTEMPTS). */
+export const DEFAULT_MAX_ATTEMPTS = 8;
+/** The retry back-off's cap: a failure's delay doubles from retryDelayMs up to this. */
+export const MAX_RETRY_DELAY_MS = 30_000;
+
+/** The back-off before delivery `failures + 1` of a message that failed `failures` times. */
+export function retryDelay(firstMs: number, failures: number): number {
+  return Math.min(MAX_RETRY_DELAY_MS, firstMs * 2 ** Math.min(Math.max(failures - 1, 0), 10));
+}
+
+/** The text of a failure, for a dead letter. */
+export const errorText = (err: unknown): string => (err instanceof Error ? err.message : String(err)).slice(0, 2000);
 
 /** FNV-1a (32 bit): a stable hash for keys and buckets, the same in every process. */
 export function fnv1a(s: string): number {
@@ -44,21 +99,45 @@ export function fnv1a(s: string): number {
   return h >>> 0;
 }
 
+/** A queued message, as a broker holds it: JSON text, parsed anew for every delivery. */
+interface Entry {
+  key: string;
+  message: string;
+  /** Deliveries that failed so far. */
+  failures: number;
+}
+
+/** One fairness lane of a partition: its messages in order. */
+interface Lane {
+  id: string;
+  queue: Entry[];
+  /** A failed message of this lane waits out its back-off (concurrency 1: the lane waits with it, to keep its order). */
+  held: boolean;
+  /** In the partition's ring of lanes to take from. */
+  ready: boolean;
+  /** Its messages being handled, in a back-off or being dead-lettered: the lane is kept while any is. */
+  busy: number;
+}
+
 interface Partition {
-  /** Messages as JSON text, as a broker holds them: compact, and parsed anew for every delivery. */
-  queue: Array<{ key: string; message: string }>;
+  lanes: Map<string, Lane>;
+  /** Lanes with messages to take, in turn. */
+  ring: Lane[];
   /** Messages being handled (at most the topic's concurrency). */
   running: number;
+  /** Messages out of the queues: in a back-off or being dead-lettered. */
+  waiting: number;
 }
 
 interface Topic {
   name: string;
   handler?: BusHandler;
+  deadLetter?: DeadLetterHandler;
   partitions: Partition[];
   /** Messages of one partition handled at once. */
   concurrency: number;
   /** Published before anyone subscribed: delivered once a handler exists. */
-  early: Array<{ key: string; message: string }>;
+  early: Array<{ key: string; message: string; lane: string }>;
 }
 
 export interface InProcessBusOptions {
@@ -66,24 +145,35 @@ export interface InProcessBusOptions {
   onError?: (err: unknown, topic: string, key: string) => void;
   /** First retry delay; doubled per failure of the same message, capped at 30 s (default 500 ms). */
   retryDelayMs?: number;
+  /** Deliveries of a failing message before it is dead-lettered (default DEFAULT_MAX_ATTEMPTS). */
+  maxAttempts?: number;
+  /** Where dead letters are parked (default: nowhere; the dead-letter handler still answers them). */
+  deadLetters?: DeadLetterSink;
 }
 
 /**
- * The embedded adapter: one process, queues in memory. Each topic has `partitions` serial queues;
- * a key always lands on the same one (fnv1a(key) mod partitions), so its messages are handled one
- * at a time, in order, as a Kafka consumer group handles a partition.
+ * The embedded adapter: one process, queues in memory. Each topic has `partitions` queues; a key
+ * always lands on the same one (fnv1a(key) mod partitions), as a Kafka consumer group handles a
+ * partition. A partition's messages are kept in fairness lanes (PublishOptions.lane), taken in
+ * turn: with `concurrency` 1 one message at a time, so a key's messages are handled one at a time
+ * and in order. A failed message waits out its back-off outside the partition's slots: with
+ * concurrency 1 its lane waits with it (its order kept), the other lanes go on.
  */
 export class InProcessBus implements Bus {
   #topics = new Map<string, Topic>();
   #closed = false;
   #inFlight = new Set<Promise<void>>();
-  #timers = new Set<NodeJS.Timeout>();
+  #timers = new Map<NodeJS.Timeout, () => void>();
   readonly #onError: NonNullable<InProcessBusOptions['onError']>;
   readonly #retryDelayMs: number;
+  readonly #maxAttempts: number;
+  readonly #deadLetters: DeadLetterSink | undefined;
 
   constructor(opts: InProcessBusOptions = {}) {
     this.#onError = opts.onError ?? (() => {});
     this.#retryDelayMs = opts.retryDelayMs ?? 500;
+    this.#maxAttempts = Math.max(1, Math.floor(opts.maxAttempts ?? DEFAULT_MAX_ATTEMPTS));
+    this.#deadLetters = opts.deadLetters;
   }
 
   #topic(name: string): Topic {
@@ -92,86 +182,165 @@ export class InProcessBus implements Bus {
     return t;
   }
 
-  async publish(topic: string, key: string, message: BusMessage): Promise<void> {
+  async publish(topic: string, key: string, message: BusMessage, opts: PublishOptions = {}): Promise<void> {
     if (this.#closed) throw new Error('bus closed');
     // Plain data across the port, serialised as the Kafka adapter does: nothing the publisher
     // keeps can change what the consumer sees, and a queued message costs its JSON text only (a
     // 500,000-address job's work waits here in full when nothing consumes it yet).
     const copy = JSON.stringify(message);
     const t = this.#topic(topic);
+    const lane = opts.lane ?? key;
     if (!t.handler) {
-      t.early.push({ key, message: copy });
+      t.early.push({ key, message: copy, lane });
       return;
     }
-    this.#enqueue(t, key, copy);
+    this.#enqueue(t, lane, { key, message: copy, failures: 0 });
   }
 
   subscribe(topic: string, handler: BusHandler, opts: SubscribeOptions = {}): void {
     const t = this.#topic(topic);
     if (t.handler) throw new Error(`topic ${topic} has a subscriber already`);
     t.handler = handler;
+    t.deadLetter = opts.deadLetter;
     const n = Math.max(1, Math.floor(opts.partitions ?? 1));
-    t.partitions = Array.from({ length: n }, () => ({ queue: [], running: 0 }));
+    t.partitions = Array.from({ length: n }, () => ({ lanes: new Map(), ring: [], running: 0, waiting: 0 }));
     t.concurrency = Math.max(1, Math.floor(opts.concurrency ?? 1));
     const early = t.early;
     t.early = [];
-    for (const m of early) this.#enqueue(t, m.key, m.message);
+    for (const m of early) this.#enqueue(t, m.lane, { key: m.key, message: m.message, failures: 0 });
   }
 
   /** Messages waiting or in progress on `topic` (tests, metrics). */
   pending(topic: string): number {
     const t = this.#topics.get(topic);
     if (!t) return 0;
-    return t.early.length + t.partitions.reduce((n, p) => n + p.queue.length + p.running, 0);
+    let n = t.early.length;
+    for (const p of t.partitions) {
+      n += p.running + p.waiting;
+      for (const lane of p.lanes.values()) n += lane.queue.length;
+    }
+    return n;
   }
 
-  #enqueue(t: Topic, key: string, message: string): void {
-    const p = t.partitions[fnv1a(key) % t.partitions.length]!;
-    p.queue.push({ key, message });
-    if (p.running < t.concurrency) this.#drain(t, p);
+  #enqueue(t: Topic, laneId: string, entry: Entry, first = false): void {
+    const p = t.partitions[fnv1a(entry.key) % t.partitions.length]!;
+    let lane = p.lanes.get(laneId);
+    if (!lane) p.lanes.set(laneId, (lane = { id: laneId, queue: [], held: false, ready: false, busy: 0 }));
+    if (first) lane.queue.unshift(entry);
+    else lane.queue.push(entry);
+    this.#ready(p, lane);
+    this.#drain(t, p);
   }
 
-  /**
-   * One of a partition's `concurrency` slots: takes the next message, handles it until it
-   * succeeds (a failure is retried after a back-off while the partition's other slots go on;
-   * with concurrency 1 the messages after it wait), then the next.
-   */
+  /** Puts `lane` in its partition's ring if it has messages to take (and is not held). */
+  #ready(p: Partition, lane: Lane): void {
+    if (lane.ready || lane.held || lane.queue.length === 0) return;
+    lane.ready = true;
+    p.ring.push(lane);
+  }
+
+  /** Starts messages while the partition has free slots and lanes with messages, one lane after another. */
   #drain(t: Topic, p: Partition): void {
-    p.running++;
-    const run = (async () => {
-      while (!this.#closed && p.queue.length > 0) {
-        const head = p.queue.shift()!;
-        for (let failures = 0; ; ) {
-          try {
-            // Each delivery gets its own copy, as a broker's consumer decodes a new one: a retry
-            // never sees what a failed handler changed.
-            await t.handler!(JSON.parse(head.message) as BusMessage, head.key);
-            break;
-          } catch (err) {
-            // Closing: the message is dropped (its work is durable elsewhere), no retry, no noise.
-            if (this.#closed) break;
-            failures++;
-            this.#onError(err, t.name, head.key);
-            const delay = Math.min(30_000, this.#retryDelayMs * 2 ** Math.min(failures - 1, 10));
-            await new Promise<void>((resolve) => {
-              const timer = setTimeout(() => {
-                this.#timers.delete(timer);
-                resolve();
-              }, delay);
-              this.#timers.add(timer);
-            });
-          }
-        }
-      }
-      p.running--;
-    })();
+    while (!this.#closed && p.running < t.concurrency && p.ring.length > 0) {
+      const lane = p.ring.shift()!;
+      lane.ready = false;
+      if (lane.held) continue; // made ready again when its failed message is back
+      const entry = lane.queue.shift()!;
+      lane.busy++;
+      this.#ready(p, lane);
+      this.#track(this.#deliver(t, p, lane, entry));
+    }
+  }
+
+  #track(run: Promise<void>): void {
     this.#inFlight.add(run);
     void run.finally(() => this.#inFlight.delete(run));
   }
 
+  async #deliver(t: Topic, p: Partition, lane: Lane, entry: Entry): Promise<void> {
+    p.running++;
+    let failure: { err: unknown } | undefined;
+    try {
+      // Each delivery gets its own copy, as a broker's consumer decodes a new one: a retry never
+      // sees what a failed handler changed.
+      await t.handler!(JSON.parse(entry.message) as BusMessage, entry.key);
+    } catch (err) {
+      failure = { err };
+    }
+    p.running--;
+    // Closing: a failed message is dropped (its work is durable elsewhere), no retry, no noise.
+    if (failure && !this.#closed) {
+      entry.failures++;
+      this.#onError(failure.err, t.name, entry.key);
+      // Concurrency 1: the lane waits with its failed message, so its order is kept.
+      const hold = t.concurrency === 1;
+      if (hold) lane.held = true;
+      p.waiting++;
+      this.#track(
+        (async () => {
+          if (entry.failures >= this.#maxAttempts) await this.#bury(t, entry, failure.err);
+          else await this.#sleep(retryDelay(this.#retryDelayMs, entry.failures));
+          p.waiting--;
+          lane.busy--;
+          if (hold) lane.held = false;
+          if (this.#closed) return;
+          if (entry.failures < this.#maxAttempts) this.#enqueue(t, lane.id, entry, true);
+          else this.#tidy(p, lane);
+          this.#drain(t, p);
+        })(),
+      );
+    } else {
+      lane.busy--;
+      this.#tidy(p, lane);
+    }
+    this.#drain(t, p);
+  }
+
+  /** Forgets a lane with nothing queued or in hand; else makes it ready again. */
+  #tidy(p: Partition, lane: Lane): void {
+    if (lane.queue.length === 0 && !lane.held && lane.busy === 0) p.lanes.delete(lane.id);
+    else this.#ready(p, lane);
+  }
+
+  /** Parks a message that failed every attempt and answers it with the topic's dead-letter handler, each step tried until it succeeds (or the bus closes). */
+  async #bury(t: Topic, entry: Entry, err: unknown): Promise<void> {
+    const letter: DeadLetter = { topic: t.name, key: entry.key, message: entry.message, error: errorText(err), attempts: entry.failures };
+    let parked = !this.#deadLetters;
+    for (let failures = 0; !this.#closed; ) {
+      try {
+        if (!parked) {
+          await this.#deadLetters!.park(letter);
+          parked = true;
+        }
+        await t.deadLetter?.(JSON.parse(entry.message) as BusMessage, entry.key, err);
+        return;
+      } catch (e) {
+        failures++;
+        this.#onError(e, t.name, entry.key);
+        await this.#sleep(retryDelay(this.#retryDelayMs, failures));
+      }
+    }
+  }
+
+  /** Sleeps `ms`, or less if the bus closes meanwhile. */
+  #sleep(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      if (this.#closed) return resolve();
+      const timer = setTimeout(() => {
+        this.#timers.delete(timer);
+        resolve();
+      }, ms);
+      this.#timers.set(timer, resolve);
+    });
+  }
+
   async close(): Promise<void> {
     this.#closed = true;
-    for (const timer of this.#timers) timer.unref();
+    for (const [timer, wake] of this.#timers) {
+      clearTimeout(timer);
+      wake();
+    }
+    this.#timers.clear();
     await Promise.allSettled([...this.#inFlight]);
   }
 }

@@ -17,7 +17,7 @@
 import { chargeReasonFor, suppressedVerdict, type ChargedResult } from '@svc/billing';
 import type { SuppressionKind } from '@svc/contracts';
 import type { Store } from '@svc/store';
-import { parseAddress, Semaphore, verdictTrace, type RunOptions, type Verdict } from '@svc/verifier';
+import { parseAddress, processingFailedVerdict, Semaphore, verdictTrace, type RunOptions, type Verdict } from '@svc/verifier';
 import { MX_TOPIC, RESULTS_TOPIC, WORK_CHUNK, WORK_TOPIC, bucketKey, isWorkMessage, type ResultItem, type ResultsMessageV1, type WorkItem, type WorkMessageV1 } from './messages.ts';
 import type { Bus, BusMessage } from './ports.ts';
 
@@ -145,6 +145,12 @@ export function priceVerdict(v: Verdict): ChargedResult {
   return { ...rest, credits_charged: chargeable ? 1 : 0, charge_reason: chargeReasonFor(v) };
 }
 
+/** The result of an email whose processing failed every attempt (WorkerOptions: JobWorker.giveUp, JobAggregator's row-by-row answer). */
+export function failedResult(idx: number, email: string, attempts: number): ResultItem {
+  const v = processingFailedVerdict(email);
+  return { idx, email, verdict: priceVerdict(v), chargeable: false, attempts, state: 'done', mx_host: null, latency_ms: 0 };
+}
+
 /** Addresses probed at once across the work messages in hand (WorkerOptions.maxInFlight). */
 export const WORK_IN_FLIGHT = 2_000;
 
@@ -163,7 +169,7 @@ export class JobWorker {
     this.#routing = new Semaphore(opts.maxInFlight ?? WORK_IN_FLIGHT);
     this.#groups = new RouteGroups(async (jobId, key, items) => {
       const message: WorkMessageV1 = { v: 1, job_id: jobId, items };
-      await opts.bus.publish(MX_TOPIC, key, message as unknown as BusMessage);
+      await opts.bus.publish(MX_TOPIC, key, message as unknown as BusMessage, { lane: jobId });
     });
   }
 
@@ -174,8 +180,21 @@ export class JobWorker {
    * message of a 2,000-address job was routed 450-530 ms after the first instead of 40-180 ms.
    */
   start(partitions: number): void {
-    this.opts.bus.subscribe(WORK_TOPIC, (m) => this.route(m), { partitions, concurrency: ROUTE_CONCURRENCY });
-    this.opts.bus.subscribe(MX_TOPIC, (m) => this.handle(m), { partitions, concurrency: MX_CONCURRENCY });
+    const deadLetter = (m: BusMessage) => this.giveUp(m);
+    this.opts.bus.subscribe(WORK_TOPIC, (m) => this.route(m), { partitions, concurrency: ROUTE_CONCURRENCY, deadLetter });
+    this.opts.bus.subscribe(MX_TOPIC, (m) => this.handle(m), { partitions, concurrency: MX_CONCURRENCY, deadLetter });
+  }
+
+  /**
+   * The dead-letter answer of a work or MX message that failed every attempt: each of its emails
+   * is done, `unknown` with reason `processing_failed` and no charge (its credit is released when
+   * the job settles), so the job finishes instead of waiting for it for ever.
+   */
+  async giveUp(message: BusMessage): Promise<void> {
+    if (!isWorkMessage(message)) return; // not ours to answer: parked, nothing waits for it
+    const results: ResultItem[] = message.items.map(([idx, email, before]) => failedResult(idx, email, before + 1));
+    const out: ResultsMessageV1 = { v: 1, job_id: message.job_id, results };
+    await this.opts.bus.publish(RESULTS_TOPIC, message.job_id, out as unknown as BusMessage);
   }
 
   /**

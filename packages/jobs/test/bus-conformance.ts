@@ -7,7 +7,7 @@
 
 import tap from 'tap';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Bus, BusMessage } from '../src/ports.ts';
+import type { Bus, BusMessage, DeadLetter } from '../src/ports.ts';
 
 /** The type of a tap test object (the `t` of a subtest callback). */
 export type Tap = Parameters<Parameters<typeof tap.test>[0]>[0];
@@ -17,12 +17,16 @@ export interface FreshOptions {
   onError?: (err: unknown, topic: string, key?: string) => void;
   /** First retry delay of a failed message. */
   retryDelayMs?: number;
+  /** Deliveries of a failing message before it is dead-lettered. */
+  maxAttempts?: number;
 }
 
 export interface Target {
   readonly bus: Bus;
   /** Resolves once every subscriber so far receives messages (Kafka: has joined its group). */
   ready(): Promise<void>;
+  /** The dead letters parked so far (in-process: its sink; Kafka: the dead-letter topic, read back). */
+  parked(): DeadLetter[];
 }
 
 export interface Adapter {
@@ -179,6 +183,44 @@ export function busConformance(t: Tap, adapter: Adapter): void {
       ],
       'with their topic and key',
     );
+  });
+
+  test('a message that fails every attempt is parked once, answered by the dead-letter handler, and its key goes on', async (t) => {
+    const errors: string[] = [];
+    const { bus, ready, parked } = await adapter.fresh(t, { retryDelayMs: 20, maxAttempts: 3, onError: (err) => void errors.push((err as Error).message) });
+    const got: number[] = [];
+    const tries = new Map<number, number>();
+    const buried: Array<{ m: BusMessage; key: string; err: string }> = [];
+    let answerFailures = 1;
+    bus.subscribe(
+      'poison',
+      async (m) => {
+        tries.set(m.n as number, (tries.get(m.n as number) ?? 0) + 1);
+        if (m.n === 1) throw new Error('invalid byte sequence for encoding "UTF8": 0x00');
+        got.push(m.n as number);
+      },
+      {
+        deadLetter: async (m, key, err) => {
+          // The answer's first try fails too (an outage): it is tried again, the message stays parked once.
+          if (answerFailures-- > 0) throw new Error('store down');
+          buried.push({ m, key, err: (err as Error).message });
+        },
+      },
+    );
+    await ready();
+    for (const n of [0, 1, 2]) await bus.publish('poison', 'job-a', { v: 1, n, email: n === 1 ? 'a\u0000@x.test' : `${n}@x.test` });
+    await until('messages 0 and 2 handled and 1 answered', () => got.length === 2 && buried.length === 1, adapter.waitMs);
+    t.strictSame(got, [0, 2], 'the messages around the poison one handled, in order');
+    t.equal(tries.get(1), 3, 'the poison message delivered maxAttempts times, no more');
+    t.strictSame(buried, [{ m: { v: 1, n: 1, email: 'a\u0000@x.test' }, key: 'job-a', err: 'invalid byte sequence for encoding "UTF8": 0x00' }], 'answered once, with the message, its key and the last error');
+    await until('the dead letter', () => parked().length >= 1, adapter.waitMs);
+    const letters = parked().filter((l) => l.topic === 'poison');
+    t.equal(letters.length, 1, 'parked once');
+    t.strictSame(
+      letters.map((l) => ({ ...l, message: JSON.parse(l.message) })),
+      [{ topic: 'poison', key: 'job-a', message: { v: 1, n: 1, email: 'a\u0000@x.test' }, error: 'invalid byte sequence for encoding "UTF8": 0x00', attempts: 3 }],
+    );
+    t.strictSame(errors, ['invalid byte sequence for encoding "UTF8": 0x00', 'invalid byte sequence for encoding "UTF8": 0x00', 'invalid byte sequence for encoding "UTF8": 0x00', 'store down'], 'each failure reported');
   });
 
   test('concurrency: up to k messages of one partition at once, all in one lane, each once', async (t) => {

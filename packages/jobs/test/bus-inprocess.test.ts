@@ -3,15 +3,17 @@
 
 import t from 'tap';
 import { InProcessBus } from '../src/index.ts';
+import type { DeadLetter } from '../src/ports.ts';
 import { busConformance, type Adapter } from './bus-conformance.ts';
 
 const adapter: Adapter = {
   name: 'in-process',
   waitMs: 5000,
   async fresh(t, opts = {}) {
-    const bus = new InProcessBus(opts);
+    const letters: DeadLetter[] = [];
+    const bus = new InProcessBus({ ...opts, deadLetters: { park: async (l) => void letters.push(l) } });
     t.teardown(() => bus.close());
-    return { bus, ready: async () => {} };
+    return { bus, ready: async () => {}, parked: () => letters };
   },
 };
 

@@ -13,6 +13,8 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Kafka, logLevel } from 'kafkajs';
 import { KafkaBus, type BusMessage, type KafkaBusOptions } from '../src/index.ts';
+import { DEAD_LETTER_TOPIC } from '../src/kafka-bus.ts';
+import type { DeadLetter } from '../src/ports.ts';
 import { busConformance, until, type Adapter, type FreshOptions, type Tap } from './bus-conformance.ts';
 import { privateKafkaMissing, startPrivateKafka } from '../../../test/helpers/private-infra.ts';
 
@@ -80,7 +82,14 @@ const adapter: Adapter = {
     const prefix = newPrefix();
     const bus = testBus(prefix, 'bus-test', opts);
     cleanUp(t, prefix, [bus]);
-    return { bus, ready: () => bus.ready(WAIT_MS) };
+    // The dead-letter topic read back, where a test can make dead letters.
+    const letters: DeadLetter[] = [];
+    if (opts.maxAttempts !== undefined)
+      bus.subscribe(DEAD_LETTER_TOPIC, async (m) => {
+        const { topic, key, message, error, attempts } = m as unknown as DeadLetter;
+        letters.push({ topic, key, message, error, attempts });
+      });
+    return { bus, ready: () => bus.ready(WAIT_MS), parked: () => letters };
   },
 };
 

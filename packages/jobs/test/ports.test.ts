@@ -137,3 +137,62 @@ t.test('scheduler: a failed run is tried again', async (t) => {
   t.equal(errors.length, 1);
   await s.stop();
 });
+
+t.test('bus lanes: one partition takes its lanes in turn, so a later job is not queued behind an earlier one', async (t) => {
+  const bus = new InProcessBus();
+  // Job A's 6 messages are queued (published before anyone consumes), then job B's 2, on one key.
+  for (let n = 0; n < 6; n++) await bus.publish('lanes-x', 'host', { v: 1, job: 'A', n }, { lane: 'A' });
+  const seen: string[] = [];
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  bus.subscribe(
+    'lanes-x',
+    async (m) => {
+      if (m.job === 'A' && m.n === 0) await gate; // A's first message is in hand while the rest queue
+      seen.push(`${String(m.job)}${String(m.n)}`);
+    },
+    { partitions: 1 },
+  );
+  for (let n = 0; n < 2; n++) await bus.publish('lanes-x', 'host', { v: 1, job: 'B', n }, { lane: 'B' });
+  release();
+  await until(() => seen.length === 8);
+  // A's lane went back into the ring when A0 was taken, B's joined behind it: A1, then in turn.
+  t.strictSame(seen, ['A0', 'A1', 'B0', 'A2', 'B1', 'A3', 'A4', 'A5'], 'A and B in turn; each lane in its own order');
+  await bus.close();
+});
+
+t.test('bus lanes: a failing message holds only its own lane (concurrency 1), then is dead-lettered; the other lanes go on', async (t) => {
+  const parked: string[] = [];
+  const bus = new InProcessBus({ retryDelayMs: 40, maxAttempts: 3, deadLetters: { park: async (l) => void parked.push(l.message) } });
+  const seen: string[] = [];
+  const answered: string[] = [];
+  let tries = 0;
+  bus.subscribe(
+    'poison',
+    async (m) => {
+      if (m.job === 'A' && m.n === 0) {
+        tries++;
+        throw new Error('refused by the database');
+      }
+      seen.push(`${String(m.job)}${String(m.n)}`);
+    },
+    { partitions: 1, deadLetter: async (m) => void answered.push(`${String(m.job)}${String(m.n)}`) },
+  );
+  for (let n = 0; n < 3; n++) await bus.publish('poison', 'job-a', { v: 1, job: 'A', n });
+  for (let n = 0; n < 3; n++) await bus.publish('poison', 'job-b', { v: 1, job: 'B', n });
+  await until(() => seen.includes('B2'));
+  t.strictSame(
+    seen.filter((s) => s.startsWith('A')),
+    [],
+    'while A0 is retried, A1 and A2 wait (its lane keeps its order)',
+  );
+  t.strictSame(seen, ['B0', 'B1', 'B2'], 'B, on the same partition, went on meanwhile');
+  t.equal(bus.pending('poison') > 0, true, 'A is still pending');
+  await until(() => seen.length === 5);
+  t.equal(tries, 3, 'A0 delivered 3 times (maxAttempts)');
+  t.strictSame(answered, ['A0'], 'then answered by the dead-letter handler');
+  t.strictSame(parked, [JSON.stringify({ v: 1, job: 'A', n: 0 })], 'and parked once');
+  t.strictSame(seen.slice(3), ['A1', 'A2'], 'and A went on in order');
+  await until(() => bus.pending('poison') === 0);
+  await bus.close();
+});

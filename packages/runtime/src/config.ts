@@ -262,6 +262,7 @@ export const CONFIG_TABLE = {
   csvPoolThreads: int('SVC_CSV_POOL_THREADS', 0, 0, 64, 'worker threads (Piscina) that parse CSV uploads and render results CSVs; 0 = on the event loop in chunks (faster on 2 cores, see docs/decisions.md)'),
   jobGreylistDelayMs: int('SVC_JOB_GREYLIST_DELAY_MS', 300_000, 0, 86_400_000, 'a job re-probes a greylisted address (4xx) after this long (5 min)', ' ms'),
   jobGreylistAttempts: int('SVC_JOB_GREYLIST_ATTEMPTS', 3, 1, 10, 'probes of a greylisted address in a job, the first included; then its `unknown` stands'),
+  busMaxAttempts: int('SVC_BUS_MAX_ATTEMPTS', 8, 1, 100, 'deliveries of a job message whose handling fails, retried with a back-off doubling from 0.5 s to 30 s (8: about a minute), before it is dead-lettered and its addresses answered `unknown` (`processing_failed`)'),
   mcpAccessTokenTtlS: int('SVC_MCP_ACCESS_TOKEN_TTL_S', 3600, 1, 86_400, 'lifetime of a hosted-MCP OAuth access token (1 h); the client refreshes it with its refresh token (30 days, rotated at each use)', ' s'),
   webhookAllowPrivate: bool('SVC_WEBHOOK_ALLOW_PRIVATE', false, 'let job webhooks call loopback, private and link-local addresses (refused otherwise)'),
   resultCacheTtlMs: int('SVC_RESULT_CACHE_TTL_MS', V.resultCacheTtlMs, 0, 30 * 86_400_000, `how long a definite verdict is reused (${V.resultCacheTtlMs / 3_600_000} h; \`unknown\` never)`, ' ms'),

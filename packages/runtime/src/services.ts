@@ -202,6 +202,7 @@ export async function createServices(config: Config, opts: { store?: Store } = {
         // measured as 30-60 s stalls of the whole group in test/e2e/cluster-crash.test.ts).
         consumer: { sessionTimeout: config.kafkaSessionTimeoutMs, heartbeatInterval: Math.floor(config.kafkaSessionTimeoutMs / 3) },
         onError: onBusError,
+        maxAttempts: config.busMaxAttempts,
         // kafkajs's own lines go to the service's log as warnings (it logs a group's rebalances,
         // which members learn of from "rebalancing" answers, as errors).
         logCreator:
@@ -212,7 +213,7 @@ export async function createServices(config: Config, opts: { store?: Store } = {
           },
       })
     : undefined;
-  const bus: Bus = kafkaBus ?? new InProcessBus({ onError: onBusError });
+  const bus: Bus = kafkaBus ?? new InProcessBus({ onError: onBusError, maxAttempts: config.busMaxAttempts, deadLetters: store.deadLetters });
   const readinessTimeoutMs = Math.min(config.smtpTimeoutMs, 5000);
   const clickhouseUrl = config.clickhouseUrl;
   const readiness = new Readiness({

@@ -29,6 +29,8 @@ export {
   type InFinalTx,
 } from './jobs.ts';
 export { SettingsRepo } from './settings.ts';
+export { DeadLettersRepo, type DeadLetterRow } from './dead-letters.ts';
+export { dbText, dbJson } from './text.ts';
 export { RecoveriesRepo, type RecoveryRecord, type RecoveredRow } from './recoveries.ts';
 export { OutcomesRepo, OutcomeWriteError, SUPPRESSION_FLAG_TTL_MS, type NewOutcomeEvent, type StoredOutcomeEvent, type EventFate, type ImportResult, type ImportOptions, type ConnectorRecord } from './outcomes.ts';
 export { DirBlobStore, BlobTooLargeError, checkBlobKey, checkBlobPrefix, type BlobStore, type BlobPutOptions, type BlobEntry } from './blob.ts';

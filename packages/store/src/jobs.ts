@@ -7,6 +7,7 @@
 // - finalize / fail / cancel: the settlement and the final state together, exactly once (the job
 //   row is locked, and only a running job moves).
 
+import { dbJson, dbText } from './text.ts';
 import type { JobState, ValidationResultBody } from '@svc/contracts';
 import type { Db, Queryable } from './db.ts';
 import { completeIn, type IdempotentCompletion } from './idempotency.ts';
@@ -322,8 +323,9 @@ export class JobsRepo {
         [
           jobId,
           rows.map((r) => r.idx),
-          rows.map((r) => r.email),
-          rows.map((r) => JSON.stringify(r.verdict)),
+          // Data the job received or a mail server sent: a NUL in it would fail this write for good.
+          rows.map((r) => dbText(r.email)),
+          rows.map((r) => dbJson(r.verdict)),
           rows.map((r) => r.chargeable),
           rows.map((r) => r.attempts),
           rows.map((r) => r.state),

@@ -18,6 +18,7 @@ import { migrate } from './migrate.ts';
 import { openPglite } from './pglite.ts';
 import { openPostgres } from './postgres.ts';
 import { SettingsRepo } from './settings.ts';
+import { DeadLettersRepo } from './dead-letters.ts';
 
 export class Store {
   readonly accounts: AccountsRepo;
@@ -28,6 +29,8 @@ export class Store {
   readonly idempotency: IdempotencyRepo;
   readonly jobs: JobsRepo;
   readonly settings: SettingsRepo;
+  /** The in-process bus's dead letters. */
+  readonly deadLetters: DeadLettersRepo;
   readonly webhooks: WebhooksRepo;
   readonly outcomes: OutcomesRepo;
   readonly recoveries: RecoveriesRepo;
@@ -45,6 +48,7 @@ export class Store {
     this.idempotency = new IdempotencyRepo(db);
     this.jobs = new JobsRepo(db);
     this.settings = new SettingsRepo(db);
+    this.deadLetters = new DeadLettersRepo(db);
     this.webhooks = new WebhooksRepo(db);
     this.outcomes = new OutcomesRepo(db);
     this.recoveries = new RecoveriesRepo(db);

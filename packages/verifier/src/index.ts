@@ -4,7 +4,7 @@ export * from './types.ts';
 export type * from './ports.ts';
 export { Verifier, verifierConfig, verdictTrace, type VerdictTrace, type VerifierConfig, type VerifierDeps, type Plan, type PlanItem, type RunOptions } from './verifier.ts';
 export { parseAddress } from './syntax.ts';
-export { buildVerdict } from './verdict.ts';
+export { buildVerdict, processingFailedVerdict } from './verdict.ts';
 export { Semaphore } from './semaphore.ts';
 export { classifyRcpt, type RcptClass } from './smtp/classify.ts';
 // The session reducer (STYLE 2), as one namespace: plan, step, capacity, abandon…

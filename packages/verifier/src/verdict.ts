@@ -4,6 +4,7 @@ import { isDisposable, isFreeProvider, roleType } from './lists.ts';
 import type { ProbeOutcome } from './ports.ts';
 import type { SessionFailure } from './ports.ts';
 import { formatReply } from './smtp/reply.ts';
+import { parseAddress } from './syntax.ts';
 import { didYouMean } from './typo.ts';
 import type { Confidence, Layer, MxAnswer, ParsedAddress, Quality, ReasonCode, ValidationResult, Verdict } from './types.ts';
 
@@ -14,7 +15,18 @@ export type Evidence =
   | { layer: 'dns'; answer: Exclude<MxAnswer, { kind: 'mx' } | { kind: 'implicit' }> }
   | { layer: 'smtp'; outcome: ProbeOutcome; implicitMx: boolean }
   /** The account suppressed the address after delivery evidence it imported (DESIGN 6 "Suppression"): answered without probing. */
-  | { layer: 'suppression'; kind: 'hard_bounce' | 'complaint' | 'unsubscribed' };
+  | { layer: 'suppression'; kind: 'hard_bounce' | 'complaint' | 'unsubscribed' }
+  /** The job pipeline gave up on the address: its message failed every attempt (a dead letter), so no layer answered. */
+  | { layer: 'processing' };
+
+const PROCESSING_FAILED: Decision = {
+  result: 'unknown',
+  layer: 'processing',
+  dns: false,
+  smtp: false,
+  code: 'processing_failed',
+  reason: 'Validation could not be completed: processing this address failed repeatedly (no credit is charged)',
+};
 
 const SUPPRESSED: Record<'hard_bounce' | 'complaint' | 'unsubscribed', Decision> = {
   hard_bounce: { result: 'invalid', layer: 'suppression', dns: false, smtp: false, code: 'suppressed_hard_bounce', reason: 'Suppressed: a confirmed hard bounce was reported for this address' },
@@ -143,7 +155,9 @@ export function buildVerdict(email: string, parsed: ParsedAddress, evidence: Evi
         ? dnsDecision(evidence.answer)
         : evidence.layer === 'suppression'
           ? SUPPRESSED[evidence.kind]
-          : smtpDecision(evidence.outcome, role !== undefined);
+          : evidence.layer === 'processing'
+            ? PROCESSING_FAILED
+            : smtpDecision(evidence.outcome, role !== undefined);
   const disposable = ok ? isDisposable(ok.asciiDomain) : false;
   if (disposable && (d.result === 'valid' || d.result === 'valid_role_based' || d.result === 'risky')) {
     // A throwaway inbox is never worth a B2B send, whatever the server says (docs/decisions.md).
@@ -161,7 +175,7 @@ export function buildVerdict(email: string, parsed: ParsedAddress, evidence: Evi
     result: d.result,
     reason: d.reason,
     reason_code: d.code,
-    syntax_valid: evidence.layer !== 'syntax',
+    syntax_valid: evidence.layer !== 'syntax' && parsed.ok,
     dns_valid: d.dns,
     smtp_valid: d.smtp,
     is_role_based: role !== undefined,
@@ -181,3 +195,6 @@ export function buildVerdict(email: string, parsed: ParsedAddress, evidence: Evi
   if (suggestion) v.did_you_mean = suggestion;
   return v;
 }
+
+/** The verdict of an address whose processing failed every attempt (a dead-lettered job message): `unknown`, `processing_failed`, free. */
+export const processingFailedVerdict = (email: string): Verdict => buildVerdict(email, parseAddress(email), { layer: 'processing' });
