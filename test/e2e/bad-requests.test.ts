@@ -110,3 +110,64 @@ t.test('a canceled subscription can still read its balance', async (t) => {
   t.equal(res.status, 200);
   t.equal(res.body.subscription_status, 'canceled');
 });
+
+t.test('a request that takes no body ignores an empty one, whatever its Content-Type', async (t) => {
+  const { key } = await makeKey(stack, { credits: 5 });
+  const empty = { key, raw: '', headers: json };
+  const cases: Array<[string, string, Parameters<typeof stack.call>[2], number, string | undefined]> = [
+    ['GET', '/v1/credits', { key, headers: json }, 200, undefined],
+    ['GET', '/v1/csv/jobs', { key, headers: json }, 200, undefined],
+    ['DELETE', `/v1/csv/jobs/job_${'0'.repeat(24)}`, empty, 404, 'job_not_found'],
+    ['GET', `/v1/csv/jobs/job_${'0'.repeat(24)}`, { key, headers: json }, 404, 'job_not_found'],
+    ['POST', `/v1/csv/jobs/job_${'0'.repeat(24)}/recover-catchalls`, empty, 404, 'job_not_found'],
+    ['POST', '/v1/subscriptions/cancel', empty, 404, 'subscription_not_found'],
+    ['POST', '/v1/outcomes/email/connectors/emailbison', empty, 201, undefined],
+    // A route that takes a body still refuses an empty one.
+    ['POST', '/v1/validate', empty, 400, 'invalid_json'],
+    ['POST', '/v1/validate/batch', empty, 400, 'invalid_json'],
+  ];
+  for (const [method, route, opts, status, code] of cases) {
+    const r = await stack.call(method, route, opts);
+    t.equal(r.status, status, `${method} ${route}: ${r.text.slice(0, 200)}`);
+    t.equal(r.body.code, code, `${method} ${route}: code`);
+  }
+});
+
+t.test('an id that cannot be one of ours is unknown (never looked up); a file name must be printable', async (t) => {
+  const { key } = await makeKey(stack, { credits: 5 });
+  // A lone surrogate cannot be percent-encoded: its UTF-8 form (bytes ED A0 80) stands for it in
+  // the path, which is not UTF-8, so the URL itself is malformed (400 invalid_request).
+  const odd: Array<[string, string, [number, string]]> = [
+    ['job_\u0000', 'job_%00', [404, 'job_not_found']],
+    [`job_${'a'.repeat(24)}\u0000`, `job_${'a'.repeat(24)}%00`, [404, 'job_not_found']],
+    ['job_\ud800', 'job_%ED%A0%80', [400, 'invalid_request']],
+    [`JOB_${'a'.repeat(24)}`, `JOB_${'a'.repeat(24)}`, [404, 'job_not_found']],
+    [`job_${'a'.repeat(23)}`, `job_${'a'.repeat(23)}`, [404, 'job_not_found']],
+    ['\u202ejob', '%E2%80%AEjob', [404, 'job_not_found']],
+  ];
+  for (const [id, inPath, want] of odd) {
+    const p = `/v1/csv/jobs/${inPath}`;
+    for (const [method, route] of [['GET', p], ['DELETE', p], ['GET', `${p}/download`], ['POST', `${p}/recover-catchalls`]] as const) {
+      const r = await stack.call(method, route, { key });
+      t.strictSame([r.status, r.body.code], want, `${method} ${JSON.stringify(id)}${route.slice(p.length)}`);
+    }
+    const start = await stack.call('POST', '/v1/csv/start-processing', { key, body: { batch_id: id, email_column: 'email' } });
+    t.strictSame([start.status, start.body.code], [404, 'job_not_found'], `start-processing ${JSON.stringify(id)}`);
+  }
+  for (const [filename, why] of [
+    ['leads\r\n.csv', 'U+000D'],
+    ['a\u0000.csv', 'U+0000'],
+    ['\u001b[31mred.csv', 'U+001B'],
+    ['c1\u0085.csv', 'U+0085'],
+    ['vsc.exe\u202e.csv', 'bidirectional control character (U+202E)'],
+    ['x\u2066y.csv', 'U+2066'],
+    ['\ud800.csv', 'lone surrogate'],
+  ]) {
+    const r = await stack.call('POST', '/v1/csv/prepare-upload', { key, body: { filename } });
+    t.strictSame([r.status, r.body.code], [400, 'invalid_request'], JSON.stringify(filename));
+    t.match(r.body.message, `filename must be printable text`, JSON.stringify(filename));
+    t.match(r.body.message, why, JSON.stringify(filename));
+  }
+  const fine = await stack.call('POST', '/v1/csv/prepare-upload', { key, body: { filename: 'Leads – März 2026 😀.csv' } });
+  t.equal(fine.status, 200, 'printable Unicode is fine');
+});

@@ -338,22 +338,35 @@ t.test('the token endpoint: a wrong verifier, a reused code, another client, ref
   const code = await codeFor(clientId, challenge, key, ['credits:read']);
   const exchange = (v: string, extra: Record<string, string> = {}) => tokenRequest({ grant_type: 'authorization_code', code, code_verifier: v, redirect_uri: REDIRECT, client_id: clientId, ...extra });
 
+  // An unknown client is refused before the code is looked at: the code stays good.
+  t.strictSame((await exchange(verifier, { client_id: 'mcpc_unknown' })), { status: 401, body: { error: 'invalid_client', error_description: 'unknown client_id' } });
+  t.strictSame((await exchange(verifier, { client_id: `mcpc_${'0'.repeat(32)}` })), { status: 401, body: { error: 'invalid_client', error_description: 'unknown client_id' } });
+  t.strictSame((await tokenRequest({ grant_type: 'password', client_id: clientId })).body.error, 'unsupported_grant_type');
+
+  // A refused redemption spends the code: whoever holds it gets one try.
   const wrong = await exchange(pkce().verifier);
   t.equal(wrong.status, 400);
   t.strictSame(wrong.body, { error: 'invalid_grant', error_description: 'code_verifier does not match the code_challenge' });
-  t.strictSame((await exchange(verifier, { client_id: other })).body, { error: 'invalid_grant', error_description: 'the code was issued to another client' });
-  t.strictSame((await exchange(verifier, { redirect_uri: `${REDIRECT}/other` })).body, { error: 'invalid_grant', error_description: 'redirect_uri does not match the authorization request' });
-  t.strictSame((await exchange(verifier, { client_id: 'mcpc_unknown' })), { status: 401, body: { error: 'invalid_client', error_description: 'unknown client_id' } });
-  t.strictSame((await tokenRequest({ grant_type: 'password', client_id: clientId })).body.error, 'unsupported_grant_type');
+  t.strictSame((await exchange(verifier)).body, { error: 'invalid_grant', error_description: 'the authorization code was used already; the tokens issued from it are revoked' }, 'the right verifier after a wrong one: the code is spent');
+  const fresh = async (extra: Record<string, string>) => {
+    const c = await codeFor(clientId, challenge, key, ['credits:read']);
+    const refused = await tokenRequest({ grant_type: 'authorization_code', code: c, code_verifier: verifier, redirect_uri: REDIRECT, client_id: clientId, ...extra });
+    const after = await tokenRequest({ grant_type: 'authorization_code', code: c, code_verifier: verifier, redirect_uri: REDIRECT, client_id: clientId });
+    return [refused.body, after.body.error_description];
+  };
+  t.strictSame(await fresh({ client_id: other }), [{ error: 'invalid_grant', error_description: 'the code was issued to another client' }, 'the authorization code was used already; the tokens issued from it are revoked']);
+  t.strictSame(await fresh({ redirect_uri: `${REDIRECT}/other` }), [{ error: 'invalid_grant', error_description: 'redirect_uri does not match the authorization request' }, 'the authorization code was used already; the tokens issued from it are revoked']);
 
-  // Refused attempts spend nothing: the right verifier still gets the tokens.
-  const ok = await exchange(verifier);
+  // A code redeemed right the first time gets the tokens.
+  const good = await codeFor(clientId, challenge, key, ['credits:read']);
+  const exchangeGood = (v: string) => tokenRequest({ grant_type: 'authorization_code', code: good, code_verifier: v, redirect_uri: REDIRECT, client_id: clientId });
+  const ok = await exchangeGood(verifier);
   t.equal(ok.status, 200);
   t.match(ok.body, { token_type: 'Bearer', expires_in: TTL_S, scope: 'credits:read' });
   t.equal((await callTool(ok.body.access_token, 'svc_get_credits')).status, 200);
 
   // The same code again: invalid_grant, and the tokens issued from it are revoked.
-  const reused = await exchange(verifier);
+  const reused = await exchangeGood(verifier);
   t.equal(reused.status, 400);
   t.strictSame(reused.body, { error: 'invalid_grant', error_description: 'the authorization code was used already; the tokens issued from it are revoked' });
   const after = await callTool(ok.body.access_token, 'svc_get_credits');

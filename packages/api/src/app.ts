@@ -39,6 +39,14 @@ export interface BuildOptions {
   logStream?: DestinationStream;
 }
 
+/** Methods no route of the service takes a body with. */
+const BODYLESS_METHODS = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS']);
+
+/** Whether the request announces no body: `Content-Length: 0`, or neither a length nor chunks. */
+function emptyBody(h: Record<string, string | string[] | undefined>): boolean {
+  return h['content-length'] === '0' || (h['content-length'] === undefined && h['transfer-encoding'] === undefined);
+}
+
 export async function buildApp(services: ApiServices, settings: ApiSettings, options: BuildOptions = {}): Promise<FastifyInstance> {
   const app: FastifyInstance = Fastify({
     logger: {
@@ -95,6 +103,10 @@ export async function buildApp(services: ApiServices, settings: ApiSettings, opt
   // Every response carries the request id, error or not.
   app.addHook('onRequest', (req, reply, done) => {
     reply.header('X-Request-ID', req.id);
+    // A request that takes no body ignores an empty one, whatever Content-Type it names (many
+    // HTTP clients send `Content-Type: application/json` on every GET and DELETE): an empty
+    // body is not parsed, so it is not an `invalid_json`.
+    if (req.headers['content-type'] !== undefined && (BODYLESS_METHODS.has(req.method) || req.routeOptions.config?.noBody) && emptyBody(req.headers)) delete req.headers['content-type'];
     done();
   });
   await app.register(auth, {

@@ -174,6 +174,8 @@ export interface RouteErrors {
   scope?: Scope | 'any';
   billable?: boolean;
   errors?: readonly ErrorCode[];
+  /** A POST route that takes no body (or an optional `{}`): see FastifyContextConfig.noBody. */
+  noBody?: boolean;
 }
 
 /** Every code a route can answer with, in catalogue order: its gates', then its own. */

@@ -39,3 +39,4 @@ export {
   type OutcomeValue,
   type SuppressionKind,
 } from './outcomes.ts';
+export { JOB_ID_PATTERN, isJobId, notPrintable } from './text.ts';

@@ -25,7 +25,7 @@
 // - A CSV holds at most MAX_JOB_EMAILS data rows (400 too_many_emails), the JSON job's limit.
 // - Once the job is queued the raw upload is deleted: the rows blob keeps every cell.
 
-import { ServiceError } from '@svc/contracts';
+import { isJobId, notPrintable, ServiceError } from '@svc/contracts';
 import { BlobTooLargeError, DEFAULT_CLAIM_LEASE_MS, keepRenewing, type BlobStore, type IdempotentCompletion, type JobRecord, type Store } from '@svc/store';
 import type { Readable } from 'node:stream';
 import { readCsv, type ChunkParser, type CsvChunk, type CsvFailure } from './csv.ts';
@@ -120,6 +120,9 @@ export class CsvJobs {
     if (typeof filename !== 'string' || filename.trim() === '' || filename.length > MAX_FILENAME_CHARS) {
       throw new ServiceError('invalid_request', `filename is required: a string of 1 to ${MAX_FILENAME_CHARS} characters`);
     }
+    // Shown in job listings and on terminals (svc job list): printable text only.
+    const why = notPrintable(filename);
+    if (why) throw new ServiceError('invalid_request', `filename must be printable text: ${why}`);
     const webhookUrl = input.webhookUrl === undefined || input.webhookUrl === null ? null : this.#o.jobs.checkWebhookUrl(input.webhookUrl);
     const job = await this.#o.store.jobs.createAwaitingUpload({ id: newJobId(), accountId, filename, webhookUrl });
     return { job, upload: this.uploadLink(job.id) };
@@ -149,7 +152,7 @@ export class CsvJobs {
     const { secret, store, blobs, maxBytes } = this.#o;
     const check = verifyQuery(secret, 'PUT', uploadPath(jobId), query, this.#o.now());
     if (check !== 'ok') throw new ServiceError('invalid_signature', check === 'expired' ? 'The upload URL has expired; prepare a new upload with POST /v1/csv/prepare-upload' : undefined);
-    const job = await store.jobs.byId(jobId);
+    const job = isJobId(jobId) ? await store.jobs.byId(jobId) : undefined;
     if (!job) throw new ServiceError('job_not_found');
     if (job.status !== 'awaiting_upload') throw new ServiceError('invalid_job_state', `The batch is ${job.status}; a CSV can be uploaded only before start-processing`);
     if (contentLength !== undefined && contentLength > maxBytes) throw tooLarge(maxBytes);

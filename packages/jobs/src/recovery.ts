@@ -16,7 +16,7 @@
 // results. One recovery per job: a second request answers the first one's result and charges
 // nothing.
 
-import { ServiceError, type ValidationResultBody } from '@svc/contracts';
+import { isJobId, ServiceError, type ValidationResultBody } from '@svc/contracts';
 import type { BlobStore, RecoveredRow, RecoveryRecord, Store } from '@svc/store';
 import { parseAddress } from '@svc/verifier';
 import { resultsCsv, type RowRenderer } from './results-csv.ts';
@@ -82,7 +82,7 @@ export class CatchallRecovery {
 
   async recover(accountId: string, jobId: string): Promise<RecoveryResponse> {
     const { store } = this.deps;
-    const job = await store.jobs.get(accountId, jobId);
+    const job = isJobId(jobId) ? await store.jobs.get(accountId, jobId) : undefined;
     if (!job) throw new ServiceError('job_not_found');
     if (job.status !== 'completed') throw new ServiceError('invalid_job_state', `The job is ${job.status}; catch-all recovery runs on a completed job`);
     const { claimed, record } = await store.recoveries.claim(job.id, accountId, CLAIM_LEASE_MS);

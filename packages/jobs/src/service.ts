@@ -11,7 +11,7 @@
 // rows are written once per (job, idx) and the settlement happens once (JobsRepo).
 
 import type { DecisionSink } from '@svc/billing';
-import { ServiceError, type JobState } from '@svc/contracts';
+import { isJobId, ServiceError, type JobState } from '@svc/contracts';
 import { DEFAULT_CLAIM_LEASE_MS, keepRenewing, type BlobStore, type InFinalTx, type JobRecord, type Store } from '@svc/store';
 import type { Readable } from 'node:stream';
 import { JobAggregator, silentLogger, type JobsLogger, type OnFinal } from './aggregator.ts';
@@ -368,7 +368,9 @@ export class JobsService {
 
   /** The account's job (404 job_not_found for an unknown id or another account's job). */
   async get(accountId: string, id: string): Promise<JobRecord> {
-    const job = await this.#o.store.jobs.get(accountId, id);
+    // An id that is not one of ours is unknown: it never reaches the store (a NUL in it would
+    // fail the query).
+    const job = isJobId(id) ? await this.#o.store.jobs.get(accountId, id) : undefined;
     if (!job) throw new ServiceError('job_not_found');
     return job;
   }
@@ -390,6 +392,7 @@ export class JobsService {
    * partial results CSV is written in the background. A finished job: 409 invalid_job_state.
    */
   async cancel(accountId: string, id: string): Promise<JobRecord> {
+    if (!isJobId(id)) throw new ServiceError('job_not_found');
     const r = await this.#o.store.jobs.cancel(accountId, id);
     if (!r.ok) throw new ServiceError(r.reason === 'not_found' ? 'job_not_found' : 'invalid_job_state', r.reason === 'invalid_state' ? `The job is ${r.job?.status}; only a queued or processing job can be canceled` : undefined);
     if (r.job.input_key) this.#inBackground(this.aggregator.renderCanceled(r.job), r.job.id, 'partial results of a canceled job');
@@ -425,7 +428,7 @@ export class JobsService {
   async openResults(id: string, query: Record<string, unknown>): Promise<{ job: JobRecord; body: Readable | AsyncIterable<string> }> {
     const check = verifyQuery(this.#o.secret, 'GET', resultsPath(id), query, this.#o.now());
     if (check !== 'ok') throw new ServiceError('invalid_signature', check === 'expired' ? 'The signed URL has expired; ask for a new one' : undefined);
-    const job = await this.#o.store.jobs.byId(id);
+    const job = isJobId(id) ? await this.#o.store.jobs.byId(id) : undefined;
     if (!job) throw new ServiceError('job_not_found');
     if (!downloadable(job)) throw new ServiceError('invalid_job_state');
     const seg = parseSegments(typeof query.segment === 'string' ? query.segment : undefined);

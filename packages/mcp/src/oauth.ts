@@ -7,7 +7,7 @@
 // token check throws the catalogue's ServiceErrors (invalid_access_token, access_token_expired).
 
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import { ServiceError, type Scope } from '@svc/contracts';
+import { notPrintable, ServiceError, type Scope } from '@svc/contracts';
 import { hashKey, keyRefusal, type KeyRecord, type NewTokenPair, type OAuthCodeRecord, type OAuthTokenRecord, type Store } from '@svc/store';
 
 /** The scopes hosted MCP can grant: those of the tools (spec core 5). */
@@ -107,6 +107,8 @@ function sameString(a: string, b: string): boolean {
 const VERIFIER = /^[A-Za-z0-9\-._~]{43,128}$/;
 /** BASE64URL(SHA256(…)): 43 characters, no padding. */
 const S256_CHALLENGE = /^[A-Za-z0-9_-]{43}$/;
+/** A client id as register() makes them: anything else is unknown without asking the store. */
+const CLIENT_ID = /^mcpc_[0-9a-f]{32}$/;
 
 const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
 /** Schemes a redirect URI may never have: they run code or read files in the person's browser. */
@@ -215,6 +217,9 @@ export class OAuthServer {
     if (!Array.isArray(responseTypes) || responseTypes.some((r) => r !== 'code')) return fail('invalid_client_metadata', 'response_types may hold only code');
     const name = m.client_name === undefined ? '' : m.client_name;
     if (typeof name !== 'string' || name.length > 200) return fail('invalid_client_metadata', 'client_name must be a string of at most 200 characters');
+    // Shown on the consent page: printable text only.
+    const unprintable = notPrintable(name);
+    if (unprintable) return fail('invalid_client_metadata', `client_name must be printable text: ${unprintable}`);
     let scope: string | undefined;
     if (m.scope !== undefined) {
       const s = typeof m.scope === 'string' ? parseScopes(m.scope) : ({ ok: false, unknown: String(m.scope) } as const);
@@ -247,7 +252,7 @@ export class OAuthServer {
   async checkAuthorization(q: Params): Promise<AuthorizationCheck> {
     const clientId = q.get('client_id');
     if (!clientId) return { kind: 'page', status: 400, message: 'The request names no client (client_id is missing).' };
-    const client = clientId.length <= 100 ? await this.#store.oauth.getClient(clientId) : undefined;
+    const client = CLIENT_ID.test(clientId) ? await this.#store.oauth.getClient(clientId) : undefined;
     if (!client) return { kind: 'page', status: 400, message: 'This application is not registered here (unknown client_id).' };
     const redirectUri = q.get('redirect_uri') ?? (client.redirect_uris.length === 1 ? client.redirect_uris[0]! : null);
     // Exact string comparison (OAuth 2.1 §4.1.1): no prefix, no normalisation.
@@ -304,7 +309,7 @@ export class OAuthServer {
     if (!grantType) return fail('invalid_request', 'grant_type is required');
     if (grantType !== 'authorization_code' && grantType !== 'refresh_token') return fail('unsupported_grant_type', 'grant_type must be authorization_code or refresh_token');
     if (!clientId) return fail('invalid_client', 'client_id is required (public clients authenticate with it and PKCE)', 401);
-    if (!(await this.#store.oauth.getClient(clientId))) return fail('invalid_client', 'unknown client_id', 401);
+    if (!CLIENT_ID.test(clientId) || !(await this.#store.oauth.getClient(clientId))) return fail('invalid_client', 'unknown client_id', 401);
     const resource = p.get('resource');
     if (resource !== null && !this.#isResource(resource)) return fail('invalid_target', `resource must be ${this.resource}`);
     return grantType === 'authorization_code' ? this.#exchangeCode(p, clientId) : this.#refresh(p, clientId);

@@ -143,8 +143,10 @@ export class OAuthRepo {
         return { kind: 'replayed' as const, record: code };
       }
       const reason = check(code);
-      if (reason) return { kind: 'refused' as const, reason };
+      // A refused redemption (a wrong PKCE verifier, another client, another redirect URI) spends
+      // the code too: whoever holds it gets one try, and a second is a replay.
       await tx.query('UPDATE oauth_codes SET used_at = now() WHERE code_hash = $1', [codeHash]);
+      if (reason) return { kind: 'refused' as const, reason };
       await insertTokens(tx, code.grant_id, tokens(code));
       return { kind: 'issued' as const, record: code };
     });

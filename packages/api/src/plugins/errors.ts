@@ -14,6 +14,8 @@ declare module 'fastify' {
      * its gates (plugins/auth.ts). They make its response schemas and its OpenAPI responses.
      */
     errors?: readonly ErrorCode[];
+    /** A POST route that takes no body (or an optional `{}`): an empty body is not parsed, whatever its Content-Type. */
+    noBody?: boolean;
   }
 }
 
@@ -43,6 +45,15 @@ export function fromFastifyError(err: FastifyError): ServiceError {
   return new ServiceError('internal_error');
 }
 
+/**
+ * PostgreSQL's refusals of text itself (SQLSTATE 22021: a NUL or an invalid byte sequence;
+ * 22P05: an untranslatable character; 22P02 on json input: a \u0000 or lone-surrogate escape).
+ */
+function isTextRefusal(err: unknown): boolean {
+  const { code, message } = (err ?? {}) as { code?: unknown; message?: unknown };
+  return code === '22021' || code === '22P05' || (code === '22P02' && /json|Unicode/i.test(String(message)));
+}
+
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setNotFoundHandler(async (req) => {
     throw new ServiceError('route_not_found', `Route ${req.method} ${req.url.split('?')[0]} not found`);
@@ -64,6 +75,11 @@ export function registerErrorHandling(app: FastifyInstance): void {
       // clients (STYLE 15). During a validation it is the spec's validation_upstream_failed.
       e = new ServiceError(req.routeOptions.config?.billable ? 'validation_upstream_failed' : 'service_unavailable', 'A dependency is unavailable; retry later');
       req.log.error({ err, code: e.code }, 'dependency failed');
+    } else if (isTextRefusal(err)) {
+      // A string from the request that the database cannot store reached it: the edge should
+      // have refused it (docs/decisions.md "Strings at the edge"); a 400, logged to be mended.
+      e = new ServiceError('invalid_request', 'A value in the request is not text the service can store (it holds a NUL or an unpaired surrogate)');
+      req.log.warn({ err }, 'a request string reached the database unchecked');
     } else {
       e = fromFastifyError(err);
       // A bug (including a broken invariant in the store): logged with the request id, answered 500.

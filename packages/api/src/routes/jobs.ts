@@ -56,6 +56,7 @@ const cancelConfig = { scope: 'email:validate:bulk', mapValidation: queryError, 
 const recoverConfig = {
   scope: 'email:validate:bulk',
   billable: true,
+  noBody: true,
   mapValidation: queryError,
   errors: [...JSON_BODY_CODES, 'job_not_found', 'invalid_job_state', 'insufficient_credits', 'validation_upstream_failed', ...STORE_CODES],
 } as const satisfies RouteErrors & { mapValidation: typeof queryError };

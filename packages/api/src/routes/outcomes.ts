@@ -21,7 +21,7 @@ const importConfig = {
 const eventsConfig = { scope: 'email:outcomes:read', errors: ['invalid_outcome_query'] } as const satisfies RouteErrors;
 
 const connectorCodes = (failure: ErrorCode): ErrorCode[] => ['connector_unavailable', 'connector_not_found', failure];
-const createConfig = { scope: 'email:outcomes:write', errors: ['connector_unavailable', 'connector_create_failed'] } as const satisfies RouteErrors;
+const createConfig = { scope: 'email:outcomes:write', noBody: true, errors: ['connector_unavailable', 'connector_create_failed'] } as const satisfies RouteErrors;
 const statusConfig = { scope: 'email:outcomes:write', errors: connectorCodes('connector_status_failed') } satisfies RouteErrors;
 const revokeConfig = { scope: 'email:outcomes:write', errors: connectorCodes('connector_revoke_failed') } satisfies RouteErrors;
 const inboundConfig = { errors: [...JSON_BODY_CODES, 'invalid_connector_secret', 'connector_unavailable', 'outcome_import_failed', 'outcome_suppression_failed'] } as const satisfies RouteErrors;
@@ -116,10 +116,12 @@ export const outcomeRoutes: FastifyPluginAsync<{ services: ApiServices & { outco
         return storing(outcomes.import(accountId, rows, { defaultSource: 'csv_import' }));
       }
       const body = req.body;
-      if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new ServiceError('invalid_request', 'The body must be a JSON object {"outcomes": [...]}');
+      // A body with no `outcomes` array (a bare array, another value, a wrong field) is missing
+      // its outcomes: one of the spec's whole-request codes, with what was wrong in the message.
+      if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new ServiceError('missing_outcomes', `The body must be a JSON object {"outcomes": [...]}, not ${Array.isArray(body) ? 'an array' : body === null ? 'null' : `a ${typeof body}`}`);
       const rows = (body as { outcomes?: unknown }).outcomes;
       if (rows === undefined || rows === null || (Array.isArray(rows) && rows.length === 0)) throw new ServiceError('missing_outcomes');
-      if (!Array.isArray(rows)) throw new ServiceError('invalid_request', '`outcomes` must be an array of rows');
+      if (!Array.isArray(rows)) throw new ServiceError('missing_outcomes', '`outcomes` must be an array of rows');
       if (rows.length > MAX_OUTCOME_ROWS) throw new ServiceError('too_many_outcomes', `maximum ${MAX_OUTCOME_ROWS.toLocaleString('en-US')} outcomes per request; got ${rows.length.toLocaleString('en-US')}`);
       return storing(outcomes.import(accountId, rows));
     },

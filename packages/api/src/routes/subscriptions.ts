@@ -8,8 +8,8 @@ import type { ProcessorEvent, SubscriptionService } from '@svc/billing';
 import type { ApiServices } from '../types.ts';
 import { errorResponses, type RouteErrors } from '../schemas.ts';
 
-const cancelConfig = { scope: 'any', errors: ['subscription_not_found', 'subscription_already_canceling', 'payment_processor_unavailable', 'internal_error'] } as const satisfies RouteErrors;
-const reactivateConfig = { scope: 'any', errors: ['subscription_not_found', 'subscription_not_canceling', 'payment_processor_unavailable', 'internal_error'] } as const satisfies RouteErrors;
+const cancelConfig = { scope: 'any', noBody: true, errors: ['subscription_not_found', 'subscription_already_canceling', 'payment_processor_unavailable', 'internal_error'] } as const satisfies RouteErrors;
+const reactivateConfig = { scope: 'any', noBody: true, errors: ['subscription_not_found', 'subscription_not_canceling', 'payment_processor_unavailable', 'internal_error'] } as const satisfies RouteErrors;
 const webhookConfig = { errors: ['invalid_webhook_signature', 'invalid_request', 'payload_too_large', 'internal_error'] } as const satisfies RouteErrors;
 
 /** Stripe's events are small; a larger body is not one of them. */
