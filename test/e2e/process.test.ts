@@ -155,6 +155,20 @@ t.test('without a bootstrap key, one key is generated and printed once, on stder
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-proc-'));
   t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
   const env = stackEnv(sim, dataDir, { SVC_LOG_LEVEL: 'info', SVC_BOOTSTRAP_API_KEY: '' });
+
+  // First, a first start whose port is taken: it fails before anything is created, so the key is
+  // neither generated nor lost; the start after it (port free) generates and shows it.
+  {
+    const blocker = net.createServer();
+    await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+    const port = (blocker.address() as net.AddressInfo).port;
+    const r = spawnSync(process.execPath, ['--import', 'tsx', 'cluster/embedded.ts'], { cwd: ROOT, env: { ...process.env, ...env, PORT: String(port) }, encoding: 'utf8' });
+    await new Promise<void>((resolve) => blocker.close(() => resolve()));
+    t.equal(r.status, 2, 'a port in use on a first start: exit 2');
+    t.equal(r.stderr, `configuration error: PORT ${port} is already in use on 127.0.0.1\n`, 'one line naming PORT: no key generated, none shown');
+    t.notOk(existsSync(path.join(dataDir, 'pgdata')), 'nothing created in the data directory');
+  }
+
   const p = await startProc(env);
   const r = await fetch(`${p.url}/live`);
   t.equal(r.status, 200);

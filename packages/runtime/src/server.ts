@@ -1,7 +1,7 @@
 // Starting and stopping the whole service in one process (the embedded profile, or a front on the
 // cluster adapters that are configured). Used by the entry points and by the tests.
 
-import type { Server } from 'node:net';
+import { createServer, type Server } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '@svc/api';
 import { DirBlobStore, keyKindOf, hashKey, type Store } from '@svc/store';
@@ -52,7 +52,27 @@ export interface StartOptions {
   logStream?: NonNullable<Parameters<typeof buildApp>[2]>['logStream'];
 }
 
+/**
+ * Fails (EADDRINUSE, EACCES, …) if the service could not listen on its address, before anything
+ * is opened or created: a first start whose port is taken must not create the account and show
+ * its generated key only to exit (the next start would show none). Port 0 always binds.
+ */
+async function checkListenable(config: Pick<Config, 'port' | 'host'>): Promise<void> {
+  if (config.port === 0) return;
+  const probe = createServer();
+  await new Promise<void>((resolve, reject) => {
+    probe.once('error', reject);
+    probe.listen({ port: config.port, host: config.host, exclusive: true }, resolve);
+  });
+  await new Promise<void>((resolve) => probe.close(() => resolve()));
+}
+
 export async function startService(config: Config, opts: StartOptions = {}): Promise<RunningService> {
+  try {
+    await checkListenable(config);
+  } catch (err) {
+    throw listenConfigError(err, config) ?? err;
+  }
   const services = await createServices(config, opts);
   const { store, verifier, readiness } = services;
   let app: FastifyInstance | undefined;
