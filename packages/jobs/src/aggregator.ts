@@ -7,8 +7,8 @@
 // written once per (job, idx), the CSV is rendered from stored data only (same bytes, replaced
 // atomically), and only the finalize that moves the job from running to completed settles.
 
-import { addressIdentity, recordDecisions, type DecisionSink } from '@svc/billing';
-import type { BlobStore, Decision, InFinalTx, JobRecord, JobResultInput, Store } from '@svc/store';
+import { addressIdentity } from '@svc/billing';
+import type { BlobStore, Decision, InFinalTx, JobDecisions, JobRecord, JobResultInput, Store } from '@svc/store';
 import { RESULTS_TOPIC, isResultsMessage, type ResultItem } from './messages.ts';
 import type { Bus, BusMessage, Scheduler } from './ports.ts';
 import { resultsCsv, type RowRenderer } from './results-csv.ts';
@@ -35,8 +35,11 @@ export interface AggregatorOptions {
   renderer?: RowRenderer;
   onFinal?: OnFinal;
   onFinalTx?: InFinalTx;
-  /** Analytics: each unique email's final result is a decision (id `<job id>:<idx>`), recorded once its row is written. */
-  analytics?: DecisionSink;
+  /**
+   * Analytics: each unique email's final result is a decision (id `<job id>:<idx>`), queued in the
+   * decision outbox with its row, then shipped by the relay (kicked after each write).
+   */
+  analytics?: { kick(): void };
   log: JobsLogger;
 }
 
@@ -110,11 +113,16 @@ export class JobAggregator {
       state: r.state,
       ...(r.next_attempt_at ? { nextAttemptAt: new Date(r.next_attempt_at) } : {}),
     }));
-    const out = await this.opts.store.jobs.recordResults(jobId, rows);
+    const relay = this.opts.analytics;
+    const decisions: JobDecisions | undefined = relay
+      ? (job, doneIdx) => {
+          const done = new Set(doneIdx);
+          return jobDecisions(jobId, job.account_id, results.filter((r) => done.has(r.idx)));
+        }
+      : undefined;
+    const out = await this.opts.store.jobs.recordResults(jobId, rows, decisions ? { decisions } : {});
     if (!out.accepted || !out.job) return; // canceled or final: late results are dropped
-    const analytics = this.opts.analytics;
-    const accountId = out.job.account_id;
-    if (analytics) recordDecisions(analytics, () => jobDecisions(jobId, accountId, results), this.opts.log, { job_id: jobId });
+    if (out.finished > 0) relay?.kick();
     let soonest: number | undefined;
     for (const r of rows) if (r.nextAttemptAt && (soonest === undefined || r.nextAttemptAt.getTime() < soonest)) soonest = r.nextAttemptAt.getTime();
     if (soonest !== undefined) this.opts.scheduler.wake(new Date(soonest));

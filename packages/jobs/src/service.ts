@@ -10,9 +10,9 @@
 // kill -9 at any moment therefore loses nothing, and nothing is done twice that counts: result
 // rows are written once per (job, idx) and the settlement happens once (JobsRepo).
 
-import type { DecisionSink } from '@svc/billing';
+import { DecisionRelay } from './decision-relay.ts';
 import { isJobId, ServiceError, type JobState } from '@svc/contracts';
-import { DEFAULT_CLAIM_LEASE_MS, keepRenewing, type BlobStore, type InFinalTx, type JobRecord, type Store } from '@svc/store';
+import { DEFAULT_CLAIM_LEASE_MS, keepRenewing, type Analytics, type BlobStore, type InFinalTx, type JobRecord, type Store } from '@svc/store';
 import type { Readable } from 'node:stream';
 import { JobAggregator, silentLogger, type JobsLogger, type OnFinal } from './aggregator.ts';
 import { intake, type IntakeInput, type IntakeRow } from './intake.ts';
@@ -82,8 +82,8 @@ export interface JobsServiceOptions {
    */
   claimLeaseMs?: number;
   scheduler?: Scheduler;
-  /** Analytics: every unique email's final result is recorded as a decision. */
-  analytics?: DecisionSink;
+  /** Analytics: every unique email's final result is a decision, queued with its result (the decision outbox) and shipped here by a relay. */
+  analytics?: Pick<Analytics, 'recordNow'>;
   log?: JobsLogger;
   now?: () => number;
 }
@@ -105,6 +105,8 @@ export class JobsService {
   readonly scheduler: Scheduler;
   readonly aggregator: JobAggregator;
   readonly worker: JobWorker;
+  /** Ships the decision outbox to analytics (with `analytics`). */
+  readonly relay: DecisionRelay | undefined;
   readonly #o: JobsServiceOptions & { log: JobsLogger; now: () => number };
   #started = false;
   #background = new Set<Promise<unknown>>();
@@ -119,6 +121,7 @@ export class JobsService {
   constructor(opts: JobsServiceOptions) {
     this.#o = { ...opts, log: opts.log ?? silentLogger, now: opts.now ?? Date.now };
     const { store, blobs, bus, log } = this.#o;
+    if (opts.analytics) this.relay = new DecisionRelay({ store, analytics: opts.analytics, log });
     this.scheduler =
       opts.scheduler ??
       new TimerScheduler(
@@ -137,7 +140,7 @@ export class JobsService {
       ...(opts.renderer ? { renderer: opts.renderer } : {}),
       ...(opts.onFinal ? { onFinal: opts.onFinal } : {}),
       ...(opts.onFinalTx ? { onFinalTx: opts.onFinalTx } : {}),
-      ...(opts.analytics ? { analytics: opts.analytics } : {}),
+      ...(this.relay ? { analytics: this.relay } : {}),
     });
     this.worker = new JobWorker({
       store,
@@ -158,6 +161,7 @@ export class JobsService {
     const { store, log } = this.#o;
     this.worker.start(this.#o.workPartitions ?? 16);
     this.aggregator.start(this.#o.resultPartitions ?? 2);
+    this.relay?.start();
     if (this.#o.ownsAllWork) await store.jobs.releaseLeases();
     for (const job of await store.jobs.listUnfinished()) {
       try {

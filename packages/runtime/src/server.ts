@@ -89,6 +89,8 @@ export async function startService(config: Config, opts: StartOptions = {}): Pro
     await services.jobs.stop();
     await services.webhooks.stop();
     await services.bus.close();
+    // The decisions of the last results written are shipped (what fails waits in the outbox).
+    await services.jobs.relay?.stop();
     await services.closeCsvPool();
     await verifier.close(); // every domain actor finishes and QUITs its SMTP session
     await services.closeCache();

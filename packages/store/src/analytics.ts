@@ -120,6 +120,12 @@ export interface Analytics {
    * is malformed (TypeError) or after close().
    */
   record(decisions: readonly Decision[]): Promise<void>;
+  /**
+   * Writes decisions now, past the buffer, and resolves once they landed (idempotent by id: a
+   * decision written again is counted once). Rejects with the backend's error, having written
+   * some or none; the caller sends them again (the job decision outbox).
+   */
+  recordNow(decisions: readonly Decision[]): Promise<void>;
   /** Distinct decisions per result in the window; every result is a key (0 when none). */
   countByResult(q: Window): Promise<ResultCounts>;
   /** The account's decisions for one address hash, latest first (decided_at, then id, descending); limit 1-1000, default 20. */
@@ -368,6 +374,13 @@ export abstract class BufferedAnalytics extends EventEmitter implements Analytic
   async record(decisions: readonly Decision[]): Promise<void> {
     if (!Array.isArray(decisions)) throw new TypeError('decisions must be an array');
     this.#append(decisions.map((d, i) => checkDecision(d, i)));
+  }
+
+  async recordNow(decisions: readonly Decision[]): Promise<void> {
+    if (!Array.isArray(decisions)) throw new TypeError('decisions must be an array');
+    if (this.#closed) throw new Error('analytics is closed');
+    const rows = decisions.map((d, i) => checkDecision(d, i));
+    for (let at = 0; at < rows.length; at += this.#batchSize) await this.write(rows.slice(at, at + this.#batchSize));
   }
 
   async recordOutcomes(facts: readonly OutcomeFact[]): Promise<void> {

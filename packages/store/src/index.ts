@@ -24,12 +24,14 @@ export {
   type CancelJobResult,
   type JobResultInput,
   type RecordOutcome,
+  type JobDecisions,
   type StoredResult,
   type DueRow,
   type InFinalTx,
 } from './jobs.ts';
 export { SettingsRepo } from './settings.ts';
 export { DeadLettersRepo, type DeadLetterRow } from './dead-letters.ts';
+export { DecisionOutboxRepo } from './decision-outbox.ts';
 export { dbText, dbJson } from './text.ts';
 export { RecoveriesRepo, type RecoveryRecord, type RecoveredRow } from './recoveries.ts';
 export { OutcomesRepo, OutcomeWriteError, SUPPRESSION_FLAG_TTL_MS, type NewOutcomeEvent, type StoredOutcomeEvent, type EventFate, type ImportResult, type ImportOptions, type ConnectorRecord } from './outcomes.ts';

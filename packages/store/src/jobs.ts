@@ -7,6 +7,8 @@
 // - finalize / fail / cancel: the settlement and the final state together, exactly once (the job
 //   row is locked, and only a running job moves).
 
+import type { Decision } from './analytics.ts';
+import { enqueueDecisions } from './decision-outbox.ts';
 import { dbJson, dbText } from './text.ts';
 import type { JobState, ValidationResultBody } from '@svc/contracts';
 import type { Db, Queryable } from './db.ts';
@@ -112,6 +114,9 @@ export interface DueRow {
   email: string;
   attempts: number;
 }
+
+/** The analytics decisions of a job's rows that this write made done (by idx): queued in the decision outbox in the write's transaction. */
+export type JobDecisions = (job: JobRecord, doneIdx: readonly number[]) => Decision[];
 
 /** Runs inside the transaction that makes a job final (an outbox row commits with it, or not at all). */
 export type InFinalTx = (tx: Queryable, job: JobRecord) => Promise<void>;
@@ -299,7 +304,7 @@ export class JobsRepo {
    * delivery) changes nothing. The counters advance by the rows that became done in this call. A
    * job that is not running (canceled, failed, completed) takes nothing.
    */
-  async recordResults(jobId: string, results: readonly JobResultInput[]): Promise<RecordOutcome> {
+  async recordResults(jobId: string, results: readonly JobResultInput[], opts: { decisions?: JobDecisions } = {}): Promise<RecordOutcome> {
     // One row per idx (ON CONFLICT cannot touch a row twice in one statement): the latest attempt.
     const byIdx = new Map<number, JobResultInput>();
     for (const r of results) {
@@ -349,7 +354,11 @@ export class JobsRepo {
           WHERE id = $1 RETURNING ${COLUMNS}`,
         [jobId, d.processed, d.valid, d.valid_role_based, d.invalid, d.risky, d.unknown, d.role_based, d.high_value, d.catch_all],
       );
-      return { accepted: true, written: written.length, finished: d.processed, job: toJob(after[0]!) };
+      const job = toJob(after[0]!);
+      // The decisions of the rows that became done, in the same transaction (the outbox).
+      const done = written.map((w) => w.idx).filter((idx) => byIdx.get(idx)!.state === 'done');
+      if (opts.decisions && done.length > 0) await enqueueDecisions(tx, opts.decisions(job, done));
+      return { accepted: true, written: written.length, finished: d.processed, job };
     });
   }
 

@@ -19,6 +19,7 @@ import { openPglite } from './pglite.ts';
 import { openPostgres } from './postgres.ts';
 import { SettingsRepo } from './settings.ts';
 import { DeadLettersRepo } from './dead-letters.ts';
+import { DecisionOutboxRepo } from './decision-outbox.ts';
 
 export class Store {
   readonly accounts: AccountsRepo;
@@ -31,6 +32,8 @@ export class Store {
   readonly settings: SettingsRepo;
   /** The in-process bus's dead letters. */
   readonly deadLetters: DeadLettersRepo;
+  /** Job decisions on their way to analytics. */
+  readonly decisionOutbox: DecisionOutboxRepo;
   readonly webhooks: WebhooksRepo;
   readonly outcomes: OutcomesRepo;
   readonly recoveries: RecoveriesRepo;
@@ -49,6 +52,7 @@ export class Store {
     this.jobs = new JobsRepo(db);
     this.settings = new SettingsRepo(db);
     this.deadLetters = new DeadLettersRepo(db);
+    this.decisionOutbox = new DecisionOutboxRepo(db);
     this.webhooks = new WebhooksRepo(db);
     this.outcomes = new OutcomesRepo(db);
     this.recoveries = new RecoveriesRepo(db);

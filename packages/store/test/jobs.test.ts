@@ -6,7 +6,8 @@ import t from 'tap';
 import type { ValidationResultBody } from '@svc/contracts';
 import type { Db } from '../src/db.ts';
 import { openPostgres } from '../src/postgres.ts';
-import { migrate, Store, type JobRecord, type JobResultInput, type NewJob } from '../src/index.ts';
+import { migrate, Store, type Decision, type JobDecisions, type JobRecord, type JobResultInput, type NewJob } from '../src/index.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { freshPglite } from '../../../test/helpers/pglite.ts';
 import { freshSchema, PG_SHOWN, pgUnreachable } from '../../../test/helpers/postgres.ts';
 import type { Tap } from './conformance.ts';
@@ -75,6 +76,14 @@ const counters = (j: JobRecord) => ({
   high_value: j.high_value,
   catch_all: j.catch_all,
 });
+
+async function until(cond: () => boolean, ms = 5000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error('timed out waiting');
+    await sleep(5);
+  }
+}
 
 function suite(t: Tap, open: (t: Tap) => Promise<Target>): void {
   t.test('create holds the credits with the job, in one transaction; too few credits writes nothing', async (t) => {
@@ -154,6 +163,73 @@ function suite(t: Tap, open: (t: Tap) => Promise<Target>): void {
     t.strictSame((await store.jobs.resultIdxs(id)).sort(), [0, 1, 2, 3, 4]);
     const [{ attempts }] = (await db.query<{ attempts: number }>('SELECT attempts FROM job_results WHERE job_id = $1 AND idx = 2', [id])) as [{ attempts: number }];
     t.equal(attempts, 3);
+  });
+
+  t.test('the decision outbox: recordResults queues the decisions of the rows it made done, in its transaction; ship() sends them once', async (t) => {
+    const { db } = await open(t);
+    const store = new Store(db);
+    const acc = await store.accounts.create({ credits: 10 });
+    const r = await store.jobs.create(newJob(acc, { uniqueEmails: 3, totalRows: 3 }));
+    if (!r.ok) throw new Error('refused');
+    const id = r.job.id;
+    const asked: Array<[string, number[]]> = [];
+    const decide: JobDecisions = (job, doneIdx) => {
+      asked.push([job.account_id, [...doneIdx].sort()]);
+      return doneIdx.map((idx) => ({
+        id: `${id}:${idx}`,
+        account_id: job.account_id,
+        email_hash: 'a'.repeat(64),
+        domain: 'example.test',
+        result: 'valid' as const,
+        reason_code: 'accepted' as const,
+        layer: 'smtp' as const,
+        mx_host: 'mx\u0000.example.test',
+        latency_ms: 5,
+        job_id: id,
+        source: 'job' as const,
+        credits_charged: 1,
+        decided_at: new Date('2026-11-27T01:02:03.456Z'),
+      }));
+    };
+    const later = new Date(Date.now() + 60_000);
+    await store.jobs.recordResults(id, [row(0, 'valid'), row(1, 'unknown', { deferredUntil: later })], { decisions: decide });
+    await store.jobs.recordResults(id, [row(0, 'valid'), row(1, 'unknown', { deferredUntil: later })], { decisions: decide });
+    t.strictSame(asked, [[acc, [0]]], 'asked once, for the row made done (not the deferred one, not the redelivery)');
+    t.equal(await store.decisionOutbox.size(), 1);
+    // A write whose transaction fails queues nothing.
+    await t.rejects(store.jobs.recordResults(id, [row(2, 'valid')], { decisions: () => { throw new Error('boom'); } }), /boom/);
+    t.equal(await store.decisionOutbox.size(), 1, 'rolled back with the results');
+    t.strictSame((await store.jobs.results(id, -1, 10)).map((x) => x.idx), [0, 1], 'the row was not written either');
+    await store.jobs.recordResults(id, [row(1, 'invalid', { attempts: 2 }), row(2, 'valid')], { decisions: decide });
+    t.equal(await store.decisionOutbox.size(), 3);
+
+    // A send that fails leaves them queued (released at once); one that succeeds deletes them.
+    await t.rejects(store.decisionOutbox.ship(2, async () => { throw new Error('analytics down'); }), /analytics down/);
+    t.equal(await store.decisionOutbox.size(), 3, 'kept');
+    const sent: string[][] = [];
+    t.equal(await store.decisionOutbox.ship(2, async (ds) => void sent.push(ds.map((d) => d.id))), 2);
+    t.equal(await store.decisionOutbox.ship(2, async (ds) => void sent.push(ds.map((d) => d.id))), 1);
+    t.equal(await store.decisionOutbox.ship(2, async (ds) => void sent.push(ds.map((d) => d.id))), 0);
+    t.strictSame(sent, [[`${id}:0`, `${id}:1`], [`${id}:2`]], 'oldest first, each once');
+    t.equal(await store.decisionOutbox.size(), 0);
+
+    // A relay that died mid-send: its lease keeps the rows from others until it runs out.
+    const r2 = await store.jobs.create(newJob(acc, { uniqueEmails: 1, totalRows: 1 }));
+    if (!r2.ok) throw new Error('refused');
+    await store.jobs.recordResults(r2.job.id, [row(0, 'valid')], { decisions: (job) => decide(job, [7]) });
+    let release!: () => void;
+    const held = new Promise<void>((res) => (release = res));
+    let got: Decision[] = [];
+    const dying = store.decisionOutbox.ship(10, async (ds) => { got = ds; await held; throw new Error('killed'); }, 200);
+    await until(() => got.length === 1);
+    t.strictSame(got[0], { ...(decide(r.job, [7])[0]!), mx_host: 'mx\uFFFD.example.test' }, 'the decision as queued (a NUL made storable), decided_at a Date again');
+    t.equal(await store.decisionOutbox.ship(10, async () => void t.fail('leased rows are not taken')), 0, 'leased: not taken');
+    await sleep(250);
+    const taken: string[] = [];
+    t.equal(await store.decisionOutbox.ship(10, async (ds) => void taken.push(...ds.map((d) => d.id))), 1, 'the lease ran out: taken');
+    t.strictSame(taken, [`${id}:7`]);
+    release();
+    await t.rejects(dying, /killed/);
   });
 
   t.test('finalize: only when every unique email is done, exactly once, charged = chargeable results', async (t) => {
