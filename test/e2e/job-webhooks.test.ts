@@ -24,7 +24,8 @@ const receiver = http.createServer((req, res) => {
 await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
 const hookUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks/jobs?token=abc`;
 
-const stack = await startStack({ env: { SVC_SECRET: SECRET, SVC_WEBHOOK_ALLOW_PRIVATE: 'true' } });
+// The receiver is on loopback: the developer's setting for that, which opens loopback only.
+const stack = await startStack({ env: { SVC_SECRET: SECRET, SVC_OUTBOUND_ALLOW_NETWORKS: '127.0.0.0/8,::1/128' } });
 t.teardown(async () => {
   await stack.close();
   receiver.close();
@@ -68,4 +69,13 @@ t.test('a completed job POSTs one signed job.completed event with its status res
     stored = await stack.store.webhooks.listForJob(id);
   }
   t.strictSame(stored.map((e) => [e.id, e.event, e.status]), [[event.id, 'job.completed', 'delivered']]);
+});
+
+t.test('SVC_OUTBOUND_ALLOW_NETWORKS opens the networks named and nothing else', async (t) => {
+  for (const url of ['http://10.0.0.5/hook', 'http://192.168.1.1/hook', 'http://169.254.169.254/latest/meta-data', 'http://[fd00::1]/hook']) {
+    const r = await stack.call('POST', '/v1/validate/batch', { body: { emails: ['jane.doe@accept.test'], webhook_url: url } });
+    t.strictSame([r.status, r.body.code], [400, 'invalid_webhook_url'], url);
+  }
+  const ok = await stack.call('POST', '/v1/validate/batch', { body: { emails: ['jane.doe@accept.test'], webhook_url: 'http://localhost:1/hook' } });
+  t.equal(ok.status, 202, 'a localhost receiver is accepted');
 });

@@ -29,7 +29,7 @@ import type { Test as Tap } from 'tap';
 import pg from 'pg';
 import { SIM_DOMAINS, SIM_UNKNOWN_LOCAL, startSim, type Sim, type SimOptions } from '../sim/index.ts';
 import { stackEnv } from './stack.ts';
-import { BROKERS, REDIS_URL, callApi, dropKafkaPrefix, dropRedisPrefix, type ApiAnswer } from './cluster.ts';
+import { BROKERS, CLICKHOUSE_URL, REDIS_URL, callApi, dropClickHouseDatabase, dropKafkaPrefix, dropRedisPrefix, type ApiAnswer } from './cluster.ts';
 import { freshSchema } from './postgres.ts';
 import { countersFrom, generatedAt, parseResults, respelled, seededRandom, shuffle, simDomain, startWebhookReceiver, typed, verdictKey, type InputEmail, type WebhookReceiver } from './jobs.ts';
 
@@ -304,6 +304,8 @@ export async function startFaultRun(t: Tap, opts: FaultRunOptions): Promise<Faul
   t.teardown(() => sim.close());
   t.teardown(() => receiver.close());
   const db = new pg.Client({ connectionString: schema.url });
+  // Analytics on ClickHouse, a database of the run's own (unless the test brings its own server).
+  const clickhouse = { url: opts.env?.CLICKHOUSE_URL ?? CLICKHOUSE_URL, database: opts.env?.SVC_CLICKHOUSE_DATABASE ?? `${opts.prefix}_${randomBytes(4).toString('hex')}` };
   const cluster = startClusterRun(t, {
     sim,
     schemaUrl: schema.url,
@@ -319,6 +321,8 @@ export async function startFaultRun(t: Tap, opts: FaultRunOptions): Promise<Faul
       SVC_JOB_GREYLIST_ATTEMPTS: '3',
       SVC_WEBHOOK_ALLOW_PRIVATE: 'true',
       SVC_SECRET: `${opts.name}-secret-0123456789abcdef`,
+      CLICKHOUSE_URL: clickhouse.url,
+      SVC_CLICKHOUSE_DATABASE: clickhouse.database,
       ...opts.env,
     },
   });
@@ -329,6 +333,7 @@ export async function startFaultRun(t: Tap, opts: FaultRunOptions): Promise<Faul
     await schema.drop();
     await cluster.cleanup();
     if (!opts.brokers) await dropKafkaPrefix(prefix);
+    if (!opts.env?.CLICKHOUSE_URL) await dropClickHouseDatabase(clickhouse.database).catch(() => {});
     await opts.teardown?.();
   });
 
@@ -369,7 +374,7 @@ export async function startFaultRun(t: Tap, opts: FaultRunOptions): Promise<Faul
     async checkJobs(title, ctx = { call, frontUrl: front.url! }) {
       for (const r of jobs) {
         await t.test(title(r), async (t) => {
-          charges.push(await checkClusterJob(t, r, { ...ctx, db, receiver }));
+          charges.push(await checkClusterJob(t, r, { ...ctx, db, receiver, clickhouse }));
         });
       }
     },
@@ -506,7 +511,7 @@ export const jobsState = (jobs: readonly ClusterJob[]): string => jobs.map((r) =
  * reserve, one charge, one release; the receiver got job.completed under exactly one X-Webhook-Id,
  * the one event in the outbox. Returns the credits the job charged.
  */
-export async function checkClusterJob(t: Tap, r: ClusterJob, ctx: { call: Call; frontUrl: string; db: pg.Client; receiver: WebhookReceiver }): Promise<number> {
+export async function checkClusterJob(t: Tap, r: ClusterJob, ctx: { call: Call; frontUrl: string; db: pg.Client; receiver: WebhookReceiver; clickhouse?: { url: string; database: string } }): Promise<number> {
   const { call, frontUrl, db, receiver } = ctx;
   const { id, input, emails, isRepeat, unique, job } = r;
   t.comment(`job ${r.n} progress (time, processed): ${r.trace.join(', ')}`);
@@ -564,6 +569,20 @@ export async function checkClusterJob(t: Tap, r: ClusterJob, ctx: { call: Call; 
     [...ids],
     'one event in the outbox, the one received',
   );
+  // Analytics: one decision per unique email, each counted once, whatever worker died when (the
+  // decision outbox ships them at least once; ClickHouse folds a resend by id).
+  if (ctx.clickhouse) {
+    const { url, database } = ctx.clickhouse;
+    const count = async (): Promise<{ decisions: number; rows: number; outbox: number }> => {
+      const res = await fetch(`${url}/`, { method: 'POST', body: `SELECT uniqExact(id) AS decisions, count() AS rows FROM ${database}.validation_decisions WHERE job_id = '${id}' FORMAT JSONEachRow` });
+      const got = res.ok ? (JSON.parse((await res.text()) || '{}') as { decisions?: string | number; rows?: string | number }) : {};
+      const outbox = (await db.query<{ n: number }>("SELECT count(*)::int AS n FROM decision_outbox WHERE id LIKE $1 || ':%'", [id])).rows[0]!.n;
+      return { decisions: Number(got.decisions ?? 0), rows: Number(got.rows ?? 0), outbox };
+    };
+    let seen = await count();
+    await until(async () => (seen = await count()).decisions >= unique && seen.outbox === 0, 90_000, 250);
+    t.strictSame([seen.decisions, seen.outbox], [unique, 0], `ClickHouse holds one decision per unique email (${unique}), the outbox is empty (rows written: ${seen.rows})`);
+  }
   t.comment(`job ${r.n}: ${emails.length} rows, ${unique} unique, ${charged} charged, completed ${((Date.parse(job.completed_at) - r.postedAt) / 1000).toFixed(1)} s after the POST; webhook requests ${hooks.length}`);
   return charged;
 }

@@ -40,3 +40,4 @@ export {
   type SuppressionKind,
 } from './outcomes.ts';
 export { JOB_ID_PATTERN, isJobId, notPrintable } from './text.ts';
+export { inNetworks, inPrefix, ipBytes, parseNetwork, type Network } from './networks.ts';

@@ -3,6 +3,8 @@
 // could be pointed at 127.0.0.1, a database on 10.x, or a cloud metadata service on
 // 169.254.169.254 (server-side request forgery). So, unless the operator allows private targets
 // (SVC_WEBHOOK_ALLOW_PRIVATE=true):
+// Addresses in SVC_OUTBOUND_ALLOW_NETWORKS (e.g. 127.0.0.0/8,::1/128 for a receiver on the same
+// machine) are allowed besides public ones, whatever range they are in.
 // - validateWebhookUrl (at intake) refuses what can never be delivered: not http/https, no
 //   parse, credentials, over 2,048 characters, and a host that is itself a refused IP address
 //   or a localhost name (RFC 6761 6.3);
@@ -15,6 +17,7 @@
 import { lookup as dnsLookup } from 'node:dns/promises';
 import type { LookupAddress, LookupOneOptions } from 'node:dns';
 import { isIP } from 'node:net';
+import { inNetworks, inPrefix, ipBytes, type Network } from '@svc/contracts';
 
 /** Why an address is refused; undefined from classifyAddress means a public (allowed) address. */
 export type AddressClass = 'unspecified' | 'loopback' | 'private' | 'link_local' | 'shared' | 'multicast' | 'broadcast' | 'documentation' | 'reserved';
@@ -54,6 +57,8 @@ export type GuardResult =
 export interface GuardOptions {
   /** SVC_WEBHOOK_ALLOW_PRIVATE: resolve and pin, but refuse nothing. */
   allowPrivate?: boolean;
+  /** SVC_OUTBOUND_ALLOW_NETWORKS: networks that may be reached besides public addresses (e.g. a receiver on loopback). */
+  allowNetworks?: readonly Network[];
   resolve?: Resolver;
   /** A resolution that takes longer fails (`dns`, retried later). Default 5 s. */
   resolveTimeoutMs?: number;
@@ -105,46 +110,16 @@ const V6: Range[] = [
   [[0xff], 8, 'multicast'],
 ];
 
-function inPrefix(bytes: number[], prefix: number[], bits: number): boolean {
-  for (let i = 0; i < bits; i += 8) {
-    const want = prefix[i >> 3] ?? 0;
-    const mask = bits - i >= 8 ? 0xff : (0xff << (8 - (bits - i))) & 0xff;
-    if (((bytes[i >> 3] ?? 0) & mask) !== (want & mask)) return false;
-  }
-  return true;
-}
-
-const v4Bytes = (s: string): number[] => s.split('.').map(Number);
-
-/** The 16 bytes of a valid IPv6 address (as net.isIP accepts it, zone id allowed). */
-function v6Bytes(text: string): number[] {
-  let s = text.split('%')[0]!;
-  const dotted = /(\d+\.\d+\.\d+\.\d+)$/.exec(s);
-  if (dotted) {
-    const [a, b, c, d] = v4Bytes(dotted[1]!) as [number, number, number, number];
-    s = `${s.slice(0, dotted.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
-  }
-  const [head, tail] = s.includes('::') ? (s.split('::') as [string, string]) : [s, undefined];
-  const groups = (part: string): number[] => (part === '' ? [] : part.split(':').map((g) => parseInt(g, 16)));
-  const h = groups(head);
-  const t = tail === undefined ? [] : groups(tail);
-  const all = tail === undefined ? h : [...h, ...Array<number>(8 - h.length - t.length).fill(0), ...t];
-  return all.flatMap((g) => [g >> 8, g & 0xff]);
-}
-
 /**
  * The class of a refused IP address, or undefined for a public one. IPv6 forms that carry an
  * IPv4 address (mapped ::ffff:a.b.c.d, NAT64 64:ff9b::/96, 6to4 2002::/16) are judged by that
  * IPv4 address, so ::ffff:127.0.0.1 is loopback. Not an IP address: 'reserved' (refuse).
  */
 export function classifyAddress(ip: string): AddressClass | undefined {
-  const family = isIP(ip.split('%')[0]!);
-  if (family === 4) {
-    const b = v4Bytes(ip);
-    return V4.find(([p, bits]) => inPrefix(b, p, bits))?.[2] as AddressClass | undefined;
-  }
-  if (family !== 6) return 'reserved';
-  const b = v6Bytes(ip);
+  const a = ipBytes(ip);
+  if (!a) return 'reserved';
+  const b = a.bytes;
+  if (a.family === 4) return V4.find(([p, bits]) => inPrefix(b, p, bits))?.[2] as AddressClass | undefined;
   const hit = V6.find(([p, bits]) => inPrefix(b, p, bits));
   if (!hit) return undefined;
   if (hit[2] !== 'embedded_v4') return hit[2];
@@ -164,6 +139,13 @@ const DESCRIBED: Record<AddressClass, string> = {
   reserved: 'a reserved',
 };
 
+/** The class that refuses `ip` for a request with these allowances (undefined: allowed). */
+function refusedClass(ip: string, opts: Pick<GuardOptions, 'allowPrivate' | 'allowNetworks'>): AddressClass | undefined {
+  if (opts.allowPrivate) return undefined;
+  const cls = classifyAddress(ip);
+  return cls && opts.allowNetworks?.length && inNetworks(ip, opts.allowNetworks) ? undefined : cls;
+}
+
 /** 'a loopback', 'an unspecified' …: for messages. */
 const describe = (cls: AddressClass): string => DESCRIBED[cls];
 
@@ -180,6 +162,10 @@ function hostOf(u: URL): string {
 /** RFC 6761 6.3: `localhost` and names under it are the loopback interface, whatever DNS says. */
 const isLocalhostName = (host: string): boolean => host === 'localhost' || host.endsWith('.localhost');
 
+/** A localhost name may be called: private targets are allowed, or an allowed network holds a loopback address (its addresses are checked at delivery). */
+const localhostAllowed = (opts: Pick<GuardOptions, 'allowPrivate' | 'allowNetworks'>): boolean =>
+  !!opts.allowPrivate || inNetworks('127.0.0.1', opts.allowNetworks ?? []) || inNetworks('::1', opts.allowNetworks ?? []);
+
 export const MAX_WEBHOOK_URL_LENGTH = 2048;
 
 export type WebhookUrlProblem = 'not_a_string' | 'too_long' | 'malformed' | 'scheme' | 'credentials' | 'refused_address';
@@ -192,7 +178,7 @@ export type WebhookUrlCheck = { ok: true; url: string } | { ok: false; reason: W
  * Unless `allowPrivate`, a host that is a refused IP address or a localhost name is refused here
  * already (no DNS: a name is judged at delivery, when it is resolved).
  */
-export function validateWebhookUrl(value: unknown, opts: { allowPrivate?: boolean } = {}): WebhookUrlCheck {
+export function validateWebhookUrl(value: unknown, opts: Pick<GuardOptions, 'allowPrivate' | 'allowNetworks'> = {}): WebhookUrlCheck {
   if (typeof value !== 'string') return { ok: false, reason: 'not_a_string', message: 'webhook_url must be a string' };
   if (value.length > MAX_WEBHOOK_URL_LENGTH) return { ok: false, reason: 'too_long', message: `webhook_url must be at most ${MAX_WEBHOOK_URL_LENGTH} characters` };
   // The URL parser quietly drops surrounding spaces and inner tabs and newlines; the URL we call
@@ -208,11 +194,9 @@ export function validateWebhookUrl(value: unknown, opts: { allowPrivate?: boolea
   if (u.protocol !== 'http:' && u.protocol !== 'https:') return { ok: false, reason: 'scheme', message: 'webhook_url must be an http or https URL' };
   if (u.username !== '' || u.password !== '') return { ok: false, reason: 'credentials', message: 'webhook_url must not contain credentials' };
   if (u.hostname === '') return { ok: false, reason: 'malformed', message: 'webhook_url has no host' };
-  if (!opts.allowPrivate) {
-    const host = hostOf(u);
-    const cls = isIP(host) ? classifyAddress(host) : isLocalhostName(host.toLowerCase()) ? 'loopback' : undefined;
-    if (cls) return { ok: false, reason: 'refused_address', message: `webhook_url points to ${describe(cls)} address` };
-  }
+  const host = hostOf(u);
+  const cls = isIP(host) ? refusedClass(host, opts) : isLocalhostName(host.toLowerCase()) && !localhostAllowed(opts) ? 'loopback' : undefined;
+  if (cls) return { ok: false, reason: 'refused_address', message: `webhook_url points to ${describe(cls)} address` };
   return { ok: true, url: value };
 }
 
@@ -245,11 +229,11 @@ export async function guardTarget(url: string | URL, opts: GuardOptions = {}): P
   const host = hostOf(u);
   const literal = isIP(host);
   if (literal) {
-    const cls = opts.allowPrivate ? undefined : classifyAddress(host);
+    const cls = refusedClass(host, opts);
     if (cls) return { ok: false, reason: 'refused_address', message: `${host} is ${describe(cls)} address`, permanent: true };
     return { ok: true, address: host, family: literal as 4 | 6, addresses: [{ address: host, family: literal as 4 | 6 }] };
   }
-  if (!opts.allowPrivate && isLocalhostName(host.toLowerCase())) return { ok: false, reason: 'refused_address', message: `${host} is a loopback name`, permanent: true };
+  if (isLocalhostName(host.toLowerCase()) && !localhostAllowed(opts)) return { ok: false, reason: 'refused_address', message: `${host} is a loopback name`, permanent: true };
 
   let answers: ReadonlyArray<{ address: string; family: number }>;
   try {
@@ -262,7 +246,7 @@ export async function guardTarget(url: string | URL, opts: GuardOptions = {}): P
   for (const a of answers) {
     const family = isIP(a.address.split('%')[0]!);
     if (family !== 4 && family !== 6) return { ok: false, reason: 'dns', message: `${host} resolved to something that is not an address`, permanent: false };
-    const cls = opts.allowPrivate ? undefined : classifyAddress(a.address);
+    const cls = refusedClass(a.address, opts);
     // Any refused address refuses the host: a connect (or a later retry) could pick that one.
     if (cls) return { ok: false, reason: 'refused_address', message: `${host} resolves to ${a.address}, ${describe(cls)} address`, permanent: false };
     addresses.push({ address: a.address, family });

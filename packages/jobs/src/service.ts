@@ -11,7 +11,7 @@
 // rows are written once per (job, idx) and the settlement happens once (JobsRepo).
 
 import { DecisionRelay } from './decision-relay.ts';
-import { isJobId, ServiceError, type JobState } from '@svc/contracts';
+import { isJobId, ServiceError, type JobState, type Network } from '@svc/contracts';
 import { DEFAULT_CLAIM_LEASE_MS, keepRenewing, type Analytics, type BlobStore, type InFinalTx, type JobRecord, type Store } from '@svc/store';
 import type { Readable } from 'node:stream';
 import { JobAggregator, silentLogger, type JobsLogger, type OnFinal } from './aggregator.ts';
@@ -44,6 +44,8 @@ export interface JobsServiceOptions {
   greylistAttempts?: number;
   /** SVC_WEBHOOK_ALLOW_PRIVATE: webhook URLs naming loopback or private addresses are accepted. */
   allowPrivateWebhooks?: boolean;
+  /** SVC_OUTBOUND_ALLOW_NETWORKS: webhook URLs naming addresses of these networks are accepted too. */
+  allowNetworks?: readonly Network[];
   /**
    * The bus keeps published messages across restarts (Kafka): a starting process resumes only the
    * jobs whose work was never published (an intake that died first), not every unfinished job.
@@ -321,7 +323,7 @@ export class JobsService {
 
   /** Checks a job's webhook_url (400 invalid_webhook_url); the URL as given. */
   checkWebhookUrl(value: unknown): string {
-    const r = validateWebhookUrl(value, { allowPrivate: this.#o.allowPrivateWebhooks ?? false });
+    const r = validateWebhookUrl(value, { allowPrivate: this.#o.allowPrivateWebhooks ?? false, ...(this.#o.allowNetworks ? { allowNetworks: this.#o.allowNetworks } : {}) });
     if (!r.ok) throw new ServiceError('invalid_webhook_url', r.message);
     return r.url;
   }

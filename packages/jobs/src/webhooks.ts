@@ -10,6 +10,7 @@
 // (net-guard.ts): a URL naming a refused address is given up at once, a name resolving to one is
 // retried (DNS may be fixed). Delivery is at least once; see docs/decisions.md "Webhooks".
 
+import type { Network } from '@svc/contracts';
 import { Agent, request, type Dispatcher } from 'undici';
 import { webhookEventId, DEFAULT_WEBHOOK_LEASE_MS, type NewWebhookEvent, type WebhookEvent, type WebhookEventType, type WebhooksRepo } from '@svc/store';
 import { guardTarget, pinnedLookup, type Resolver } from './net-guard.ts';
@@ -71,6 +72,8 @@ export interface WebhookDispatcherOptions {
   secret: string;
   /** SVC_WEBHOOK_ALLOW_PRIVATE: loopback and private targets are called too. */
   allowPrivate?: boolean;
+  /** SVC_OUTBOUND_ALLOW_NETWORKS: these networks are called too, besides public addresses. */
+  allowNetworks?: readonly Network[];
   /**
    * Sends every request through this undici dispatcher (a proxy, a MockAgent in tests). The
    * target is still checked, but the connection is the dispatcher's: it is not pinned to the
@@ -257,7 +260,7 @@ export class WebhookDispatcher {
   async #attempt(e: WebhookEvent): Promise<Attempt> {
     const o = this.#o;
     if (this.#stopping.signal.aborted) return { ok: false, error: 'dispatcher stopped', permanent: false, stopped: true };
-    const guard = await guardTarget(e.url, { allowPrivate: o.allowPrivate, ...(o.resolve ? { resolve: o.resolve } : {}) });
+    const guard = await guardTarget(e.url, { allowPrivate: o.allowPrivate, ...(o.allowNetworks ? { allowNetworks: o.allowNetworks } : {}), ...(o.resolve ? { resolve: o.resolve } : {}) });
     if (!guard.ok) return { ok: false, error: guard.message, permanent: guard.permanent };
 
     const body = e.payload;

@@ -6,6 +6,7 @@ import t from 'tap';
 import { createServer, connect, type AddressInfo } from 'node:net';
 import { once } from 'node:events';
 import { classifyAddress, guardTarget, pinnedLookup, validateWebhookUrl, MAX_WEBHOOK_URL_LENGTH, type AddressClass, type Resolver } from '../src/net-guard.ts';
+import { inNetworks, parseNetwork } from '@svc/contracts';
 
 /** A resolver answering from a table (and counting calls); an unknown name is ENOTFOUND. */
 function fakeResolver(table: Record<string, string[]>): Resolver & { calls: string[] } {
@@ -267,4 +268,53 @@ t.test('pinnedLookup: the connection goes to the checked address whatever the na
     await once(sock, 'close');
     t.equal(Buffer.concat(chunks).toString(), 'pinned', `net.connect used the pinned address (autoSelectFamily ${autoSelectFamily})`);
   }
+});
+
+t.test('parseNetwork and inNetworks: CIDR lists as SVC_OUTBOUND_ALLOW_NETWORKS takes them', async (t) => {
+  const nets = ['127.0.0.0/8', '::1/128', '10.1.2.3/16', 'fd00::/8', '192.0.2.7'].map((s) => parseNetwork(s)!);
+  t.strictSame(
+    nets.map((n) => [n.family, n.bits, n.bytes.join('.')]),
+    [
+      [4, 8, '127.0.0.0'],
+      [6, 128, '0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.1'],
+      [4, 16, '10.1.0.0'],
+      [6, 8, '253.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0'],
+      [4, 32, '192.0.2.7'],
+    ],
+    'host bits cleared; a bare address is one host',
+  );
+  for (const bad of ['', '127.0.0.0/33', '::1/129', '10.0.0.0/08', 'localhost/8', '1.2.3/8', '10.0.0.0/-1', 'fe80::1%eth0/64', '127.0.0.1 /8']) t.equal(parseNetwork(bad), undefined, `refused: ${JSON.stringify(bad)}`);
+  const cases: Array<[string, boolean]> = [
+    ['127.0.0.1', true],
+    ['127.255.255.254', true],
+    ['::1', true],
+    ['::ffff:127.0.0.1', true],
+    ['10.1.200.9', true],
+    ['10.2.0.1', false],
+    ['fd12::3', true],
+    ['fe80::1', false],
+    ['192.0.2.7', true],
+    ['192.0.2.8', false],
+    ['169.254.169.254', false],
+    ['not an ip', false],
+  ];
+  for (const [ip, want] of cases) t.equal(inNetworks(ip, nets), want, `${ip} ${want ? 'in' : 'not in'} the list`);
+});
+
+t.test('SVC_OUTBOUND_ALLOW_NETWORKS: the networks named are reachable, every other refused range still refused', async (t) => {
+  const allowNetworks = ['127.0.0.0/8', '::1/128'].map((s) => parseNetwork(s)!);
+  const resolve = (answers: string[]): Resolver => async () => answers.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }));
+  t.match(validateWebhookUrl('http://127.0.0.1:9000/hook', { allowNetworks }), { ok: true }, 'a loopback literal: accepted at intake');
+  t.match(validateWebhookUrl('http://[::1]:9000/hook', { allowNetworks }), { ok: true });
+  t.match(validateWebhookUrl('http://localhost:9000/hook', { allowNetworks }), { ok: true }, 'localhost: accepted (its addresses are checked at delivery)');
+  t.match(validateWebhookUrl('http://10.0.0.5/hook', { allowNetworks }), { ok: false, reason: 'refused_address', message: 'webhook_url points to a private address' }, 'a private address is still refused');
+  t.match(validateWebhookUrl('http://169.254.169.254/latest', { allowNetworks }), { ok: false, reason: 'refused_address' }, 'cloud metadata still refused');
+  t.match(validateWebhookUrl('http://localhost/hook', { allowNetworks: [parseNetwork('10.0.0.0/8')!] }), { ok: false, reason: 'refused_address' }, 'localhost needs a loopback network');
+
+  t.match(await guardTarget('http://127.0.0.1:9000/hook', { allowNetworks }), { ok: true, address: '127.0.0.1' });
+  t.match(await guardTarget('http://receiver.test/hook', { allowNetworks, resolve: resolve(['127.0.0.1', '::1']) }), { ok: true, addresses: [{ address: '127.0.0.1' }, { address: '::1' }] }, 'a name resolving to allowed loopback addresses');
+  t.match(await guardTarget('http://receiver.test/hook', { allowNetworks, resolve: resolve(['127.0.0.1', '192.168.1.9']) }), { ok: false, reason: 'refused_address', message: 'receiver.test resolves to 192.168.1.9, a private address' }, 'any address outside the list refuses the name (checked on the resolved address)');
+  t.match(await guardTarget('http://rebind.test/hook', { allowNetworks, resolve: resolve(['::ffff:169.254.169.254']) }), { ok: false, reason: 'refused_address' }, 'a mapped metadata address is still refused');
+  t.match(await guardTarget('http://public.test/hook', { allowNetworks, resolve: resolve(['93.184.216.34']) }), { ok: true }, 'public addresses as before');
+  t.match(await guardTarget('http://127.0.0.1/hook'), { ok: false, reason: 'refused_address' }, 'without the list, loopback is refused');
 });

@@ -6,7 +6,7 @@
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { API_KEY_FORMAT, OperatorError } from '@svc/contracts';
+import { API_KEY_FORMAT, OperatorError, parseNetwork, type Network } from '@svc/contracts';
 import { ENGINE_DEFAULTS } from '@svc/engine';
 import { verifierConfig } from '@svc/verifier';
 
@@ -170,6 +170,18 @@ function list<U extends string[] | undefined>(env: string, item: (s: string) => 
   };
 }
 
+/** A comma list of CIDR networks (`127.0.0.0/8,::1/128`); unset or empty: none. */
+function networks(env: string, doc: string): Field<Network[]> {
+  const base = list(env, (s) => parseNetwork(s) !== undefined, '`address/prefix` networks', doc, 'none (public addresses only)', undefined);
+  return {
+    ...base,
+    parse(raw, soFar) {
+      if (raw === undefined || raw.trim() === '') return [];
+      return base.parse(raw, soFar)!.map((s) => parseNetwork(s)!);
+    },
+  };
+}
+
 function text<T extends string | undefined>(env: string, dflt: (c: SoFar) => T, shownDefault: string, doc: string, check?: (v: string) => string | undefined, range?: string): Field<string | T> {
   return {
     env,
@@ -211,6 +223,7 @@ export const CONFIG_TABLE = {
   dataDir: text('SVC_DATA_DIR', () => './data', lit('./data'), 'PGlite data directory (embedded profile; relative to the working directory), created owner-only; holds the admin socket', undefined, 'path'),
   databaseUrl: url('DATABASE_URL', ['postgres', 'postgresql'], 'use PostgreSQL instead of PGlite (same SQL)'),
   redisUrl: url('REDIS_URL', ['redis', 'rediss'], 'verdict, MX and catch-all caches and rate-limit counters in Redis instead of in-process'),
+  redisKeyPrefix: text('SVC_REDIS_KEY_PREFIX', () => undefined, '—', 'with `REDIS_URL`: prepended to every Redis key of this deployment (e.g. `prod:`), so deployments sharing one Redis never see each other\'s caches, rate-limit counters or MX session limits', (v) => (/^[\x21-\x7e]{1,64}$/.test(v) ? undefined : `must be 1-64 printable ASCII characters without spaces, got ${shown(v)}`), '1-64 printable ASCII'),
   kafkaBrokers: list('KAFKA_BROKERS', hostPort, '`host:port`', 'job transport on Apache Kafka instead of in-process (cluster profile): work keyed by domain, then by MX host, results by job; `/ready` checks it', '—', undefined),
   kafkaTopicPrefix: text('SVC_KAFKA_TOPIC_PREFIX', () => 'svc.', lit('svc.'), 'prefix of every Kafka topic and consumer group of this deployment', (v) => (/^[A-Za-z0-9._-]{0,100}$/.test(v) ? undefined : `must be letters, digits, '.', '_' or '-' (at most 100), got ${shown(v)}`), 'topic-name characters'),
   kafkaPartitions: int('SVC_KAFKA_PARTITIONS', 16, 1, 1000, 'partitions of each topic this deployment creates (at least the number of consuming processes × their consumers)'),
@@ -264,7 +277,8 @@ export const CONFIG_TABLE = {
   jobGreylistAttempts: int('SVC_JOB_GREYLIST_ATTEMPTS', 3, 1, 10, 'probes of a greylisted address in a job, the first included; then its `unknown` stands'),
   busMaxAttempts: int('SVC_BUS_MAX_ATTEMPTS', 8, 1, 100, 'deliveries of a job message whose handling fails, retried with a back-off doubling from 0.5 s to 30 s (8: about a minute), before it is dead-lettered and its addresses answered `unknown` (`processing_failed`)'),
   mcpAccessTokenTtlS: int('SVC_MCP_ACCESS_TOKEN_TTL_S', 3600, 1, 86_400, 'lifetime of a hosted-MCP OAuth access token (1 h); the client refreshes it with its refresh token (30 days, rotated at each use)', ' s'),
-  webhookAllowPrivate: bool('SVC_WEBHOOK_ALLOW_PRIVATE', false, 'let job webhooks call loopback, private and link-local addresses (refused otherwise)'),
+  webhookAllowPrivate: bool('SVC_WEBHOOK_ALLOW_PRIVATE', false, 'let job webhooks call every loopback, private, link-local (cloud metadata included) and other special-purpose address (refused otherwise; a warning at start-up says so): prefer `SVC_OUTBOUND_ALLOW_NETWORKS`'),
+  outboundAllowNetworks: networks('SVC_OUTBOUND_ALLOW_NETWORKS', 'networks that the service\'s outbound HTTP requests (job webhooks) may reach besides public addresses, checked on the resolved address at connect time; e.g. `127.0.0.0/8,::1/128` for a receiver on this machine'),
   resultCacheTtlMs: int('SVC_RESULT_CACHE_TTL_MS', V.resultCacheTtlMs, 0, 30 * 86_400_000, `how long a definite verdict is reused (${V.resultCacheTtlMs / 3_600_000} h; \`unknown\` never)`, ' ms'),
   // Capped well below the 10-minute stale-reservation sweep and idempotency takeover.
   validationTimeoutMs: int('SVC_VALIDATION_TIMEOUT_MS', V.deadlineMs ?? 30_000, 100, 120_000, 'the most one address may take end to end (then `unknown`)', ' ms'),

@@ -122,6 +122,11 @@ export async function startService(config: Config, opts: StartOptions = {}): Pro
       if (!config.databaseUrl) await store.webhooks.releaseAll();
       services.webhooks.start();
     }
+    if (config.webhookAllowPrivate)
+      app.log.warn(
+        { setting: 'SVC_WEBHOOK_ALLOW_PRIVATE' },
+        'SVC_WEBHOOK_ALLOW_PRIVATE=true: job webhooks may call ANY address: loopback (127.0.0.0/8, ::1), private networks (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, fc00::/7), link-local (169.254.0.0/16 with cloud metadata services, fe80::/10), carrier-grade NAT, multicast and reserved ranges. For a receiver on this machine, set SVC_OUTBOUND_ALLOW_NETWORKS=127.0.0.0/8,::1/128 instead',
+      );
     if (boot.kind === 'ignored') app.log.warn('SVC_BOOTSTRAP_API_KEY is ignored: it applies on first start only and this store already has accounts (use the admin CLI to add keys)');
     const served = app;
     if (!config.databaseUrl && !opts.store) admin = serveAdminSocket(store, adminSocketPath(config.dataDir), () => served.clearKeyCache());

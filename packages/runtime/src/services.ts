@@ -123,7 +123,7 @@ export async function createServices(config: Config, opts: { store?: Store } = {
   let throttle: MxThrottle | undefined;
   let throttleErrors: (err: unknown) => void = () => {};
   if (config.redisUrl) {
-    const redis = connectRedis(config.redisUrl);
+    const redis = connectRedis(config.redisUrl, config.redisKeyPrefix);
     const shared = new RedisMxThrottle({ redis, egressId: config.egressId, max: config.maxConnectionsPerMx, onError: (err) => throttleErrors(err) });
     throttle = shared;
     const rc = new RedisCache(redis);
@@ -245,6 +245,7 @@ export async function createServices(config: Config, opts: { store?: Store } = {
     greylistAttempts: config.jobGreylistAttempts,
     claimLeaseMs: config.claimLeaseMs,
     allowPrivateWebhooks: config.webhookAllowPrivate,
+    allowNetworks: config.outboundAllowNetworks,
     // Embedded, this process is the only one working on the store's jobs.
     ownsAllWork: !config.databaseUrl,
     consume: config.role !== 'front',
@@ -262,7 +263,7 @@ export async function createServices(config: Config, opts: { store?: Store } = {
     onFinal: () => webhooks.kick(),
     analytics,
   });
-  const webhooks = new WebhookDispatcher({ store, secret, allowPrivate: config.webhookAllowPrivate, logger: log });
+  const webhooks = new WebhookDispatcher({ store, secret, allowPrivate: config.webhookAllowPrivate, allowNetworks: config.outboundAllowNetworks, logger: log });
   const csvJobs = new CsvJobs({ jobs, store, blobs, publicUrl: config.publicUrl, secret, maxBytes: config.csvMaxBytes, claimLeaseMs: config.claimLeaseMs, ...(csvPool ? { parser: csvPool } : {}) });
   const outcomes = new OutcomesService({
     store,

@@ -59,7 +59,7 @@ t.test('first start creates the account with SVC_BOOTSTRAP_CREDITS and the key; 
   t.strictSame([await store.accounts.count(), await store.keys.count()], [1, 1], 'nothing created');
 });
 
-t.test('without a key, first start generates one and hands it over before listening; a port in use then fails start-up naming PORT, and the key stays valid', async (t) => {
+t.test('without a key: a port in use fails the first start before anything is created (no key generated, none lost); the next start generates one and hands it over', async (t) => {
   const store = await memoryStore(t);
   const blocker = net.createServer();
   await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
@@ -75,20 +75,35 @@ t.test('without a key, first start generates one and hands it over before listen
   );
   t.ok(err instanceof ConfigError, 'a ConfigError (exit 2 in cluster/embedded.ts)');
   t.strictSame(err instanceof ConfigError && [err.variable, err.message], ['PORT', `PORT ${busy} is already in use on 127.0.0.1`]);
-  t.equal(seen.length, 1, 'the key was handed over before listening failed');
-  const key = seen[0]!;
-  t.match(key, /^svc_live_[A-Za-z0-9]{40}$/);
-  const rec = await store.keys.findByHash(hashKey(key));
-  t.strictSame(rec && [rec.scopes, rec.state], [null, 'active'], 'stored by its hash: an unrestricted, active key');
+  t.equal(seen.length, 0, 'no key was generated');
+  t.strictSame([await store.accounts.count(), await store.keys.count()], [0, 0], 'nothing created');
 
   const svc = await startService(loadConfig({ ...env, PORT: '0' }), { store, onGeneratedKey });
-  t.equal(seen.length, 1, 'not handed over again: the account exists');
-  t.equal(svc.generatedKey, undefined);
+  t.equal(seen.length, 1, 'the start that can listen generates the key and hands it over');
+  const key = seen[0]!;
+  t.match(key, /^svc_live_[A-Za-z0-9]{40}$/);
+  t.equal(svc.generatedKey, key);
+  const rec = await store.keys.findByHash(hashKey(key));
+  t.strictSame(rec && [rec.scopes, rec.state], [null, 'active'], 'stored by its hash: an unrestricted, active key');
   const res = await fetch(`${svc.url}/v1/credits`, { headers: { 'x-api-key': key } });
-  t.equal(res.status, 200, 'the key shown at the failed start works');
+  t.equal(res.status, 200, 'the key works');
   t.equal(((await res.json()) as { balance: number }).balance, 100, 'SVC_BOOTSTRAP_CREDITS default');
   await svc.close();
   t.strictSame([await store.accounts.count(), await store.keys.count()], [1, 1], 'one account, one key');
+});
+
+t.test('SVC_WEBHOOK_ALLOW_PRIVATE=true is a warning at start-up naming what it opens', async (t) => {
+  const store = await memoryStore(t);
+  const lines: string[] = [];
+  const svc = await startService(loadConfig({ ...QUIET, PORT: '0', SVC_LOG_LEVEL: 'warn', SVC_WEBHOOK_ALLOW_PRIVATE: 'true' }), { store, logStream: { write: (line: string) => void lines.push(line) } });
+  await svc.close();
+  const warnings = lines.map((l) => JSON.parse(l) as { level: number; msg: string; setting?: string }).filter((l) => l.level === 40 && l.setting === 'SVC_WEBHOOK_ALLOW_PRIVATE');
+  t.equal(warnings.length, 1, 'one warning');
+  for (const range of ['127.0.0.0/8', '10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '169.254.0.0/16', 'fc00::/7', 'SVC_OUTBOUND_ALLOW_NETWORKS=127.0.0.0/8,::1/128']) t.match(warnings[0]?.msg, range, `names ${range}`);
+  const quiet: string[] = [];
+  const other = await startService(loadConfig({ ...QUIET, PORT: '0', SVC_LOG_LEVEL: 'warn', SVC_OUTBOUND_ALLOW_NETWORKS: '127.0.0.0/8' }), { store, logStream: { write: (line: string) => void quiet.push(line) } });
+  await other.close();
+  t.notOk(quiet.some((l) => l.includes('SVC_WEBHOOK_ALLOW_PRIVATE')), 'the allow-list alone warns of nothing');
 });
 
 t.test('the first account and its key are one transaction: a key that cannot be stored leaves no account', async (t) => {

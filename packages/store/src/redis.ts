@@ -5,8 +5,9 @@ import { Redis } from 'ioredis';
 import type { CachePort } from '@svc/verifier';
 import type { RateDecision, RateLimiterPort } from './rate-limit.ts';
 
-export function connectRedis(url: string): Redis {
-  const redis = new Redis(url, { maxRetriesPerRequest: 2, enableOfflineQueue: true, lazyConnect: false, commandTimeout: 2_000 });
+/** A client of `url`; with `keyPrefix` (SVC_REDIS_KEY_PREFIX) every key it reads or writes, script keys included, starts with it. */
+export function connectRedis(url: string, keyPrefix?: string): Redis {
+  const redis = new Redis(url, { maxRetriesPerRequest: 2, enableOfflineQueue: true, lazyConnect: false, commandTimeout: 2_000, ...(keyPrefix ? { keyPrefix } : {}) });
   redis.on('error', () => {}); // reported through failed commands and the readiness check
   return redis;
 }

@@ -100,4 +100,22 @@ if (!up) {
   t.test('redis: readiness ping', async (t) => {
     t.equal(await new RedisCache(probe, prefix).ping(), true);
   });
+  t.test('redis: SVC_REDIS_KEY_PREFIX puts every key of a deployment under its prefix, script keys included', async (t) => {
+    const a = connectRedis(url, `${prefix}deploy-a:`);
+    const b = connectRedis(url, `${prefix}deploy-b:`);
+    t.teardown(async () => {
+      await a.quit();
+      await b.quit();
+    });
+    await new RedisCache(a).set('verdict', { result: 'valid' }, 60_000);
+    t.strictSame(await new RedisCache(b).get('verdict'), undefined, 'deployment b does not see a\'s cache');
+    t.strictSame(await new RedisCache(a).get('verdict'), { result: 'valid' });
+    const limitA = new RedisRateLimiter(a);
+    const limitB = new RedisRateLimiter(b);
+    t.equal((await limitA.hit('key-1', 1, 60_000)).allowed, true);
+    t.equal((await limitA.hit('key-1', 1, 60_000)).allowed, false, 'a counts its own requests');
+    t.equal((await limitB.hit('key-1', 1, 60_000)).allowed, true, 'b has counters of its own');
+    const keys = (await probe.keys(`${prefix}deploy-*`)).sort();
+    t.ok(keys.length >= 3 && keys.every((k) => k.startsWith(`${prefix}deploy-a:svc:`) || k.startsWith(`${prefix}deploy-b:svc:`)), `every key under a deployment's prefix: ${keys.join(', ')}`);
+  });
 }
