@@ -1,9 +1,8 @@
 #!/usr/bin/env node
-// The `svc` command (npx svc …): registers tsx so Node 20 runs the TypeScript sources as they
-// are, then hands the command line, the environment and the streams to run() (src/cli.ts). The
-// only place that reads process.env and sets the exit code.
-import { register } from 'tsx/esm/api';
+// The `svc` command (npx svc …): plain Node running the built CLI (dist/, compiled from src/ by
+// `npm run build`, which `npm install` and `npm ci` of the repository run; in the published
+// package it is there already). Hands the command line, the environment and the streams to run()
+// (src/cli.ts). The only place that reads process.env and sets the exit code.
+import { run } from '../dist/index.js';
 
-register();
-const { run } = await import('../src/index.ts');
 process.exitCode = await run(process.argv.slice(2), { env: process.env, stdout: process.stdout, stderr: process.stderr, cwd: process.cwd() });

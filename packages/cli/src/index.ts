@@ -1,4 +1,4 @@
-// @svc/cli: the `svc` command line (bin/svc.js runs it). Exported for tests and for embedding.
+// @svc/cli: the `svc` command line (bin/svc.js runs its build, dist/). Exported for tests and for embedding.
 
 export { run, USAGE } from './cli.ts';
 export { VERSION, type CliIO } from './context.ts';

@@ -9,7 +9,7 @@ import path from 'node:path';
 import t from 'tap';
 import { ERRORS, type ErrorSpec } from '@svc/contracts';
 import { SvcApiError, SvcNetworkError } from '@svc/client';
-import { addressesOf, clock, estimate, EXIT, exitCodeOf, jobSummary, ProgressReporter, renderBar, run, type CliIO } from '@svc/cli';
+import { addressesOf, clock, estimate, EXIT, exitCodeOf, jobSummary, ProgressReporter, renderBar, run, type CliIO } from '../src/index.ts';
 import { fail, requestIdOf, startFaultServer, type Step } from '../../../test/helpers/fault-server.ts';
 
 const server = await startFaultServer();

@@ -4,7 +4,7 @@
 // a CSV job from creation to download.
 
 import t from 'tap';
-import { SvcApiError, SvcClient, type Job } from '@svc/client';
+import { SvcApiError, SvcClient, type Job } from '../src/index.ts';
 import { freePort } from '../../../test/helpers/private-infra.ts';
 import { makeKey, startStack } from '../../../test/helpers/stack.ts';
 

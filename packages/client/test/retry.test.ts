@@ -6,7 +6,7 @@
 
 import t from 'tap';
 import { ERRORS, type ErrorSpec } from '@svc/contracts';
-import { backoffDelay, isRetryable, retryAfterHeader, SvcApiError, SvcClient, SvcNetworkError, type ClientOptions, type RetryEvent } from '@svc/client';
+import { backoffDelay, isRetryable, retryAfterHeader, SvcApiError, SvcClient, SvcNetworkError, type ClientOptions, type RetryEvent } from '../src/index.ts';
 import { fail, requestIdOf, startFaultServer, type Step } from '../../../test/helpers/fault-server.ts';
 
 const server = await startFaultServer();
