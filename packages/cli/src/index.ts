@@ -7,3 +7,4 @@ export { configPath, readConfigFile, resolveConfig } from './config.ts';
 export { addressesOf, guessDelimiter, parseCsv } from './csv.ts';
 export { clock, estimate, renderBar, renderLine, ProgressReporter } from './progress.ts';
 export { jobSummary } from './commands.ts';
+export { exitQuietlyOnClosedPipe } from './pipes.ts';
