@@ -11,6 +11,7 @@ import { nextRequestId } from './request-id.ts';
 import { auth } from './plugins/auth.ts';
 import { registerErrorHandling } from './plugins/errors.ts';
 import { sharedSchemas } from './schemas.ts';
+import { webhookSecretRoutes } from './routes/webhook-secrets.ts';
 import { creditRoutes } from './routes/credits.ts';
 import { healthRoutes } from './routes/health.ts';
 import { csvUploadRoutes } from './routes/csv-upload.ts';
@@ -123,6 +124,7 @@ export async function buildApp(services: ApiServices, settings: ApiSettings, opt
   await app.register(validateRoutes, { services });
   await app.register(creditRoutes, { services });
   if (services.jobs) await app.register(jobRoutes, { services, settings });
+  if (services.jobs) await app.register(webhookSecretRoutes, { services });
   if (services.jobs && services.csvJobs) await app.register(csvUploadRoutes, { services });
   if (services.outcomes) await app.register(outcomeRoutes, { services: { ...services, outcomes: services.outcomes } });
   if (services.reports) await app.register(reportRoutes, { analytics: services.reports });

@@ -56,13 +56,16 @@ export function verifyQuery(secret: string, method: string, path: string, query:
 
 /**
  * The `X-Signature` header of a job webhook (DESIGN 6 "Job webhook"): `t=<unix>,v1=<hex
- * HMAC-SHA256(secret, t + "." + body)>`, over the exact bytes sent as the body. The MAC input
- * starts with digits and a URL's with a method name, so one can never stand for the other.
+ * HMAC-SHA256(secret, t + "." + body)>`, over the exact bytes sent as the body, with one `v1` per
+ * secret given (an account's secrets during a rotation's grace period, newest first). The MAC
+ * input starts with digits and a URL's with a method name, so one can never stand for the other.
  */
-export function webhookSignature(secret: string, unixTs: number, body: string | Uint8Array): string {
+export function webhookSignature(secret: string | readonly string[], unixTs: number, body: string | Uint8Array): string {
   if (!Number.isSafeInteger(unixTs) || unixTs < 0) throw new TypeError('webhookSignature: unixTs must be a non-negative integer');
-  const mac = createHmac('sha256', secret).update(`${unixTs}.`).update(body).digest('hex');
-  return `t=${unixTs},v1=${mac}`;
+  const secrets = typeof secret === 'string' ? [secret] : secret;
+  if (secrets.length === 0) throw new TypeError('webhookSignature: no secret');
+  // One v1 per secret (a rotation's grace period: the new secret's first), on the same t.
+  return `t=${unixTs},${secrets.map((s) => `v1=${createHmac('sha256', s).update(`${unixTs}.`).update(body).digest('hex')}`).join(',')}`;
 }
 
 /**

@@ -3,16 +3,18 @@
 // job, with the body built here); a WebhookDispatcher claims due events and POSTs them with undici:
 //   Content-Type: application/json
 //   X-Webhook-Id: <event id>                 the same on every attempt: receivers dedupe on it
-//   X-Signature: t=<unix>,v1=<hex>           HMAC-SHA256(secret, t + "." + body), t = send time
+//   X-Signature: t=<unix>,v1=<hex>[,v1=<hex>] HMAC-SHA256(secret, t + "." + body), t = send time,
+//                                            one v1 per current secret of the job's account
+//                                            (store/src/webhook-secrets.ts), newest first
 // 2xx delivers. A timeout (10 s), a connection error or any other status is retried with
 // exponential back-off and jitter (30 s, 1 min, 2 min … capped at 1 h) until 24 h after the event,
 // then the event is given up (status failed). Targets go through the net guard at every attempt
 // (net-guard.ts): a URL naming a refused address is given up at once, a name resolving to one is
 // retried (DNS may be fixed). Delivery is at least once; see docs/decisions.md "Webhooks".
 
-import type { Network } from '@svc/contracts';
+import { ServiceError, type Network } from '@svc/contracts';
 import { Agent, request, type Dispatcher } from 'undici';
-import { webhookEventId, DEFAULT_WEBHOOK_LEASE_MS, type NewWebhookEvent, type WebhookEvent, type WebhookEventType, type WebhooksRepo } from '@svc/store';
+import { webhookEventId, DEFAULT_WEBHOOK_LEASE_MS, MAX_GRACE_MS, type NewWebhookEvent, type WebhookEvent, type WebhookEventType, type WebhookSecretsRepo, type WebhooksRepo } from '@svc/store';
 import { guardTarget, pinnedLookup, type Resolver } from './net-guard.ts';
 import { webhookSignature } from './signing.ts';
 
@@ -67,9 +69,12 @@ export interface WebhookLogger {
 }
 
 export interface WebhookDispatcherOptions {
-  store: { webhooks: WebhooksRepo };
-  /** SVC_SECRET: the HMAC key of X-Signature. */
-  secret: string;
+  store: { webhooks: WebhooksRepo; webhookSecrets?: Pick<WebhookSecretsRepo, 'signing'> };
+  /**
+   * The HMAC keys of an account's X-Signature, newest first (one `v1` each). Default: the
+   * account's current webhook secrets (store.webhookSecrets.signing).
+   */
+  secrets?: (accountId: string) => Promise<readonly string[]>;
   /** SVC_WEBHOOK_ALLOW_PRIVATE: loopback and private targets are called too. */
   allowPrivate?: boolean;
   /** SVC_OUTBOUND_ALLOW_NETWORKS: these networks are called too, besides public addresses. */
@@ -111,7 +116,7 @@ export type DeliveryOutcome =
 
 type Attempt = { ok: true; status: number } | { ok: false; error: string; permanent: boolean; stopped?: boolean };
 
-type Settings = Required<Omit<WebhookDispatcherOptions, 'dispatcher' | 'resolve'>> & Pick<WebhookDispatcherOptions, 'dispatcher' | 'resolve'>;
+type Settings = Required<Omit<WebhookDispatcherOptions, 'dispatcher' | 'resolve' | 'allowNetworks'>> & Pick<WebhookDispatcherOptions, 'dispatcher' | 'resolve' | 'allowNetworks'>;
 
 const NO_LOG: WebhookLogger = { info() {}, warn() {}, error() {} };
 const DEFAULT_USER_AGENT = 'email-validation-service-webhooks/0.1';
@@ -130,7 +135,8 @@ export class WebhookDispatcher {
   #wake: (() => void) | undefined;
 
   constructor(opts: WebhookDispatcherOptions) {
-    if (!opts.secret) throw new Error('WebhookDispatcher needs a secret (SVC_SECRET)');
+    const secretsOf = opts.secrets ?? (opts.store.webhookSecrets && ((id: string) => opts.store.webhookSecrets!.signing(id)));
+    if (!secretsOf) throw new Error('WebhookDispatcher needs the accounts\' webhook secrets (store.webhookSecrets or secrets)');
     this.#o = {
       allowPrivate: false,
       now: () => new Date(),
@@ -144,6 +150,7 @@ export class WebhookDispatcher {
       maxResponseBytes: 64 * 1024,
       userAgent: DEFAULT_USER_AGENT,
       ...Object.fromEntries(Object.entries(opts).filter(([, v]) => v !== undefined)),
+      secrets: secretsOf,
     } as Settings;
     if (this.#o.leaseMs <= this.#o.timeoutMs) throw new RangeError('leaseMs must exceed timeoutMs: a lease must outlast the attempt it covers');
   }
@@ -264,13 +271,15 @@ export class WebhookDispatcher {
     if (!guard.ok) return { ok: false, error: guard.message, permanent: guard.permanent };
 
     const body = e.payload;
+    const secrets = await o.secrets(e.account_id);
+    if (secrets.length === 0) return { ok: false, error: 'the account has no webhook secret (no such account)', permanent: true };
     // t is the send time, recomputed on every attempt (a receiver may refuse old signatures).
     const t = Math.floor(o.now().getTime() / 1000);
     const headers = {
       'content-type': 'application/json',
       'user-agent': o.userAgent,
       'x-webhook-id': e.id,
-      'x-signature': webhookSignature(o.secret, t, body),
+      'x-signature': webhookSignature(secrets, t, body),
     };
     const timeout = AbortSignal.timeout(o.timeoutMs);
     const signal = AbortSignal.any([timeout, this.#stopping.signal]);
@@ -328,4 +337,42 @@ function describeError(err: unknown): string {
   }
   if (code) return `connection failed (${code})`;
   return `request failed (${e?.name ?? 'Error'})`;
+}
+
+// ------------------------------------------------------------------------------------------------
+// The account's signing secrets (GET /v1/webhooks/secret, POST /v1/webhooks/secret/rotate, and
+// `admin webhook-secret`)
+
+/** The grace period a rotation gives the secrets it replaces unless told otherwise (24 h). */
+export const DEFAULT_SECRET_GRACE_S = 86_400;
+/** The longest grace period (7 days). */
+export const MAX_SECRET_GRACE_S = MAX_GRACE_MS / 1000;
+
+export interface RotatedSecretBody {
+  id: string;
+  /** Shown this once. */
+  secret: string;
+  created_at: string;
+  /** The secrets that were current, and until when each still signs. */
+  previous: Array<{ id: string; expires_at: string }>;
+}
+
+export interface SecretListBody {
+  secrets: Array<{ id: string; secret_prefix: string; created_at: string; expires_at: string | null }>;
+}
+
+/** A new signing secret for the account; the current ones sign for `graceSeconds` more (400 invalid_request outside 0-604800). */
+export async function rotateWebhookSecret(store: { webhookSecrets: Pick<WebhookSecretsRepo, 'rotate'> }, accountId: string, graceSeconds: unknown = DEFAULT_SECRET_GRACE_S): Promise<RotatedSecretBody> {
+  if (typeof graceSeconds !== 'number' || !Number.isSafeInteger(graceSeconds) || graceSeconds < 0 || graceSeconds > MAX_SECRET_GRACE_S) {
+    throw new ServiceError('invalid_request', `grace_period_seconds must be a whole number from 0 to ${MAX_SECRET_GRACE_S} (7 days)`);
+  }
+  const r = await store.webhookSecrets.rotate(accountId, graceSeconds * 1000);
+  if (!r) throw new ServiceError('invalid_api_key');
+  return { id: r.id, secret: r.secret, created_at: r.created_at.toISOString(), previous: r.previous.map((p) => ({ id: p.id, expires_at: p.expires_at.toISOString() })) };
+}
+
+/** The account's current secrets, newest first, each shown by its first characters only. */
+export async function listWebhookSecrets(store: { webhookSecrets: Pick<WebhookSecretsRepo, 'list'> }, accountId: string): Promise<SecretListBody> {
+  const rows = await store.webhookSecrets.list(accountId);
+  return { secrets: rows.map((r) => ({ id: r.id, secret_prefix: r.secret_prefix, created_at: r.created_at.toISOString(), expires_at: r.expires_at?.toISOString() ?? null })) };
 }

@@ -21,6 +21,8 @@ import { freshSchema, PG_SHOWN, pgUnreachable } from '../../../test/helpers/post
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0];
 
 const SECRET = 'whsec_test_0123456789abcdef';
+/** Every account's one current secret, in these tests (the store's own is tested below). */
+const SECRETS = async (): Promise<string[]> => [SECRET];
 const T0 = new Date('2026-03-01T12:00:00.000Z');
 const H = 3_600_000;
 
@@ -134,7 +136,7 @@ async function enqueue(store: Store, accountId: string, jobId: string, url: stri
 /** A dispatcher on an injected clock, for runOnce(). */
 function clocked(store: Store, over: Partial<WebhookDispatcherOptions> = {}) {
   const clock = { now: new Date(T0) };
-  const d = new WebhookDispatcher({ store, secret: SECRET, allowPrivate: true, now: () => new Date(clock.now), random: () => 0.5, ...over });
+  const d = new WebhookDispatcher({ store, secrets: SECRETS, allowPrivate: true, now: () => new Date(clock.now), random: () => 0.5, ...over });
   return { d, clock, advance: (ms: number) => void (clock.now = new Date(clock.now.getTime() + ms)) };
 }
 
@@ -408,7 +410,7 @@ t.test('durability: stopped mid-way, a new dispatcher on the same store delivers
   for (let i = 0; i < n; i++) ids.push((await enqueue(store, acc, `job_dur_${i}`, rx.url(), new Date())).id);
 
   const logA = recordingLogger();
-  const a = new WebhookDispatcher({ store, secret: SECRET, allowPrivate: true, pollMs: 20, concurrency: 2, logger: logA.logger });
+  const a = new WebhookDispatcher({ store, secrets: SECRETS, allowPrivate: true, pollMs: 20, concurrency: 2, logger: logA.logger });
   a.start();
   await rx.until(5);
   await a.stop();
@@ -422,7 +424,7 @@ t.test('durability: stopped mid-way, a new dispatcher on the same store delivers
   db = await openPglite(dir);
   store = new Store(db);
   const logB = recordingLogger();
-  const b = new WebhookDispatcher({ store, secret: SECRET, allowPrivate: true, pollMs: 20, concurrency: 2, logger: logB.logger });
+  const b = new WebhookDispatcher({ store, secrets: SECRETS, allowPrivate: true, pollMs: 20, concurrency: 2, logger: logB.logger });
   b.start();
   await logB.until('webhook delivered', n - deliveredByA);
   await b.stop();
@@ -447,7 +449,7 @@ async function twoDispatchers(t: Tap, stores: [Store, Store]): Promise<void> {
   const n = 40;
   for (let i = 0; i < n; i++) await enqueue(stores[0], acc, `job_two_${i}`, rx.url(), new Date());
   const logs = [recordingLogger(), recordingLogger()];
-  const ds = stores.map((store, i) => new WebhookDispatcher({ store, secret: SECRET, allowPrivate: true, pollMs: 10, concurrency: 4, logger: logs[i]!.logger }));
+  const ds = stores.map((store, i) => new WebhookDispatcher({ store, secrets: SECRETS, allowPrivate: true, pollMs: 10, concurrency: 4, logger: logs[i]!.logger }));
   for (const d of ds) d.start();
   await rx.until(n);
   await Promise.all(ds.map((d) => d.stop()));
@@ -485,9 +487,9 @@ t.test('two dispatchers on one Postgres (two processes’ pools)', async (t) => 
 
 t.test('options', async (t) => {
   const store = await pgliteStore(t);
-  t.throws(() => new WebhookDispatcher({ store, secret: '' }), /secret/, 'a secret is required');
-  t.throws(() => new WebhookDispatcher({ store, secret: SECRET, timeoutMs: 10_000, leaseMs: 10_000 }), RangeError, 'the lease must outlast an attempt');
-  const d = new WebhookDispatcher({ store, secret: SECRET, pollMs: 5 });
+  t.throws(() => new WebhookDispatcher({ store: { webhooks: store.webhooks } }), /webhook secrets/, 'the accounts\' secrets are required');
+  t.throws(() => new WebhookDispatcher({ store, secrets: SECRETS, timeoutMs: 10_000, leaseMs: 10_000 }), RangeError, 'the lease must outlast an attempt');
+  const d = new WebhookDispatcher({ store, secrets: SECRETS, pollMs: 5 });
   d.start();
   d.start(); // twice is once
   d.kick();

@@ -262,7 +262,7 @@ export const CONFIG_TABLE = {
     '`svc_test_` or `svc_live_` + 16-128 letters and digits',
   ),
   bootstrapCredits: int('SVC_BOOTSTRAP_CREDITS', 100, 0, 1_000_000_000, 'credits of that first account'),
-  secret: text('SVC_SECRET', () => undefined, '—', 'HMAC secret for signed URLs and webhooks (jobs)', (v) => (v.length >= 16 ? undefined : 'must be at least 16 characters'), '16 characters or more'),
+  secret: text('SVC_SECRET', () => undefined, '—', 'HMAC secret of the signed upload and download URLs (generated once and kept in the store when unset; job webhooks are signed with each account\'s own secret, see POST /v1/webhooks/secret/rotate)', (v) => (v.length >= 16 ? undefined : 'must be at least 16 characters'), '16 characters or more'),
   paymentProcessor: oneOf('SVC_PAYMENT_PROCESSOR', ['local', 'stripe'] as const, 'local', 'the subscriptions\' payment processor: `local` (plans as data; this service renews, grants credits and ends subscriptions itself) or `stripe` (needs the two `SVC_STRIPE_*` secrets)'),
   stripeSecretKey: text('SVC_STRIPE_SECRET_KEY', () => undefined, '—', 'with `SVC_PAYMENT_PROCESSOR=stripe`: the Stripe secret API key', (v) => (/^(sk|rk)_(test|live)_[A-Za-z0-9]+$/.test(v) ? undefined : 'must be a Stripe secret or restricted key (sk_test_…, sk_live_…, rk_…)'), '`sk_live_…`, `sk_test_…` or `rk_…`'),
   stripeWebhookSecret: text('SVC_STRIPE_WEBHOOK_SECRET', () => undefined, '—', 'with `SVC_PAYMENT_PROCESSOR=stripe`: the signing secret of the webhook endpoint `POST /v1/webhooks/stripe`', (v) => (/^whsec_[A-Za-z0-9+/=_-]+$/.test(v) ? undefined : 'must be a Stripe webhook signing secret (whsec_…)'), '`whsec_…`'),

@@ -263,7 +263,7 @@ export async function createServices(config: Config, opts: { store?: Store } = {
     onFinal: () => webhooks.kick(),
     analytics,
   });
-  const webhooks = new WebhookDispatcher({ store, secret, allowPrivate: config.webhookAllowPrivate, allowNetworks: config.outboundAllowNetworks, logger: log });
+  const webhooks = new WebhookDispatcher({ store, allowPrivate: config.webhookAllowPrivate, allowNetworks: config.outboundAllowNetworks, logger: log });
   const csvJobs = new CsvJobs({ jobs, store, blobs, publicUrl: config.publicUrl, secret, maxBytes: config.csvMaxBytes, claimLeaseMs: config.claimLeaseMs, ...(csvPool ? { parser: csvPool } : {}) });
   const outcomes = new OutcomesService({
     store,

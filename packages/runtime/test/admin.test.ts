@@ -218,6 +218,8 @@ t.test('--help on every command, exit 0; usage errors exit 2', async (t) => {
     '  admin subscription create --account ACCOUNT_ID --plan PLAN_ID',
     '  admin subscription show --account ACCOUNT_ID',
     '  admin subscription advance-period --account ACCOUNT_ID',
+    '  admin webhook-secret rotate --account ACCOUNT_ID [--grace-seconds N]',
+    '  admin webhook-secret list --account ACCOUNT_ID',
     `scopes: ${SCOPES.join(', ')}`,
   ].join('\n');
   for (const argv of [['--help'], ['-h'], ['help']]) t.strictSame(await admin(...argv), { code: 0, out: all }, argv.join(' '));
@@ -258,7 +260,7 @@ t.test('--help on every command, exit 0; usage errors exit 2', async (t) => {
   });
   t.strictSame(await admin('account', 'list', '--help'), { code: 0, out: 'usage: admin account list\n\nLists every account, oldest first: id, credits (balance, reserved, available), number of keys, creation time, name.' });
   const commands = all.split('\n').filter((l) => l.startsWith('  admin ')).map((l) => l.trim().split(' ').slice(1, 3));
-  t.equal(commands.length, 18);
+  t.equal(commands.length, 20);
   for (const [noun, verb] of commands) {
     const res = await admin(noun!, verb!, '--help');
     t.equal(res.code, 0, `${noun} ${verb} --help exits 0`);
@@ -498,4 +500,34 @@ t.test('subscription plans, create, show and advance-period (the local processor
   t.match(ended.out, 'status                canceled');
   t.match(ended.out, 'credits               balance 0, reserved 0, available 0');
   t.strictSame((await store.ledger.entries(acct, 10)).map((e) => [e.kind, e.amount]).reverse(), [['grant', 2000], ['grant', 2000], ['expire', 4000]]);
+});
+
+t.test('webhook-secret rotate and list: shown once, the old one signing for the grace period; refusals', async (t) => {
+  const acct = await store.accounts.create({ name: 'hooks', credits: 0 });
+  t.strictSame(await admin('webhook-secret', 'list', '--account', acct), { code: 0, out: `account ${acct} has no webhook secret yet (one is made at its first delivery; rotate to get one shown)` });
+  const first = await admin('webhook-secret', 'rotate', '--account', acct);
+  t.equal(first.code, 0);
+  const [head, secret, ...rest] = first.out.split('\n');
+  t.match(head, new RegExp(`^webhook secret whs_[0-9a-f]{24} created for account ${acct} \\(shown once\\):$`));
+  t.match(secret, /^whsec_[A-Za-z0-9_-]{43}$/);
+  t.strictSame(rest, [], 'nothing replaced');
+  const second = await admin('webhook-secret', 'rotate', '--account', acct, '--grace-seconds', '3600');
+  const firstId = /whs_[0-9a-f]{24}/.exec(head!)![0];
+  const lines = second.out.split('\n');
+  t.equal(lines.length, 3);
+  t.match(lines[2], new RegExp(`^secret ${firstId} signs until \\d{4}-\\d{2}-\\d{2}T`));
+  const until = Date.parse(lines[2]!.split(' signs until ')[1]!);
+  t.ok(Math.abs(until - Date.now() - 3_600_000) < 10_000, 'an hour from now');
+  t.strictSame(await store.webhookSecrets.signing(acct), [lines[1], secret], 'both sign, the newest first');
+  const listed = await admin('webhook-secret', 'list', '--account', acct);
+  t.equal(listed.code, 0);
+  t.notOk(listed.out.includes(secret!), 'never the secret itself');
+  t.match(listed.out, `${secret!.slice(0, 10)}…`);
+  t.match(listed.out, 'next rotation');
+  t.strictSame(await admin('webhook-secret', 'rotate', '--account', acct, '--grace-seconds', '604801'), { code: 2, out: '--grace-seconds must be a whole number from 0 to 604800\nusage: admin webhook-secret rotate --account ACCOUNT_ID [--grace-seconds N]' });
+  t.strictSame(await admin('webhook-secret', 'rotate', '--account', acct, '--grace-seconds', 'soon'), { code: 2, out: '--grace-seconds must be a whole number from 0 to 604800\nusage: admin webhook-secret rotate --account ACCOUNT_ID [--grace-seconds N]' });
+  t.strictSame(await admin('webhook-secret', 'rotate', '--account', 'acct_nope'), { code: 1, out: 'no account acct_nope' });
+  t.strictSame(await admin('webhook-secret', 'rotate'), { code: 2, out: '--account is required\nusage: admin webhook-secret rotate --account ACCOUNT_ID [--grace-seconds N]' });
+  const none = await admin('webhook-secret', 'rotate', '--account', acct, '--grace-seconds', '0');
+  t.strictSame(await store.webhookSecrets.signing(acct), [none.out.split('\n')[1]], 'with no grace only the newest signs');
 });

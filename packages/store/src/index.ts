@@ -32,6 +32,7 @@ export {
 export { SettingsRepo } from './settings.ts';
 export { DeadLettersRepo, type DeadLetterRow } from './dead-letters.ts';
 export { DecisionOutboxRepo } from './decision-outbox.ts';
+export { WebhookSecretsRepo, WEBHOOK_SECRET_PATTERN, MAX_GRACE_MS, type WebhookSecretInfo, type RotatedSecret } from './webhook-secrets.ts';
 export { dbText, dbJson } from './text.ts';
 export { RecoveriesRepo, type RecoveryRecord, type RecoveredRow } from './recoveries.ts';
 export { OutcomesRepo, OutcomeWriteError, SUPPRESSION_FLAG_TTL_MS, type NewOutcomeEvent, type StoredOutcomeEvent, type EventFate, type ImportResult, type ImportOptions, type ConnectorRecord } from './outcomes.ts';

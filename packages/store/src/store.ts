@@ -20,6 +20,7 @@ import { openPostgres } from './postgres.ts';
 import { SettingsRepo } from './settings.ts';
 import { DeadLettersRepo } from './dead-letters.ts';
 import { DecisionOutboxRepo } from './decision-outbox.ts';
+import { WebhookSecretsRepo } from './webhook-secrets.ts';
 
 export class Store {
   readonly accounts: AccountsRepo;
@@ -34,6 +35,8 @@ export class Store {
   readonly deadLetters: DeadLettersRepo;
   /** Job decisions on their way to analytics. */
   readonly decisionOutbox: DecisionOutboxRepo;
+  /** Each account's webhook signing secrets. */
+  readonly webhookSecrets: WebhookSecretsRepo;
   readonly webhooks: WebhooksRepo;
   readonly outcomes: OutcomesRepo;
   readonly recoveries: RecoveriesRepo;
@@ -53,6 +56,7 @@ export class Store {
     this.settings = new SettingsRepo(db);
     this.deadLetters = new DeadLettersRepo(db);
     this.decisionOutbox = new DecisionOutboxRepo(db);
+    this.webhookSecrets = new WebhookSecretsRepo(db);
     this.webhooks = new WebhooksRepo(db);
     this.outcomes = new OutcomesRepo(db);
     this.recoveries = new RecoveriesRepo(db);
