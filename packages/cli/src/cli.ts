@@ -8,6 +8,7 @@ import { COMMANDS, type Command } from './commands.ts';
 import { resolveConfig } from './config.ts';
 import { VERSION, type CliIO, type Context } from './context.ts';
 import { CliError, EXIT, exitCodeOf, type ExitCode } from './exit.ts';
+import { printable, printableLines } from './text.ts';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
 
@@ -102,7 +103,7 @@ export async function run(argv: readonly string[], io: CliIO): Promise<ExitCode>
       ...io.clientOptions,
       onRetry: (e) => {
         // On a terminal the line may hold the progress bar: erase it first (the next update redraws it).
-        if (!json) io.stderr.write(`${io.stderr.isTTY ? '\r\x1b[K' : ''}svc: ${e.error instanceof SvcApiError ? `${e.error.status} ${e.error.code ?? ''}`.trim() : e.error.message}; retrying in ${(e.delayMs / 1000).toFixed(1)} s\n`);
+        if (!json) io.stderr.write(`${io.stderr.isTTY ? '\r\x1b[K' : ''}svc: ${printable(e.error instanceof SvcApiError ? `${e.error.status} ${e.error.code ?? ''}`.trim() : e.error.message)}; retrying in ${(e.delayMs / 1000).toFixed(1)} s\n`);
       },
     });
     const ctx: Context = { client, io, json, values, args };
@@ -110,7 +111,8 @@ export async function run(argv: readonly string[], io: CliIO): Promise<ExitCode>
   } catch (err) {
     const code = exitCodeOf(err);
     if (json) io.stdout.write(`${JSON.stringify({ error: describe(err), exit_code: code })}\n`);
-    else io.stderr.write(`svc: ${humanError(err)}\n`);
+    // The service's message, code and request id are shown, never obeyed (./text.ts); a bug's stack keeps its lines.
+    else io.stderr.write(`svc: ${(code === EXIT.internal ? printableLines : printable)(humanError(err))}\n`);
     return code;
   }
 }

@@ -8,6 +8,7 @@ import type { Command, Context } from './context.ts';
 import { addressesOf } from './csv.ts';
 import { CliError, EXIT, type ExitCode } from './exit.ts';
 import { ProgressReporter } from './progress.ts';
+import { printable as p, printableLines } from './text.ts';
 
 export type { Command, Context } from './context.ts';
 
@@ -44,11 +45,12 @@ function positiveInt(name: string, raw: string | boolean | undefined, max: numbe
 }
 
 // ------------------------------------------------------------------------------------------------
-// Rendering for people
+// Rendering for people: every string the service sent goes through p() (./text.ts), so a file
+// name or a message cannot move the cursor, recolour, fake lines or reorder the terminal's text.
 
 function resultLine(r: ValidationResult): string {
-  const extra = [r.reason, r.did_you_mean ? `did you mean ${r.did_you_mean}` : ''].filter(Boolean).join('; ');
-  return `${r.email}: ${r.result} (${r.reason_code})${extra ? ` - ${extra}` : ''}\n  b2b quality ${r.b2b_outbound_quality}, credits charged ${r.credits_charged}${r.smtp_response ? `, smtp "${r.smtp_response}"` : ''}\n`;
+  const extra = [r.reason, r.did_you_mean ? `did you mean ${r.did_you_mean}` : ''].filter(Boolean).map(p).join('; ');
+  return `${p(r.email)}: ${p(r.result)} (${p(r.reason_code)})${extra ? ` - ${extra}` : ''}\n  b2b quality ${p(r.b2b_outbound_quality)}, credits charged ${p(r.credits_charged)}${r.smtp_response ? `, smtp "${p(r.smtp_response)}"` : ''}\n`;
 }
 
 function seconds(job: Job): string {
@@ -60,11 +62,11 @@ function seconds(job: Job): string {
 export function jobSummary(job: Job): string {
   const r = job.results;
   const lines = [
-    `${job.id} ${job.status}${FINAL.has(job.status) ? seconds(job) : ''}: ${n(r.total_rows)} rows, ${n(r.unique_emails)} unique, ${n(job.progress.processed)}/${n(job.progress.total)} validated`,
+    `${p(job.id)} ${p(job.status)}${FINAL.has(job.status) ? seconds(job) : ''}: ${n(r.total_rows)} rows, ${n(r.unique_emails)} unique, ${n(job.progress.processed)}/${n(job.progress.total)} validated`,
     `  valid ${n(r.valid)}, valid_role_based ${n(r.valid_role_based)}, risky ${n(r.risky)}, invalid ${n(r.invalid)}, unknown ${n(r.unknown)}`,
     `  credits: ${n(r.credits_reserved)} reserved, ${n(r.credits_charged)} charged, ${n(r.credits_refunded)} refunded${job.credit_reservation.finalized ? '' : ' (not final yet)'}`,
   ];
-  if (job.status === 'completed' || job.status === 'canceled') lines.push(`  results: svc job download ${job.id} --output results.csv`);
+  if (job.status === 'completed' || job.status === 'canceled') lines.push(`  results: svc job download ${p(job.id)} --output results.csv`);
   return `${lines.join('\n')}\n`;
 }
 
@@ -137,7 +139,7 @@ const bulk: Command = {
     for (const a of answers) for (const k of Object.keys(summary) as Array<keyof typeof summary>) summary[k] += a.summary[k];
     if (ctx.json) out(ctx, { results, summary }, '');
     else {
-      ctx.io.stdout.write(results.map((r) => `${r.email}\t${r.result}\t${r.reason_code}\t${r.credits_charged}\n`).join(''));
+      ctx.io.stdout.write(results.map((r) => `${p(r.email)}\t${p(r.result)}\t${p(r.reason_code)}\t${p(r.credits_charged)}\n`).join(''));
       ctx.io.stderr.write(`${n(summary.total)} addresses: valid ${n(summary.valid)}, valid_role_based ${n(summary.valid_role_based)}, risky ${n(summary.risky)}, invalid ${n(summary.invalid)}, unknown ${n(summary.unknown)}; credits charged ${n(summary.credits_charged)}\n`);
     }
     return EXIT.ok;
@@ -175,10 +177,10 @@ const jobCreate: Command = {
       ...(typeof key === 'string' ? { idempotencyKey: key } : {}),
     });
     if (!ctx.values.wait) {
-      out(ctx, started, `${started.id} ${started.status}: ${n(started.results.total_rows)} rows, ${n(started.results.unique_emails)} unique, ${n(started.results.credits_reserved)} credits reserved\n  follow it: svc job wait ${started.id}\n`);
+      out(ctx, started, `${p(started.id)} ${p(started.status)}: ${n(started.results.total_rows)} rows, ${n(started.results.unique_emails)} unique, ${n(started.results.credits_reserved)} credits reserved\n  follow it: svc job wait ${p(started.id)}\n`);
       return EXIT.ok;
     }
-    if (!ctx.json) ctx.io.stderr.write(`${started.id} ${started.status}: ${n(started.results.total_rows)} rows, ${n(started.results.unique_emails)} unique, ${n(started.results.credits_reserved)} credits reserved\n`);
+    if (!ctx.json) ctx.io.stderr.write(`${p(started.id)} ${p(started.status)}: ${n(started.results.total_rows)} rows, ${n(started.results.unique_emails)} unique, ${n(started.results.credits_reserved)} credits reserved\n`);
     return waitFor(ctx, started.id);
   },
 };
@@ -222,7 +224,7 @@ const jobDownload: Command = {
     if (typeof output === 'string') {
       await writeFile(path.resolve(ctx.io.cwd, output), csv);
       ctx.io.stderr.write(`${output}: ${n(Buffer.byteLength(csv))} bytes\n`);
-    } else ctx.io.stdout.write(csv);
+    } else ctx.io.stdout.write(ctx.io.stdout.isTTY ? printableLines(csv) : csv); // the exact bytes into a pipe or file; on a terminal, nothing that acts on it
     return EXIT.ok;
   },
 };
@@ -258,7 +260,7 @@ const jobList: Command = {
       jobs = page.jobs;
       nextCursor = page.next_cursor;
     }
-    const rows = jobs.map((j) => `${j.id.padEnd(28)}  ${j.status.padEnd(15)}  ${n(j.results.total_rows).padStart(9)}  ${`${j.progress.percent.toFixed(0)}%`.padStart(4)}  ${j.created_at}  ${j.filename ?? ''}`);
+    const rows = jobs.map((j) => `${p(j.id).padEnd(28)}  ${p(j.status).padEnd(15)}  ${n(j.results.total_rows).padStart(9)}  ${`${j.progress.percent.toFixed(0)}%`.padStart(4)}  ${p(j.created_at)}  ${p(j.filename)}`);
     out(ctx, { jobs, next_cursor: nextCursor }, `${['ID'.padEnd(28), 'STATUS'.padEnd(15), 'ROWS'.padStart(9), 'DONE', 'CREATED'.padEnd(24), 'FILE'].join('  ')}\n${rows.map((r) => `${r}\n`).join('')}`);
     return EXIT.ok;
   },
@@ -271,7 +273,7 @@ const credits: Command = {
   async run(ctx) {
     const c = await ctx.client.getCredits();
     const r = c as unknown as Record<string, unknown>;
-    out(ctx, c, `balance ${n(Number(r.balance))}, reserved ${n(Number(r.reserved))}, available ${n(Number(r.available))}${r.subscription_status ? ` (subscription ${String(r.subscription_status)})` : ''}\n`);
+    out(ctx, c, `balance ${n(Number(r.balance))}, reserved ${n(Number(r.reserved))}, available ${n(Number(r.available))}${r.subscription_status ? ` (subscription ${p(String(r.subscription_status))})` : ''}\n`);
     return EXIT.ok;
   },
 };
@@ -296,7 +298,7 @@ const outcomesImport: Command = {
       payload = rows as OutcomeRow[];
     } else payload = { csv: text };
     const r = await ctx.client.importOutcomes(payload);
-    const errors = r.errors.map((e) => `  row ${e.index}: ${e.code}: ${e.reason}\n`).join('');
+    const errors = r.errors.map((e) => `  row ${p(e.index)}: ${p(e.code)}: ${p(e.reason)}\n`).join('');
     out(ctx, r, `received ${n(r.received)}, accepted ${n(r.accepted)}, duplicates ${n(r.duplicates)}, skipped ${n(r.skipped_invalid)}, suppressed ${n(r.suppressed)}\n${errors}`);
     return EXIT.ok;
   },
@@ -308,7 +310,7 @@ const subscription = (action: 'cancel' | 'reactivate'): Command => ({
   summary: action === 'cancel' ? 'cancel the subscription at the end of the period' : 'undo a pending cancellation',
   async run(ctx) {
     const s = action === 'cancel' ? await ctx.client.cancelSubscription() : await ctx.client.reactivateSubscription();
-    out(ctx, s, `${s.subscription_id}: ${s.status}, cancel at period end ${s.cancel_at_period_end} (${s.current_period_end})${s.message ? `\n  ${s.message}` : ''}\n`);
+    out(ctx, s, `${p(s.subscription_id)}: ${p(s.status)}, cancel at period end ${p(String(s.cancel_at_period_end))} (${p(s.current_period_end)})${s.message ? `\n  ${p(s.message)}` : ''}\n`);
     return EXIT.ok;
   },
 });

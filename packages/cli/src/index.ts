@@ -8,3 +8,4 @@ export { addressesOf, guessDelimiter, parseCsv } from './csv.ts';
 export { clock, estimate, renderBar, renderLine, ProgressReporter } from './progress.ts';
 export { jobSummary } from './commands.ts';
 export { exitQuietlyOnClosedPipe } from './pipes.ts';
+export { printable, printableLines } from './text.ts';

@@ -3,6 +3,7 @@
 // function of what was observed, so it is tested without a terminal.
 
 import type { Job } from '@svc/client';
+import { printable } from './text.ts';
 
 export interface Sample {
   at: number;
@@ -33,7 +34,7 @@ export function clock(seconds: number): string {
 export function renderBar(job: Pick<Job, 'status' | 'progress'>, samples: readonly Sample[], width: number): string {
   const { processed, total, percent } = job.progress;
   const { rate, etaSeconds } = estimate(samples, total);
-  const tail = `${percent.toFixed(1).padStart(5)}%  ${int(processed)}/${int(total)}  ${rate === undefined ? '-' : `${int(rate)}/s`}  ETA ${etaSeconds === undefined ? '-:--' : clock(etaSeconds)}  ${job.status}`;
+  const tail = `${percent.toFixed(1).padStart(5)}%  ${int(processed)}/${int(total)}  ${rate === undefined ? '-' : `${int(rate)}/s`}  ETA ${etaSeconds === undefined ? '-:--' : clock(etaSeconds)}  ${printable(job.status)}`;
   // A steady width (the tail's length varies as the numbers grow): 30, less on a narrow terminal.
   const barWidth = Math.max(10, Math.min(30, width - 60));
   const filled = Math.min(barWidth, Math.floor((barWidth * percent) / 100));
@@ -44,7 +45,7 @@ export function renderBar(job: Pick<Job, 'status' | 'progress'>, samples: readon
 export function renderLine(job: Pick<Job, 'id' | 'status' | 'progress'>, samples: readonly Sample[]): string {
   const { processed, total, percent } = job.progress;
   const { etaSeconds } = estimate(samples, total);
-  return `${job.id} ${job.status} ${int(processed)}/${int(total)} (${percent.toFixed(1)}%)${etaSeconds === undefined ? '' : ` ETA ${clock(etaSeconds)}`}`;
+  return `${printable(job.id)} ${printable(job.status)} ${int(processed)}/${int(total)} (${percent.toFixed(1)}%)${etaSeconds === undefined ? '' : ` ETA ${clock(etaSeconds)}`}`;
 }
 
 export interface ProgressOut {
