@@ -5,7 +5,7 @@ export { VERSION, type CliIO } from './context.ts';
 export { EXIT, CliError, exitCodeOf, type ExitCode } from './exit.ts';
 export { configPath, readConfigFile, resolveConfig } from './config.ts';
 export { addressesOf, guessDelimiter, parseCsv } from './csv.ts';
-export { clock, estimate, renderBar, renderLine, ProgressReporter } from './progress.ts';
+export { clock, estimate, renderBar, renderLine, ProgressReporter, RATE_WINDOW_MS, STALL_MS, trimSamples, type Estimate, type Sample } from './progress.ts';
 export { jobSummary } from './commands.ts';
 export { exitQuietlyOnClosedPipe } from './pipes.ts';
 export { printable, printableLines } from './text.ts';

@@ -9,7 +9,7 @@ import path from 'node:path';
 import t from 'tap';
 import { ERRORS, type ErrorSpec } from '@svc/contracts';
 import { SvcApiError, SvcNetworkError } from '@svc/client';
-import { addressesOf, clock, estimate, EXIT, exitCodeOf, jobSummary, ProgressReporter, renderBar, run, type CliIO } from '../src/index.ts';
+import { addressesOf, clock, estimate, EXIT, exitCodeOf, jobSummary, ProgressReporter, renderBar, renderLine, run, STALL_MS, type CliIO, type Sample } from '../src/index.ts';
 import { fail, requestIdOf, startFaultServer, type Step } from '../../../test/helpers/fault-server.ts';
 
 const server = await startFaultServer();
@@ -222,7 +222,7 @@ t.test('progress: the bar, the rate and the ETA', async (t) => {
     { at: 1000, processed: 1000 },
     { at: 4000, processed: 4520 },
   ];
-  t.strictSame(estimate(samples, 10000), { rate: 1173.3333333333333, etaSeconds: 4.670454545454546 }, 'from the first sample with progress');
+  t.strictSame(estimate(samples, 10000), { rate: 1173.3333333333333, etaSeconds: 4.670454545454546, stalledSeconds: undefined }, 'from the first sample with progress');
   t.equal(renderBar(job, samples, 100), '[#############.................]   45.2%  4,520/10,000  1,173/s  ETA 0:05  processing');
   t.equal(renderBar(job, samples.slice(0, 1), 100), '[#############.................]   45.2%  4,520/10,000  -  ETA -:--  processing', 'no ETA before progress');
   t.strictSame([clock(0), clock(65.4), clock(3725)], ['0:00', '1:05', '1:02:05']);
@@ -240,4 +240,57 @@ t.test('progress: the bar, the rate and the ETA', async (t) => {
   t.strictSame(log.trim().split('\n').map((l) => l.split(' ')[2]), ['0/10,000', '1,200/10,000', '10,000/10,000'], 'plain lines at each 10% step (0, 12, 100), not at every read');
   const done = { id: 'job_1', status: 'completed', progress: { processed: 3, total: 3, percent: 100 }, created_at: '2026-01-01T00:00:00.000Z', completed_at: '2026-01-01T00:00:02.500Z', credit_reservation: { finalized: true }, results: { total_rows: 4, unique_emails: 3, valid: 1, valid_role_based: 1, risky: 0, invalid: 1, unknown: 0, credits_reserved: 3, credits_charged: 1, credits_refunded: 2 } };
   t.equal(jobSummary(done as never), 'job_1 completed in 2.5 s: 4 rows, 3 unique, 3/3 validated\n  valid 1, valid_role_based 1, risky 0, invalid 1, unknown 0\n  credits: 3 reserved, 1 charged, 2 refunded\n  results: svc job download job_1 --output results.csv\n');
+});
+
+t.test('progress: a stall (greylisted addresses waiting for their re-probe) shows how long, not an ETA', async (t) => {
+  // 600 addresses a second for 10 s (the first read, at 0, before any progress), then the count
+  // stays at 6,000 of 6,505 for 13 s while the rest wait for their re-probe, then completes.
+  const TOTAL = 6505;
+  const reads: Sample[] = [];
+  for (let s = 0; s <= 10; s++) reads.push({ at: s * 1000, processed: 600 * s });
+  for (let s = 11; s <= 22; s++) reads.push({ at: s * 1000, processed: 6000 });
+  reads.push({ at: 23_000, processed: TOTAL });
+  const job = (processed: number) => ({ status: processed === TOTAL ? ('completed' as const) : ('processing' as const), progress: { processed, total: TOTAL, percent: (processed * 100) / TOTAL } });
+  const barAt = (second: number): string => {
+    const upTo = reads.filter((r) => r.at <= second * 1000);
+    return renderBar(job(upTo.at(-1)!.processed), upTo, 100);
+  };
+  const BAR = '[###########################...]   92.2%  6,000/6,505';
+  t.strictSame(
+    [10, 11, 12, 13, 14, 15, 16, 22].map(barAt),
+    [
+      `${BAR}  600/s  ETA 0:01  processing`, // the last progress: 505 left at 600/s
+      `${BAR}  540/s  ETA 0:01  processing`, // still 1 s: the rate counts the time without progress, the ETA does not count down
+      `${BAR}  491/s  ETA 0:01  processing`,
+      `${BAR}  450/s  ETA 0:01  processing`,
+      `${BAR}  415/s  ETA 0:01  processing`,
+      `${BAR}  386/s  idle 0:05  processing`, // STALL_MS without progress: no ETA is claimed
+      `${BAR}  360/s  idle 0:06  processing`,
+      `${BAR}  257/s  idle 0:12  processing`,
+    ],
+    'ETA 0:01 while the count moved within 5 s, then the time since it last moved',
+  );
+  t.equal(barAt(23), '[##############################]  100.0%  6,505/6,505  268/s  ETA 0:00  completed', 'done: ETA 0:00');
+  t.equal(STALL_MS, 5000);
+  const upTo = (second: number) => reads.filter((r) => r.at <= second * 1000);
+  t.strictSame(estimate(upTo(14), TOTAL), { rate: 5400 / 13, etaSeconds: (505 * 13) / 5400, stalledSeconds: undefined }, '4 s without progress: still an estimate, grown with the wait');
+  t.strictSame(estimate(upTo(22), TOTAL), { rate: 5400 / 21, etaSeconds: undefined, stalledSeconds: 12 }, '12 s without progress: stalled, no ETA');
+  t.strictSame(estimate([{ at: 0, processed: 0 }, { at: 60_000, processed: 0 }], TOTAL), { rate: undefined, etaSeconds: undefined, stalledSeconds: undefined }, 'a queued job (no progress yet) is not stalled: ETA -:--');
+  t.equal(renderLine({ id: 'job_1', ...job(6000) }, upTo(22)), 'job_1 processing 6,000/6,505 (92.2%) no progress for 0:12', 'the plain line says it too');
+  t.equal(renderLine({ id: 'job_1', ...job(6000) }, upTo(12)), 'job_1 processing 6,000/6,505 (92.2%) ETA 0:01');
+
+  // The reporter over a longer stall: past the 30 s rate window the rate is gone ("-"), and the
+  // time since the count moved is still counted from the read where it was first seen.
+  let tty = '';
+  let now = 0;
+  const bar = new ProgressReporter({ write: (s: string) => (tty += s), isTTY: true, columns: 100 }, () => now);
+  for (let s = 0; s <= 45; s++) {
+    now = s * 1000;
+    bar.update({ id: 'job_1', ...job(Math.min(600 * s, 6000)) } as never);
+  }
+  const frames = tty.split('\r').filter(Boolean).map((f) => f.replace(/\x1b\[K$/, ''));
+  t.equal(frames.length, 46);
+  t.equal(frames[45], `${BAR}  -  idle 0:35  processing`, '35 s without progress: no rate in the window, idle 0:35');
+  t.equal(frames[40], `${BAR}  -  idle 0:30  processing`);
+  t.equal(frames[39], `${BAR}  20/s  idle 0:29  processing`, 'the window (from 9 s) still holds progress: 600 in 30 s');
 });
