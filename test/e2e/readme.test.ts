@@ -41,7 +41,8 @@ function examples(text: string): Example[] {
         continue;
       }
       // Among curl examples (not the Admin CLI section's reference lines).
-      const admin = /^npm run admin -- (.+)$/.exec(cmd);
+      // (`SVC_DATA_DIR=… npm run admin -- …`: the walk-through's data directory; here the stack's store.)
+      const admin = /^(?:SVC_DATA_DIR=\S+ )?npm run admin -- (.+)$/.exec(cmd);
       if (admin && lines.some((l) => /^\s*(?:[A-Z][A-Z0-9_]*=\$\()?curl /.test(l))) {
         out.push({ command: cmd, expected: '', line: b.line, admin: admin[1]!.split(/\s+/) });
         continue;

@@ -7,7 +7,8 @@
 //   auto.create.topics.enable=false. Creating a topic that exists is fine; an existing topic keeps
 //   its partition count (growing it would move keys to other partitions and break per-key order,
 //   so that is an operator's decision, never this adapter's). A subscribed topic's consumers are
-//   members of group `${groupPrefix}.${actual topic name}`: every process that subscribes to the
+//   members of group `${groupPrefix}.${port topic name}` (the deployment's prefix once: the
+//   service passes its topic prefix as groupPrefix): every process that subscribes to the
 //   topic joins that group, so each partition, and so each key, has one owner at a time.
 // - Publish = key → partition (kafkajs' DefaultPartitioner: murmur2, as the Java client), the
 //   message body JSON-serialised at the call (so mutating the object afterwards changes nothing;
@@ -116,7 +117,7 @@ import { DEFAULT_MAX_ATTEMPTS, errorText, retryDelay, type Bus, type BusHandler,
 export interface KafkaBusOptions {
   brokers: string[];
   clientId: string;
-  /** Consumer group id = `${groupPrefix}.${topicPrefix}${topic}`. */
+  /** Consumer group id = `${groupPrefix}.${topic}` (the port's topic name, unprefixed): a prefix of the deployment's own. */
   groupPrefix: string;
   /** Prepended to every topic name (tests isolate themselves with a unique one). Default ''. */
   topicPrefix?: string;
@@ -176,6 +177,16 @@ function errorChain(err: unknown): Array<{ name?: string; type?: string; message
   return out;
 }
 const chainHas = (err: unknown, types: ReadonlySet<string>): boolean => errorChain(err).some((e) => types.has(String(e.type)));
+
+/** Answers of a cluster that is still settling: a topic being created, a leader or group coordinator being elected, a group rebalancing. */
+const WARMUP_ERRORS = new Set(['UNKNOWN_TOPIC_OR_PARTITION', 'LEADER_NOT_AVAILABLE', 'NOT_LEADER_FOR_PARTITION', 'GROUP_COORDINATOR_NOT_AVAILABLE', 'COORDINATOR_NOT_AVAILABLE', 'COORDINATOR_LOAD_IN_PROGRESS', 'NOT_COORDINATOR_FOR_GROUP', 'REBALANCE_IN_PROGRESS']);
+
+/**
+ * Whether a consumer's failure is the cluster settling (processes starting together create the
+ * topics and join the groups: "This server does not host this topic-partition" until a topic's
+ * leader is known), which the consumer rides out by retrying: not an error.
+ */
+export const isKafkaWarmup = (err: unknown): boolean => chainHas(err, WARMUP_ERRORS) || errorChain(err).some((e) => /does not host this topic-partition|rebalanc/i.test(String(e.message)));
 /** A programming error or a refusal no retry cures (see PERMANENT_PUBLISH_ERRORS). */
 const isPermanentPublishError = (err: unknown): boolean => chainHas(err, PERMANENT_PUBLISH_ERRORS) || errorChain(err).some((e) => ['TypeError', 'RangeError', 'ReferenceError', 'SyntaxError'].includes(String(e.name)) || /Invalid topic/.test(String(e.message)));
 
@@ -463,7 +474,7 @@ export class KafkaBus implements Bus {
     const sub: Subscription = {
       topic,
       name,
-      groupId: `${this.#opts.groupPrefix}.${name}`,
+      groupId: `${this.#opts.groupPrefix}.${topic}`,
       handler,
       ...(opts.deadLetter ? { deadLetter: opts.deadLetter } : {}),
       members: [],

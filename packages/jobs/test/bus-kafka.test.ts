@@ -54,7 +54,8 @@ function testBus(prefix: string, clientId: string, opts: FreshOptions & Partial<
   return new KafkaBus({
     brokers: BROKERS,
     clientId,
-    groupPrefix: 'bus-test',
+    // The test's own groups, as the service's are its deployment's: `bus-test.<prefix>.<topic>`.
+    groupPrefix: `bus-test.${prefix.replace(/\.$/, '')}`,
     topicPrefix: prefix,
     defaultPartitions: 8,
     logLevel: logLevel.ERROR,
@@ -125,6 +126,21 @@ function ownership(workMs: (m: BusMessage) => number) {
 }
 
 function kafkaOnly(t: Tap): void {
+  t.test('a topic is `<topic prefix><topic>` and its group `<group prefix>.<topic>`: the prefix is not repeated', async (t) => {
+    const prefix = newPrefix();
+    const bus = new KafkaBus({ brokers: BROKERS, clientId: 'bus-test-names', groupPrefix: prefix.replace(/\.$/, ''), topicPrefix: prefix, defaultPartitions: 2, logLevel: logLevel.ERROR, logCreator: testLog, consumer: { sessionTimeout: 6000, heartbeatInterval: 300, maxWaitTimeInMs: 50 } });
+    t.teardown(async () => {
+      await bus.close();
+      await admin.deleteTopics({ topics: [`${prefix}jobs.work`] }).catch(() => {});
+      await admin.deleteGroups([`${prefix}jobs.work`]).catch(() => {});
+    });
+    bus.subscribe('jobs.work', async () => {});
+    await bus.ready(WAIT_MS);
+    t.ok((await admin.listTopics()).includes(`${prefix}jobs.work`), 'the topic');
+    const groups = (await admin.listGroups()).groups.map((g) => g.groupId).filter((g) => g.includes(prefix.replace(/\.$/, '')));
+    t.strictSame(groups, [`${prefix}jobs.work`], `the group: ${prefix}jobs.work`);
+  });
+
   t.test('a second process joining the group mid-stream: every message handled, per-key order kept by each', async (t) => {
     const prefix = newPrefix();
     const a = testBus(prefix, 'bus-test-a');

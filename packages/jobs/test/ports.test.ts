@@ -4,7 +4,7 @@
 // events with a timeout, never bare sleeps (STYLE 19).
 
 import t from 'tap';
-import { fnv1a, InProcessBus, TimerScheduler, type BusMessage } from '../src/index.ts';
+import { fnv1a, InProcessBus, isKafkaWarmup, TimerScheduler, type BusMessage } from '../src/index.ts';
 
 /** Resolves when `cond()` holds (checked every 5 ms), or fails after `ms`. */
 async function until(cond: () => boolean, ms = 3000): Promise<void> {
@@ -195,4 +195,15 @@ t.test('bus lanes: a failing message holds only its own lane (concurrency 1), th
   t.strictSame(seen.slice(3), ['A1', 'A2'], 'and A went on in order');
   await until(() => bus.pending('poison') === 0);
   await bus.close();
+});
+
+t.test('isKafkaWarmup: a cluster still settling is told from a failure', async (t) => {
+  const protocol = (type: string, message: string) => Object.assign(new Error(message), { name: 'KafkaJSProtocolError', type });
+  const wrapped = (cause: Error) => Object.assign(new Error('Number of retries exceeded'), { name: 'KafkaJSNumberOfRetriesExceeded', cause });
+  t.equal(isKafkaWarmup(protocol('UNKNOWN_TOPIC_OR_PARTITION', 'This server does not host this topic-partition')), true, 'a topic being created');
+  t.equal(isKafkaWarmup(wrapped(protocol('LEADER_NOT_AVAILABLE', 'There is no leader for this topic-partition'))), true, 'a leader being elected, behind kafkajs’ retry wrapper');
+  t.equal(isKafkaWarmup(protocol('REBALANCE_IN_PROGRESS', 'The group is rebalancing, so a rejoin is needed')), true, 'a rebalance');
+  t.equal(isKafkaWarmup(protocol('TOPIC_AUTHORIZATION_FAILED', 'Not authorized to access topics')), false, 'a refusal is not');
+  t.equal(isKafkaWarmup(new Error('connect ECONNREFUSED 127.0.0.1:9092')), false, 'a broker out of reach is not');
+  t.equal(isKafkaWarmup(undefined), false);
 });

@@ -130,13 +130,15 @@ export async function startService(config: Config, opts: StartOptions = {}): Pro
     if (boot.kind === 'ignored') app.log.warn('SVC_BOOTSTRAP_API_KEY is ignored: it applies on first start only and this store already has accounts (use the admin CLI to add keys)');
     const served = app;
     if (!config.databaseUrl && !opts.store) admin = serveAdminSocket(store, adminSocketPath(config.dataDir), () => served.clearKeyCache());
+    // The first readiness check runs before the port opens, so /ready never answers "not checked
+    // yet" to a process that /health already shows up (each check is bounded by its timeout).
+    await readiness.start();
     await app.listen({ port: config.port, host: config.host });
   } catch (err) {
     // Nothing is served yet: close what start-up opened, then name the setting to change.
     await shutdown().catch(() => {});
     throw listenConfigError(err, config) ?? err;
   }
-  void readiness.start();
   // A reservation left open by a failed settle or a dead process is released after 10 minutes;
   // idempotency records past their 24 h are deleted (begin() only replaces them key by key).
   const log = app.log;

@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import { ClickHouseAnalytics, connectRedis, DirBlobStore, type Analytics, type BlobStore, MemoryCache, MemoryRateLimiter, openStore, RedisCache, RedisMxThrottle, RedisRateLimiter, type RateLimiterPort, type Store } from '@svc/store';
-import { CatchallRecovery, createCsvPool, CsvJobs, InProcessBus, JobsService, OutcomesService, jobStatus, jobWebhookEvent, KafkaBus, silentLogger, WebhookDispatcher, type Bus, type JobsLogger } from '@svc/jobs';
+import { CatchallRecovery, createCsvPool, CsvJobs, InProcessBus, isKafkaWarmup, JobsService, OutcomesService, jobStatus, jobWebhookEvent, KafkaBus, silentLogger, WebhookDispatcher, type Bus, type JobsLogger } from '@svc/jobs';
 import { Engine, ENGINE_DEFAULTS, type MxThrottle } from '@svc/engine';
 import { Verifier, verifierConfig, type CachePort } from '@svc/verifier';
 import { HostedMcp } from '@svc/mcp';
@@ -190,7 +190,16 @@ export async function createServices(config: Config, opts: { store?: Store } = {
     error: (o, m) => jobsLog.error(o, m),
   };
   const analytics = openAnalytics(config, store, log);
-  const onBusError = (err: unknown, topic: string, key?: string) => log.error({ err, topic, key }, 'job message failed; retrying');
+  const onBusError = (err: unknown, topic: string, key?: string) => {
+    // A consumer's own failure (no message): while processes start together the cluster settles
+    // (topics created, leaders and coordinators elected, groups rebalanced), and the consumer
+    // retries by itself: said at info. Anything else about a consumer is a warning; a message
+    // whose handler failed is an error (retried, then dead-lettered: SVC_BUS_MAX_ATTEMPTS).
+    if (key === undefined) {
+      if (isKafkaWarmup(err)) log.info({ topic, reason: (err as Error | undefined)?.message }, 'kafka: a topic or consumer group is not ready yet (being created or rebalanced); the consumer retries');
+      else log.warn({ err, topic }, 'job bus consumer failed; it restarts');
+    } else log.error({ err, topic, key }, 'job message failed; retried after a back-off, dead-lettered after SVC_BUS_MAX_ATTEMPTS');
+  };
   const kafkaBus = config.kafkaBrokers
     ? new KafkaBus({
         brokers: config.kafkaBrokers,
@@ -209,7 +218,11 @@ export async function createServices(config: Config, opts: { store?: Store } = {
           () =>
           ({ namespace, log: entry }) => {
             const { message, ...rest } = entry;
-            log.warn({ component: 'kafka', namespace, ...rest }, String(message));
+            // A group's rebalance (members joining and leaving, a start, a deploy) is how Kafka
+            // works: its lines ("The group is rebalancing, re-joining", heartbeats answered
+            // "rebalancing") are info; everything else kafkajs says stays a warning.
+            const routine = /rebalanc|re-joining|already exists/i.test(`${String(message)} ${String((rest as { error?: unknown }).error ?? '')}`);
+            (routine ? log.info : log.warn)({ component: 'kafka', namespace, ...rest }, String(message));
           },
       })
     : undefined;

@@ -102,6 +102,10 @@ t.test('SVC_WEBHOOK_ALLOW_PRIVATE=true is a warning at start-up naming what it o
   for (const range of ['127.0.0.0/8', '10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '169.254.0.0/16', 'fc00::/7', 'SVC_OUTBOUND_ALLOW_NETWORKS=127.0.0.0/8,::1/128']) t.match(warnings[0]?.msg, range, `names ${range}`);
   const quiet: string[] = [];
   const other = await startService(loadConfig({ ...QUIET, PORT: '0', SVC_LOG_LEVEL: 'warn', SVC_OUTBOUND_ALLOW_NETWORKS: '127.0.0.0/8' }), { store, logStream: { write: (line: string) => void quiet.push(line) } });
+  // The first readiness check ran before the port opened: /ready answers its result at once.
+  const ready = (await (await fetch(`${other.url}/ready`)).json()) as { errors?: string[]; checks: Record<string, string> };
+  t.notOk(JSON.stringify(ready).includes('not checked yet'), `/ready right after start: ${JSON.stringify(ready)}`);
+  t.strictSame(Object.keys(ready.checks).sort(), ['dns', 'redis', 'smtp'], 'every check has a result');
   await other.close();
   t.notOk(quiet.some((l) => l.includes('SVC_WEBHOOK_ALLOW_PRIVATE')), 'the allow-list alone warns of nothing');
 });
