@@ -187,3 +187,21 @@ t.test('a job whose results the database refuses: dead-lettered, the row unknown
   }
   t.equal(typeof accountId, 'string');
 });
+
+// Embedded only: the in-process bus takes accounts and their jobs in turn (fairness lanes). Kafka
+// keeps each partition's order: there a big job's messages ahead in a partition go first.
+t.test('a big job does not hold up another account’s small job submitted after it (embedded: fairness lanes)', { skip: stack.profile === 'cluster' ? 'Kafka partitions keep their order (docs/decisions.md "Bus")' : false }, async (t) => {
+  const big = await makeKey(stack, { credits: 20_000 });
+  const small = await makeKey(stack, { credits: 10 });
+  const many = Array.from({ length: 6000 }, (_, i) => `lead${i}@${['accept.test', 'catchall.test', 'postfix.test'][i % 3]}`);
+  const bigId = await submit(big.key, many);
+  const smallId = await submit(small.key, HEALTHY.map(([e]) => e));
+  const done = await finished(small.key, smallId);
+  t.equal(done.status, 'completed', 'the small job completed');
+  const bigNow = (await stack.call('GET', `/v1/csv/jobs/${bigId}`, { key: big.key })).body;
+  t.equal(bigNow.status, 'processing', `the big job was still running when the small one finished (${bigNow.progress.processed}/${bigNow.progress.total})`);
+  t.ok(bigNow.progress.processed < bigNow.progress.total, 'with work left');
+  await checkHealthy(t, small.key, [smallId]);
+  const end = await finished(big.key, bigId, 180_000);
+  t.equal(end.status, 'completed', 'and the big one completed too');
+});

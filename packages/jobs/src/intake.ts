@@ -204,7 +204,7 @@ export async function intake(deps: IntakeDeps, input: IntakeInput): Promise<JobR
   // (JobsService's unpublished sweep; an embedded restart resumes it at start).
   const stopRenewing = keepRenewing(lease, () => store.jobs.renewPublish(job.id, lease));
   try {
-    await publishWork(bus, job.id, uniqueItems(uniques));
+    await publishWork(bus, job.id, uniqueItems(uniques), job.account_id);
     await store.jobs.markWorkPublished(job.id);
   } catch (err) {
     deps.onPublishError?.(err, job.id);

@@ -9,7 +9,7 @@
 // Dates travel as ISO 8601 strings.
 
 import type { ValidationResultBody } from '@svc/contracts';
-import { fnv1a, type Bus } from './ports.ts';
+import { fnv1a, type Bus, type PublishOptions } from './ports.ts';
 
 export const WORK_TOPIC = 'jobs.work';
 export const MX_TOPIC = 'jobs.mx';
@@ -28,6 +28,8 @@ export type WorkItem = [idx: number, email: string, attempts: number];
 export interface WorkMessageV1 {
   v: 1;
   job_id: string;
+  /** The job's account (absent from older producers): the fairness group of the job's lane. */
+  account_id?: string;
   items: WorkItem[];
 }
 
@@ -50,8 +52,13 @@ export interface ResultItem {
 export interface ResultsMessageV1 {
   v: 1;
   job_id: string;
+  /** The job's account (absent from older producers): the fairness group of the job's lane. */
+  account_id?: string;
   results: ResultItem[];
 }
+
+/** The bus lanes of a job's messages: its own lane, in its account's group (PublishOptions). */
+export const jobLane = (jobId: string, accountId: string | undefined): PublishOptions => ({ lane: jobId, ...(accountId ? { group: accountId } : {}) });
 
 /** The domain part of an address as written, lower-cased: enough to bucket it (the verifier canonicalises). */
 export function domainOf(email: string): string {
@@ -68,13 +75,14 @@ export const ITEMS_TURN = 5_000;
  * Publishes work for a job: items grouped by domain bucket, at most WORK_CHUNK per message, each
  * message keyed by its bucket. Returns the number of messages.
  */
-export async function publishWork(bus: Bus, jobId: string, items: Iterable<WorkItem>): Promise<number> {
+export async function publishWork(bus: Bus, jobId: string, items: Iterable<WorkItem>, accountId?: string): Promise<number> {
   const open = new Map<string, WorkItem[]>();
   let sent = 0;
   const flush = async (key: string, chunk: WorkItem[]) => {
-    const message: WorkMessageV1 = { v: 1, job_id: jobId, items: chunk };
-    // The job's own lane: another job's work is taken in turn with it, not after it.
-    await bus.publish(WORK_TOPIC, key, message as unknown as WorkMessageV1 & { readonly [k: string]: unknown }, { lane: jobId });
+    const message: WorkMessageV1 = { v: 1, job_id: jobId, ...(accountId ? { account_id: accountId } : {}), items: chunk };
+    // The job's own lane in its account's group: another account's work, and another job's, is
+    // taken in turn with it, not after it.
+    await bus.publish(WORK_TOPIC, key, message as unknown as WorkMessageV1 & { readonly [k: string]: unknown }, jobLane(jobId, accountId));
     // A 500,000-address job is a thousand messages: let requests in between, every
     // PUBLISH_TURN messages (each cloned by the in-process bus: a few milliseconds per turn).
     if (++sent % PUBLISH_TURN === 0) await new Promise<void>((resolve) => setImmediate(resolve));

@@ -44,6 +44,12 @@ export interface PublishOptions {
    * Order is kept per key within a lane. Kafka keeps its partitions' order and ignores lanes.
    */
   lane?: string;
+  /**
+   * The lane's fairness group (default: one group of its own). A partition takes its groups in
+   * turn, and within a group its lanes in turn: the job pipeline groups a job's lane under its
+   * account, so an account with ten jobs gets no more turns than an account with one.
+   */
+  group?: string;
 }
 
 export interface Bus {
@@ -110,6 +116,7 @@ interface Entry {
 /** One fairness lane of a partition: its messages in order. */
 interface Lane {
   id: string;
+  group: Group;
   queue: Entry[];
   /** A failed message of this lane waits out its back-off (concurrency 1: the lane waits with it, to keep its order). */
   held: boolean;
@@ -119,10 +126,20 @@ interface Lane {
   busy: number;
 }
 
-interface Partition {
+/** A fairness group of a partition: its lanes, taken in turn. */
+interface Group {
+  id: string;
   lanes: Map<string, Lane>;
-  /** Lanes with messages to take, in turn. */
+  /** Its lanes with messages to take, in turn. */
   ring: Lane[];
+  /** In the partition's ring of groups. */
+  ready: boolean;
+}
+
+interface Partition {
+  groups: Map<string, Group>;
+  /** Groups with a lane to take from, in turn. */
+  ring: Group[];
   /** Messages being handled (at most the topic's concurrency). */
   running: number;
   /** Messages out of the queues: in a back-off or being dead-lettered. */
@@ -137,7 +154,7 @@ interface Topic {
   /** Messages of one partition handled at once. */
   concurrency: number;
   /** Published before anyone subscribed: delivered once a handler exists. */
-  early: Array<{ key: string; message: string; lane: string }>;
+  early: Array<{ key: string; message: string; lane: string; group: string }>;
 }
 
 export interface InProcessBusOptions {
@@ -190,11 +207,13 @@ export class InProcessBus implements Bus {
     const copy = JSON.stringify(message);
     const t = this.#topic(topic);
     const lane = opts.lane ?? key;
+    // Without a group a lane is a group of its own (NUL cannot start a caller's group name).
+    const group = opts.group ?? `\u0000${lane}`;
     if (!t.handler) {
-      t.early.push({ key, message: copy, lane });
+      t.early.push({ key, message: copy, lane, group });
       return;
     }
-    this.#enqueue(t, lane, { key, message: copy, failures: 0 });
+    this.#enqueue(t, group, lane, { key, message: copy, failures: 0 });
   }
 
   subscribe(topic: string, handler: BusHandler, opts: SubscribeOptions = {}): void {
@@ -203,11 +222,11 @@ export class InProcessBus implements Bus {
     t.handler = handler;
     t.deadLetter = opts.deadLetter;
     const n = Math.max(1, Math.floor(opts.partitions ?? 1));
-    t.partitions = Array.from({ length: n }, () => ({ lanes: new Map(), ring: [], running: 0, waiting: 0 }));
+    t.partitions = Array.from({ length: n }, () => ({ groups: new Map(), ring: [], running: 0, waiting: 0 }));
     t.concurrency = Math.max(1, Math.floor(opts.concurrency ?? 1));
     const early = t.early;
     t.early = [];
-    for (const m of early) this.#enqueue(t, m.lane, { key: m.key, message: m.message, failures: 0 });
+    for (const m of early) this.#enqueue(t, m.group, m.lane, { key: m.key, message: m.message, failures: 0 });
   }
 
   /** Messages waiting or in progress on `topic` (tests, metrics). */
@@ -217,37 +236,53 @@ export class InProcessBus implements Bus {
     let n = t.early.length;
     for (const p of t.partitions) {
       n += p.running + p.waiting;
-      for (const lane of p.lanes.values()) n += lane.queue.length;
+      for (const g of p.groups.values()) for (const lane of g.lanes.values()) n += lane.queue.length;
     }
     return n;
   }
 
-  #enqueue(t: Topic, laneId: string, entry: Entry, first = false): void {
+  #enqueue(t: Topic, groupId: string, laneId: string, entry: Entry, first = false): void {
     const p = t.partitions[fnv1a(entry.key) % t.partitions.length]!;
-    let lane = p.lanes.get(laneId);
-    if (!lane) p.lanes.set(laneId, (lane = { id: laneId, queue: [], held: false, ready: false, busy: 0 }));
+    let g = p.groups.get(groupId);
+    if (!g) p.groups.set(groupId, (g = { id: groupId, lanes: new Map(), ring: [], ready: false }));
+    let lane = g.lanes.get(laneId);
+    if (!lane) g.lanes.set(laneId, (lane = { id: laneId, group: g, queue: [], held: false, ready: false, busy: 0 }));
     if (first) lane.queue.unshift(entry);
     else lane.queue.push(entry);
     this.#ready(p, lane);
     this.#drain(t, p);
   }
 
-  /** Puts `lane` in its partition's ring if it has messages to take (and is not held). */
+  /** Puts `lane` in its group's ring if it has messages to take (and is not held), and the group in the partition's. */
   #ready(p: Partition, lane: Lane): void {
     if (lane.ready || lane.held || lane.queue.length === 0) return;
     lane.ready = true;
-    p.ring.push(lane);
+    lane.group.ring.push(lane);
+    this.#readyGroup(p, lane.group);
   }
 
-  /** Starts messages while the partition has free slots and lanes with messages, one lane after another. */
+  #readyGroup(p: Partition, g: Group): void {
+    if (g.ready || g.ring.length === 0) return;
+    g.ready = true;
+    p.ring.push(g);
+  }
+
+  /** Starts messages while the partition has free slots: a group after another, within a group a lane after another. */
   #drain(t: Topic, p: Partition): void {
     while (!this.#closed && p.running < t.concurrency && p.ring.length > 0) {
-      const lane = p.ring.shift()!;
-      lane.ready = false;
-      if (lane.held) continue; // made ready again when its failed message is back
+      const g = p.ring.shift()!;
+      g.ready = false;
+      let lane: Lane | undefined;
+      while (!lane && g.ring.length > 0) {
+        const next = g.ring.shift()!;
+        next.ready = false;
+        if (!next.held) lane = next; // a held lane is made ready again when its failed message is back
+      }
+      if (!lane) continue;
       const entry = lane.queue.shift()!;
       lane.busy++;
       this.#ready(p, lane);
+      this.#readyGroup(p, g);
       this.#track(this.#deliver(t, p, lane, entry));
     }
   }
@@ -284,7 +319,7 @@ export class InProcessBus implements Bus {
           lane.busy--;
           if (hold) lane.held = false;
           if (this.#closed) return;
-          if (entry.failures < this.#maxAttempts) this.#enqueue(t, lane.id, entry, true);
+          if (entry.failures < this.#maxAttempts) this.#enqueue(t, lane.group.id, lane.id, entry, true);
           else this.#tidy(p, lane);
           this.#drain(t, p);
         })(),
@@ -296,10 +331,12 @@ export class InProcessBus implements Bus {
     this.#drain(t, p);
   }
 
-  /** Forgets a lane with nothing queued or in hand; else makes it ready again. */
+  /** Forgets a lane with nothing queued or in hand (and its group once it has no lane); else makes it ready again. */
   #tidy(p: Partition, lane: Lane): void {
-    if (lane.queue.length === 0 && !lane.held && lane.busy === 0) p.lanes.delete(lane.id);
-    else this.#ready(p, lane);
+    if (lane.queue.length > 0 || lane.held || lane.busy > 0) return this.#ready(p, lane);
+    const g = lane.group;
+    if (g.lanes.get(lane.id) === lane) g.lanes.delete(lane.id);
+    if (g.lanes.size === 0 && p.groups.get(g.id) === g) p.groups.delete(g.id);
   }
 
   /** Parks a message that failed every attempt and answers it with the topic's dead-letter handler, each step tried until it succeeds (or the bus closes). */

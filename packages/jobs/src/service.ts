@@ -289,7 +289,7 @@ export class JobsService {
     log.info({ job_id: job.id, unique: job.unique_emails, republished: missing.length }, 'resuming job');
     const stopRenewing = keepRenewing(this.#lease, () => store.jobs.renewPublish(job.id, this.#lease));
     try {
-      await publishWork(bus, job.id, missing);
+      await publishWork(bus, job.id, missing, job.account_id);
     } finally {
       stopRenewing();
     }
@@ -301,13 +301,13 @@ export class JobsService {
     for (;;) {
       const due = await store.jobs.claimDue(now, 5000, this.#o.reprobeLeaseMs ?? 600_000);
       if (due.length === 0) return;
-      const byJob = new Map<string, WorkItem[]>();
+      const byJob = new Map<string, { accountId: string; items: WorkItem[] }>();
       for (const d of due) {
-        let items = byJob.get(d.jobId);
-        if (!items) byJob.set(d.jobId, (items = []));
-        items.push([d.idx, d.email, d.attempts]);
+        let job = byJob.get(d.jobId);
+        if (!job) byJob.set(d.jobId, (job = { accountId: d.accountId, items: [] }));
+        job.items.push([d.idx, d.email, d.attempts]);
       }
-      for (const [jobId, items] of byJob) await publishWork(bus, jobId, items);
+      for (const [jobId, job] of byJob) await publishWork(bus, jobId, job.items, job.accountId);
       if (due.length < 5000) return;
     }
   }

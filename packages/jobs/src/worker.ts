@@ -18,7 +18,7 @@ import { chargeReasonFor, suppressedVerdict, type ChargedResult } from '@svc/bil
 import type { SuppressionKind } from '@svc/contracts';
 import type { Store } from '@svc/store';
 import { parseAddress, processingFailedVerdict, Semaphore, verdictTrace, type RunOptions, type Verdict } from '@svc/verifier';
-import { MX_TOPIC, RESULTS_TOPIC, WORK_CHUNK, WORK_TOPIC, bucketKey, isWorkMessage, type ResultItem, type ResultsMessageV1, type WorkItem, type WorkMessageV1 } from './messages.ts';
+import { MX_TOPIC, RESULTS_TOPIC, WORK_CHUNK, WORK_TOPIC, bucketKey, isWorkMessage, jobLane, type ResultItem, type ResultsMessageV1, type WorkItem, type WorkMessageV1 } from './messages.ts';
 import type { Bus, BusMessage } from './ports.ts';
 
 /**
@@ -87,10 +87,10 @@ export class TurnBudget {
 class RouteGroups {
   readonly #open = new Map<string, { items: WorkItem[]; sent: Promise<void>; send: () => void }>();
 
-  constructor(private readonly publish: (jobId: string, key: string, items: WorkItem[]) => Promise<void>) {}
+  constructor(private readonly publish: (jobId: string, key: string, items: WorkItem[], accountId: string | undefined) => Promise<void>) {}
 
   /** Adds `item` to its group; resolves once the group's message is on the bus. */
-  add(jobId: string, key: string, item: WorkItem): Promise<void> {
+  add(jobId: string, accountId: string | undefined, key: string, item: WorkItem): Promise<void> {
     const id = `${jobId}\u0000${key}`;
     let group = this.#open.get(id);
     if (!group) {
@@ -102,7 +102,7 @@ class RouteGroups {
           clearTimeout(timer);
           if (this.#open.get(id)?.items !== items) return; // sent already
           this.#open.delete(id);
-          this.publish(jobId, key, items).then(resolve, reject);
+          this.publish(jobId, key, items, accountId).then(resolve, reject);
         };
         timer = setTimeout(send, ROUTE_LINGER_MS);
       });
@@ -167,9 +167,9 @@ export class JobWorker {
     this.#now = opts.now ?? Date.now;
     this.#budget = new Semaphore(opts.maxInFlight ?? WORK_IN_FLIGHT);
     this.#routing = new Semaphore(opts.maxInFlight ?? WORK_IN_FLIGHT);
-    this.#groups = new RouteGroups(async (jobId, key, items) => {
-      const message: WorkMessageV1 = { v: 1, job_id: jobId, items };
-      await opts.bus.publish(MX_TOPIC, key, message as unknown as BusMessage, { lane: jobId });
+    this.#groups = new RouteGroups(async (jobId, key, items, accountId) => {
+      const message: WorkMessageV1 = { v: 1, job_id: jobId, ...(accountId ? { account_id: accountId } : {}), items };
+      await opts.bus.publish(MX_TOPIC, key, message as unknown as BusMessage, jobLane(jobId, accountId));
     });
   }
 
@@ -193,8 +193,8 @@ export class JobWorker {
   async giveUp(message: BusMessage): Promise<void> {
     if (!isWorkMessage(message)) return; // not ours to answer: parked, nothing waits for it
     const results: ResultItem[] = message.items.map(([idx, email, before]) => failedResult(idx, email, before + 1));
-    const out: ResultsMessageV1 = { v: 1, job_id: message.job_id, results };
-    await this.opts.bus.publish(RESULTS_TOPIC, message.job_id, out as unknown as BusMessage);
+    const out: ResultsMessageV1 = { v: 1, job_id: message.job_id, ...(message.account_id ? { account_id: message.account_id } : {}), results };
+    await this.opts.bus.publish(RESULTS_TOPIC, message.job_id, out as unknown as BusMessage, jobLane(message.job_id, message.account_id));
   }
 
   /**
@@ -222,7 +222,7 @@ export class JobWorker {
           routing.push(
             (async () => {
               const host = verifier.route ? (await verifier.route([item[1]]))[0] : null;
-              sent.add(this.#groups.add(message.job_id, host ? `mx:${host}` : bucketKey(item[1]), item));
+              sent.add(this.#groups.add(message.job_id, message.account_id, host ? `mx:${host}` : bucketKey(item[1]), item));
             })(),
           );
       }
@@ -239,8 +239,8 @@ export class JobWorker {
     if (!(await store.jobs.claimForWork(message.job_id))) return;
     await this.opts.gate?.();
     const results = await this.#budget.run(() => this.probe(message), Math.min(message.items.length, this.#budget.max));
-    const out: ResultsMessageV1 = { v: 1, job_id: message.job_id, results };
-    await bus.publish(RESULTS_TOPIC, message.job_id, out as unknown as BusMessage);
+    const out: ResultsMessageV1 = { v: 1, job_id: message.job_id, ...(message.account_id ? { account_id: message.account_id } : {}), results };
+    await bus.publish(RESULTS_TOPIC, message.job_id, out as unknown as BusMessage, jobLane(message.job_id, message.account_id));
   }
 
   async probe(message: WorkMessageV1): Promise<ResultItem[]> {

@@ -207,3 +207,22 @@ t.test('isKafkaWarmup: a cluster still settling is told from a failure', async (
   t.equal(isKafkaWarmup(new Error('connect ECONNREFUSED 127.0.0.1:9092')), false, 'a broker out of reach is not');
   t.equal(isKafkaWarmup(undefined), false);
 });
+
+t.test('bus groups: a partition takes its groups (accounts) in turn, then their lanes (jobs) in turn', async (t) => {
+  const bus = new InProcessBus();
+  const publish = async (account: string, job: string, n: number) => {
+    for (let i = 0; i < n; i++) await bus.publish('fair', 'host', { v: 1, m: `${job}-${i}` }, { lane: job, group: account });
+  };
+  // Account A has two jobs of four messages, account B one of two, all queued on one key.
+  await publish('A', 'A1', 4);
+  await publish('A', 'A2', 4);
+  await publish('B', 'B1', 2);
+  const seen: string[] = [];
+  bus.subscribe('fair', async (m) => void seen.push(String(m.m)), { partitions: 1 });
+  await until(() => seen.length === 10);
+  // (The queued messages are handed over one by one at subscribe: A1-0 starts before the rest are
+  // there, A1-1 is next in the ring by then.) Then B's one job is not queued behind A's two: the
+  // accounts alternate, and A's jobs alternate within A's turns.
+  t.strictSame(seen, ['A1-0', 'A1-1', 'B1-0', 'A2-0', 'B1-1', 'A1-2', 'A2-1', 'A1-3', 'A2-2', 'A2-3']);
+  await bus.close();
+});

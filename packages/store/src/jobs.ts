@@ -110,6 +110,7 @@ export interface StoredResult {
 /** A deferred email whose re-probe is due. */
 export interface DueRow {
   jobId: string;
+  accountId: string;
   idx: number;
   email: string;
   attempts: number;
@@ -383,18 +384,18 @@ export class JobsRepo {
    * makes it due again. Rows another transaction is taking are skipped.
    */
   async claimDue(now: Date, limit: number, leaseMs: number): Promise<DueRow[]> {
-    const rows = await this.db.query<{ job_id: string; idx: number; email: string; attempts: number; next_attempt_at: string }>(
+    const rows = await this.db.query<{ job_id: string; account_id: string; idx: number; email: string; attempts: number; next_attempt_at: string }>(
       `UPDATE job_results r SET leased_until = $1::timestamptz + ($3::bigint * interval '1 millisecond')
          FROM (SELECT r2.job_id, r2.idx FROM job_results r2 JOIN jobs j ON j.id = r2.job_id
                 WHERE r2.state = 'deferred' AND r2.next_attempt_at <= $1 AND (r2.leased_until IS NULL OR r2.leased_until <= $1) AND j.status IN ${ACTIVE}
                 ORDER BY r2.next_attempt_at LIMIT $2 FOR UPDATE OF r2 SKIP LOCKED) due
         WHERE r.job_id = due.job_id AND r.idx = due.idx
-        RETURNING r.job_id, r.idx, r.email, r.attempts, r.next_attempt_at`,
+        RETURNING r.job_id, (SELECT account_id FROM jobs WHERE id = r.job_id) AS account_id, r.idx, r.email, r.attempts, r.next_attempt_at`,
       [now.toISOString(), limit, leaseMs],
     );
     return rows
       .sort((a, b) => new Date(a.next_attempt_at).getTime() - new Date(b.next_attempt_at).getTime())
-      .map((r) => ({ jobId: r.job_id, idx: r.idx, email: r.email, attempts: r.attempts }));
+      .map((r) => ({ jobId: r.job_id, accountId: r.account_id, idx: r.idx, email: r.email, attempts: r.attempts }));
   }
 
   /**
