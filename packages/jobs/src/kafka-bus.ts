@@ -112,7 +112,7 @@
 //   results) rather than fail and have its work redone by the next owner; after close() it rejects.
 
 import { Kafka, logLevel as LogLevel, Partitioners, type Admin, type ConsumerConfig, type Consumer, type EachBatchPayload, type KafkaConfig, type Producer } from 'kafkajs';
-import { DEFAULT_MAX_ATTEMPTS, errorText, retryDelay, type Bus, type BusHandler, type BusMessage, type DeadLetterHandler, type PublishOptions, type SubscribeOptions } from './ports.ts';
+import { DEFAULT_MAX_ATTEMPTS, errorText, retryDelay, wakeableSleep, type Bus, type BusHandler, type BusMessage, type DeadLetterHandler, type PublishOptions, type SubscribeOptions } from './ports.ts';
 
 export interface KafkaBusOptions {
   brokers: string[];
@@ -588,14 +588,7 @@ export class KafkaBus implements Bus {
 
   /** Sleeps `ms`, or less if the bus closes meanwhile. */
   #sleep(ms: number): Promise<void> {
-    return new Promise<void>((resolve) => {
-      if (this.#closing) return resolve();
-      const timer = setTimeout(() => {
-        this.#timers.delete(timer);
-        resolve();
-      }, ms);
-      this.#timers.set(timer, resolve);
-    });
+    return wakeableSleep(this.#timers, this.#closing, ms);
   }
 
   #start(member: Member, afterMs = 0): void {

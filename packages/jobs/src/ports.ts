@@ -92,6 +92,21 @@ export function retryDelay(firstMs: number, failures: number): number {
   return Math.min(MAX_RETRY_DELAY_MS, firstMs * 2 ** Math.min(Math.max(failures - 1, 0), 10));
 }
 
+/**
+ * Sleeps `ms` (at once when `closed`), the timer kept in `timers` with its wake-up, so a closing
+ * bus can end every sleep at once (clear the timer, call the wake-up).
+ */
+export function wakeableSleep(timers: Map<NodeJS.Timeout, () => void>, closed: boolean, ms: number): Promise<void> {
+  return new Promise<void>((resolve) => {
+    if (closed) return resolve();
+    const timer = setTimeout(() => {
+      timers.delete(timer);
+      resolve();
+    }, ms);
+    timers.set(timer, resolve);
+  });
+}
+
 /** The text of a failure, for a dead letter. */
 export const errorText = (err: unknown): string => (err instanceof Error ? err.message : String(err)).slice(0, 2000);
 
@@ -361,14 +376,7 @@ export class InProcessBus implements Bus {
 
   /** Sleeps `ms`, or less if the bus closes meanwhile. */
   #sleep(ms: number): Promise<void> {
-    return new Promise<void>((resolve) => {
-      if (this.#closed) return resolve();
-      const timer = setTimeout(() => {
-        this.#timers.delete(timer);
-        resolve();
-      }, ms);
-      this.#timers.set(timer, resolve);
-    });
+    return wakeableSleep(this.#timers, this.#closed, ms);
   }
 
   async close(): Promise<void> {
