@@ -2893,6 +2893,487 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/webhooks/secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The account’s current webhook signing secrets (not the secrets themselves)
+         * @description Newest first. During a rotation’s grace period there are two: each delivery carries one `v1` signature per current secret.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description OK */
+                200: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            secrets: {
+                                id: string;
+                                /** @description The first characters of the secret, then `…` */
+                                secret_prefix: string;
+                                /** Format: date-time */
+                                created_at: string;
+                                /**
+                                 * Format: date-time
+                                 * @description null: the newest, current until the next rotation; else it signs until then
+                                 */
+                                expires_at: string | null;
+                            }[];
+                        };
+                    };
+                };
+                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired`, `mcp_token_not_accepted` */
+                401: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired" | "mcp_token_not_accepted";
+                        };
+                    };
+                };
+                /** @description Forbidden: `insufficient_scope` */
+                403: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "insufficient_scope";
+                            /** @description The scope the key lacks. */
+                            required_scope: string;
+                        };
+                    };
+                };
+                /** @description Too Many Requests: `rate_limited` */
+                429: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        /** @description Seconds to wait before retrying (60). */
+                        "Retry-After"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "rate_limited";
+                            /** @description Seconds to wait (60). */
+                            retry_after: number;
+                        };
+                    };
+                };
+                /** @description Internal Server Error: `internal_error` */
+                500: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "internal_error";
+                        };
+                    };
+                };
+                /** @description Service Unavailable: `service_unavailable` */
+                503: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "service_unavailable";
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/secret/rotate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Make a new webhook signing secret (shown once); the current ones sign for a grace period
+         * @description Body (optional): `{"grace_period_seconds": N}`, 0-604800 (default 86400: 24 h). Until a replaced secret's `expires_at`, every delivery is signed with it and with the new one (`X-Signature: t=…,v1=<new>,v1=<old>`), so receivers can switch without missing a delivery. The secret is in this response only.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Created */
+                201: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: string;
+                            /** @description `whsec_…`: shown this once */
+                            secret: string;
+                            /** Format: date-time */
+                            created_at: string;
+                            previous: {
+                                id: string;
+                                /** Format: date-time */
+                                expires_at: string;
+                            }[];
+                        };
+                    };
+                };
+                /** @description Bad Request: `invalid_json`, `invalid_request` */
+                400: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "invalid_json" | "invalid_request";
+                        };
+                    };
+                };
+                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired`, `mcp_token_not_accepted` */
+                401: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired" | "mcp_token_not_accepted";
+                        };
+                    };
+                };
+                /** @description Forbidden: `insufficient_scope` */
+                403: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "insufficient_scope";
+                            /** @description The scope the key lacks. */
+                            required_scope: string;
+                        };
+                    };
+                };
+                /** @description Payload Too Large: `payload_too_large` */
+                413: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "payload_too_large";
+                        };
+                    };
+                };
+                /** @description Unsupported Media Type: `unsupported_media_type` */
+                415: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "unsupported_media_type";
+                        };
+                    };
+                };
+                /** @description Too Many Requests: `rate_limited` */
+                429: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        /** @description Seconds to wait before retrying (60). */
+                        "Retry-After"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "rate_limited";
+                            /** @description Seconds to wait (60). */
+                            retry_after: number;
+                        };
+                    };
+                };
+                /** @description Internal Server Error: `internal_error` */
+                500: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "internal_error";
+                        };
+                    };
+                };
+                /** @description Service Unavailable: `service_unavailable` */
+                503: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "service_unavailable";
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/csv/prepare-upload": {
         parameters: {
             query?: never;
@@ -6062,7 +6543,7 @@ export interface components {
              * @description Stable machine reason (extra field; see docs/decisions.md).
              * @enum {string}
              */
-            reason_code: "accepted" | "role_account" | "catch_all" | "catchall_unverified" | "disposable_domain" | "invalid_syntax" | "nxdomain" | "no_mail_records" | "null_mx" | "dns_servfail" | "dns_timeout" | "dns_error" | "mailbox_not_found" | "mailbox_disabled" | "smtputf8_unsupported" | "mailbox_full" | "smtp_policy_block" | "smtp_tempfail" | "smtp_timeout" | "smtp_connection_failed" | "smtp_protocol_error" | "smtp_unclassified" | "address_malformed" | "suppressed_hard_bounce" | "suppressed_complaint" | "suppressed_unsubscribed" | "recovered_delivery" | "recovered_pattern" | "recovered_hard_bounce";
+            reason_code: "accepted" | "role_account" | "catch_all" | "catchall_unverified" | "disposable_domain" | "invalid_syntax" | "nxdomain" | "no_mail_records" | "null_mx" | "dns_servfail" | "dns_timeout" | "dns_error" | "mailbox_not_found" | "mailbox_disabled" | "smtputf8_unsupported" | "mailbox_full" | "smtp_policy_block" | "smtp_tempfail" | "smtp_timeout" | "smtp_connection_failed" | "smtp_protocol_error" | "smtp_unclassified" | "address_malformed" | "suppressed_hard_bounce" | "suppressed_complaint" | "suppressed_unsubscribed" | "recovered_delivery" | "recovered_pattern" | "recovered_hard_bounce" | "processing_failed";
             syntax_valid: boolean;
             dns_valid: boolean;
             smtp_valid: boolean;
@@ -6085,7 +6566,7 @@ export interface components {
              */
             charge_reason: "high_value_validation" | "role_based_not_charged" | "catchall_not_charged" | "disposable_not_charged" | "invalid_not_charged" | "unknown_not_charged" | "duplicate_in_request" | "duplicate_in_job" | "suppressed_not_charged";
             /** @enum {string} */
-            validation_layer: "syntax" | "dns" | "smtp" | "catchall" | "suppression";
+            validation_layer: "syntax" | "dns" | "smtp" | "catchall" | "suppression" | "processing";
             smtp_response?: string;
             did_you_mean?: string;
             flags: string[];

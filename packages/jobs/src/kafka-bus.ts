@@ -736,8 +736,9 @@ export class KafkaBus implements Bus {
       // The last attempt: parked on the dead-letter topic, answered by the dead-letter handler
       // (each step tried until it succeeds: its failure is an outage, not the message), passed.
       if (failure.count >= this.#maxAttempts) {
-        await this.#bury(sub, m.value?.toString('utf8') ?? '', key, failed.err, failure.count, heartbeat);
-        if (this.#closing) return;
+        // Stopped early (closing, a rebalance, a stale batch): not resolved; its next owner takes it again.
+        const buried = await this.#bury(sub, m.value?.toString('utf8') ?? '', key, failed.err, failure.count, heartbeat, () => !p.isRunning() || p.isStale() || member.rebalance !== undefined);
+        if (!buried) return;
         member.failures.delete(batch.partition);
         p.resolveOffset(m.offset);
         await p.commitOffsetsIfNecessary();
@@ -759,25 +760,30 @@ export class KafkaBus implements Bus {
     await heartbeat();
   }
 
-  /** Parks a message that failed every attempt on the dead-letter topic and answers it with the subscription's dead-letter handler, each step tried until it succeeds (or the bus closes), heartbeating meanwhile. */
-  async #bury(sub: Subscription, value: string, key: string, err: unknown, attempts: number, heartbeat: () => Promise<void>): Promise<void> {
+  /**
+   * Parks a message that failed every attempt on the dead-letter topic and answers it with the
+   * subscription's dead-letter handler, each step tried until it succeeds, heartbeating meanwhile.
+   * False: it stopped first (the bus closing, or `stop()`: the member lost or is losing the partition).
+   */
+  async #bury(sub: Subscription, value: string, key: string, err: unknown, attempts: number, heartbeat: () => Promise<void>, stop: () => boolean): Promise<boolean> {
     const beat = setInterval(() => void heartbeat().catch(() => {}), this.#heartbeatMs);
     try {
       let parked = false;
-      for (let failures = 0; !this.#closing; ) {
+      for (let failures = 0; !this.#closing && !stop(); ) {
         try {
           if (!parked) {
             await this.publish(DEAD_LETTER_TOPIC, key, { v: 1, topic: sub.topic, key, message: value, error: errorText(err), attempts, at: new Date().toISOString() });
             parked = true;
           }
           if (sub.deadLetter) await sub.deadLetter(JSON.parse(value) as BusMessage, key, err);
-          return;
+          return true;
         } catch (e) {
           failures++;
           this.#onError(e, sub.topic, key);
           await this.#sleep(retryDelay(this.#retryDelayMs, failures));
         }
       }
+      return false;
     } finally {
       clearInterval(beat);
     }
