@@ -42,6 +42,11 @@ const waitForEvent = (ms: number) =>
   });
 
 t.test('a completed job POSTs one signed job.completed event with its status resource', async (t) => {
+  // The account's own signing secret (SVC_SECRET signs only the signed URLs).
+  const rotated = await stack.call('POST', '/v1/webhooks/secret/rotate');
+  t.equal(rotated.status, 201);
+  const secret = rotated.body.secret as string;
+  t.not(secret, SECRET);
   const created = await stack.call('POST', '/v1/validate/batch', { body: { emails: ['jane.doe@accept.test', 'nobody.here@accept.test'], webhook_url: hookUrl } });
   t.equal(created.status, 202);
   const id = created.body.id as string;
@@ -57,8 +62,8 @@ t.test('a completed job POSTs one signed job.completed event with its status res
   t.match(headers['content-type'], /^application\/json/);
   const m = /^t=(\d+),v1=([0-9a-f]{64})$/.exec(String(headers['x-signature']));
   t.ok(m, `X-Signature shape: ${headers['x-signature']}`);
-  const expected = createHmac('sha256', SECRET).update(`${m![1]}.${body}`).digest('hex');
-  t.equal(m![2], expected, 'HMAC-SHA256(secret, t + "." + body)');
+  const expected = createHmac('sha256', secret).update(`${m![1]}.${body}`).digest('hex');
+  t.equal(m![2], expected, 'HMAC-SHA256(the account\'s secret, t + "." + body)');
   const status = await stack.call('GET', `/v1/csv/jobs/${id}`);
   t.strictSame(event.job, status.body, 'the body is the status resource as GET shows it');
   // The dispatcher marks the event delivered once our 204 reached it: after the receiver saw the

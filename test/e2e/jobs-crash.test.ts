@@ -313,6 +313,8 @@ async function until(pred: () => boolean | Promise<boolean>, ms: number, everyMs
 }
 
 const RUNNING = new Set(['queued', 'processing']);
+/** The account's webhook signing secret (rotated before the job is posted). */
+let webhookSecret: string | undefined;
 
 t.test(`kill -9 at 10 random moments of a job with a webhook (CRASH_SEED=${SEED}): it completes once, exactly`, async (t) => {
   const t0 = Date.now();
@@ -325,6 +327,12 @@ t.test(`kill -9 at 10 random moments of a job with a webhook (CRASH_SEED=${SEED}
   let last: any; // the job as last seen
 
   const post = async (p: Proc): Promise<void> => {
+    // The account's webhook signing secret, shown once: the receiver verifies with it.
+    if (webhookSecret === undefined) {
+      const s = await call(p, 'POST', '/v1/webhooks/secret/rotate');
+      if (s.status !== 201) throw new Error(`POST /v1/webhooks/secret/rotate: ${s.status} ${s.text}`);
+      webhookSecret = s.body.secret as string;
+    }
     const r = await call(p, 'POST', '/v1/validate/batch', { body: request, headers: { 'idempotency-key': idemKey } });
     if (r.status !== 202) throw new Error(`POST /v1/validate/batch: ${r.status} ${r.text}`);
     if (jobId !== undefined && r.body.id !== jobId) throw new Error(`the retried POST made another job: ${r.body.id} after ${jobId}`);
@@ -467,7 +475,7 @@ t.test(`kill -9 at 10 random moments of a job with a webhook (CRASH_SEED=${SEED}
     t.strictSame([event.id, event.event, event.job.id], [r.headers['x-webhook-id'], 'job.completed', id], 'job.completed, the header names the body');
     t.strictSame(event.job, status, 'the event carries the completed job as GET shows it');
     const sig = /^t=(\d+),v1=([0-9a-f]{64})$/.exec(String(r.headers['x-signature']));
-    t.equal(sig?.[2], sig && createHmac('sha256', env.SVC_SECRET!).update(`${sig[1]}.${r.body}`).digest('hex'), 'signed with the secret');
+    t.equal(sig?.[2], sig && createHmac('sha256', webhookSecret!).update(`${sig[1]}.${r.body}`).digest('hex'), "signed with the account's secret");
   }
 
   // The ledger, the result rows and the outbox, read from the store once the service stopped.

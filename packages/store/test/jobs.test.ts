@@ -395,8 +395,8 @@ function suite(t: Tap, open: (t: Tap) => Promise<Target>): void {
     t.equal((await store.jobs.nextDeferredAt())?.getTime(), now - 2000, "the soonest of running jobs (the canceled job's row does not count)");
     const claimed = await store.jobs.claimDue(new Date(now), 10, 30_000);
     t.strictSame(claimed, [
-      { jobId: b.job.id, idx: 0, email: 'u0@example.test', attempts: 1 },
-      { jobId: a.job.id, idx: 0, email: 'u0@example.test', attempts: 1 },
+      { jobId: b.job.id, accountId: acc, idx: 0, email: 'u0@example.test', attempts: 1 },
+      { jobId: a.job.id, accountId: acc, idx: 0, email: 'u0@example.test', attempts: 1 },
     ], 'due rows, soonest first');
     t.strictSame(await store.jobs.claimDue(new Date(now), 10, 30_000), [], 'leased: not claimed again');
     t.equal((await store.jobs.nextDeferredAt())?.getTime(), now + 30_000, 'the next due time counts the leases');
