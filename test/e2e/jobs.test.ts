@@ -191,13 +191,29 @@ t.test('list: newest first, cursor pages, status filter', async (t) => {
 });
 
 t.test('cancel: 200 with the canceled job, charged for what was done, refunded the rest; partial results', async (t) => {
+  // A stack whose greylisted addresses wait 10 minutes for their second probe: the job stays
+  // running, with one row done, until the DELETE, however late it comes. (A clock is no good: the
+  // tarpit's 40 RCPTs time out together, in one pipelined session, 1.5 s after the first row, and a
+  // loaded CI machine twice saw that job completed before its DELETE.)
+  const stack = await startStack({ env: { SVC_JOB_GREYLIST_DELAY_MS: '600000', SVC_JOB_GREYLIST_ATTEMPTS: '3' } });
+  t.teardown(() => stack.close());
+  const poll = async (key: string, id: string, until: (job: Json) => boolean, ms: number): Promise<Json> => {
+    const end = Date.now() + ms;
+    for (;;) {
+      const r = await stack.call('GET', `/v1/csv/jobs/${id}`, { key });
+      if (until(r.body)) return r.body;
+      if (Date.now() > end) throw new Error(`job ${id} still ${r.body.status} (${r.body.progress.processed}/${r.body.progress.total})`);
+      await new Promise((res) => setTimeout(res, 100));
+    }
+  };
   const { key, accountId } = await makeKey(stack, { credits: 100 });
-  // The tarpit answers RCPT only after the SMTP timeout (1.5 s), a few connections at a time: 40 of
-  // them keep the job running for several seconds, however late the poll below sees the first row
-  // (with 6, a loaded CI machine once saw the job completed before its DELETE).
-  const slow = Array.from({ length: 40 }, (_, i) => `user${i}@tarpit.test`);
+  const slow = Array.from({ length: 40 }, (_, i) => `user${i}@greylist.test`);
   const created = await stack.call('POST', '/v1/validate/batch', { key, body: { emails: ['jane.doe@accept.test', ...slow] } });
+  // jane.doe is done and the 40 greylisted rows are deferred (not processed) for 10 minutes.
   await poll(key, created.body.id, (j) => j.progress.processed >= 1, 30_000);
+  const deferred = async (): Promise<number> => (await stack.db.query<{ n: number }>("SELECT count(*)::int AS n FROM job_results WHERE job_id = $1 AND state = 'deferred'", [created.body.id]))[0]!.n;
+  for (const end = Date.now() + 30_000; (await deferred()) < 40 && Date.now() < end; ) await new Promise((res) => setTimeout(res, 100));
+  t.equal(await deferred(), 40, 'the 40 greylisted rows wait for their second probe');
   const canceled = await stack.call('DELETE', `/v1/csv/jobs/${created.body.id}`, { key });
   t.equal(canceled.status, 200, `DELETE answers 200 (${canceled.text})`);
   t.equal(canceled.body.status, 'canceled');
