@@ -7,13 +7,14 @@
 
 import type { Analytics, Store } from '@svc/store';
 import type { JobsLogger } from './aggregator.ts';
+import { MAX_RETRY_DELAY_MS, retryDelay } from './ports.ts';
 
 /** Decisions per analytics write. */
 export const RELAY_BATCH = 1_000;
 /** How often the relay looks at the outbox without being kicked (another process's results). */
 export const RELAY_POLL_MS = 1_000;
-/** Back-off after a failed shipment: doubling from RELAY_POLL_MS up to this. */
-export const RELAY_MAX_BACKOFF_MS = 30_000;
+/** Back-off after a failed shipment: doubling from RELAY_POLL_MS up to this (the bus's retry cap). */
+export const RELAY_MAX_BACKOFF_MS = MAX_RETRY_DELAY_MS;
 
 export interface DecisionRelayOptions {
   store: Pick<Store, 'decisionOutbox'>;
@@ -53,7 +54,8 @@ export class DecisionRelay {
     this.#running = this.#run().finally(() => {
       this.#running = undefined;
       if (this.#stopped) return;
-      const wait = this.#failures === 0 ? this.#pollMs : Math.min(RELAY_MAX_BACKOFF_MS, this.#pollMs * 2 ** Math.min(this.#failures - 1, 10));
+      // After a failure the bus's back-off: doubling from pollMs up to RELAY_MAX_BACKOFF_MS.
+      const wait = this.#failures === 0 ? this.#pollMs : retryDelay(this.#pollMs, this.#failures);
       this.#timer = setTimeout(() => this.kick(), wait);
       this.#timer.unref();
     });

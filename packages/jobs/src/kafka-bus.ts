@@ -112,7 +112,7 @@
 //   results) rather than fail and have its work redone by the next owner; after close() it rejects.
 
 import { Kafka, logLevel as LogLevel, Partitioners, type Admin, type ConsumerConfig, type Consumer, type EachBatchPayload, type KafkaConfig, type Producer } from 'kafkajs';
-import { DEFAULT_MAX_ATTEMPTS, errorText, retryDelay, wakeableSleep, type Bus, type BusHandler, type BusMessage, type DeadLetterHandler, type PublishOptions, type SubscribeOptions } from './ports.ts';
+import { buryUntilDone, DEFAULT_MAX_ATTEMPTS, errorText, retryDelay, wakeableSleep, type Bus, type BusHandler, type BusMessage, type DeadLetterHandler, type PublishOptions, type SubscribeOptions } from './ports.ts';
 
 export interface KafkaBusOptions {
   brokers: string[];
@@ -768,22 +768,11 @@ export class KafkaBus implements Bus {
   async #bury(sub: Subscription, value: string, key: string, err: unknown, attempts: number, heartbeat: () => Promise<void>, stop: () => boolean): Promise<boolean> {
     const beat = setInterval(() => void heartbeat().catch(() => {}), this.#heartbeatMs);
     try {
-      let parked = false;
-      for (let failures = 0; !this.#closing && !stop(); ) {
-        try {
-          if (!parked) {
-            await this.publish(DEAD_LETTER_TOPIC, key, { v: 1, topic: sub.topic, key, message: value, error: errorText(err), attempts, at: new Date().toISOString() });
-            parked = true;
-          }
-          if (sub.deadLetter) await sub.deadLetter(JSON.parse(value) as BusMessage, key, err);
-          return true;
-        } catch (e) {
-          failures++;
-          this.#onError(e, sub.topic, key);
-          await this.#sleep(retryDelay(this.#retryDelayMs, failures));
-        }
-      }
-      return false;
+      const letter = { v: 1, topic: sub.topic, key, message: value, error: errorText(err), attempts, at: new Date().toISOString() };
+      return await buryUntilDone(
+        { park: () => this.publish(DEAD_LETTER_TOPIC, key, letter), answer: async () => sub.deadLetter?.(JSON.parse(value) as BusMessage, key, err) },
+        { stopped: () => this.#closing || stop(), onError: (e) => this.#onError(e, sub.topic, key), sleep: (ms) => this.#sleep(ms), firstDelayMs: this.#retryDelayMs },
+      );
     } finally {
       clearInterval(beat);
     }

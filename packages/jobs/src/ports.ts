@@ -107,6 +107,33 @@ export function wakeableSleep(timers: Map<NodeJS.Timeout, () => void>, closed: b
   });
 }
 
+/**
+ * A dead letter's two steps, parking it (once) and answering it, tried until both succeeded, with
+ * the bus's retry back-off between tries (a failure here is an outage, not the message). False:
+ * `stopped()` came first (the bus closing, or, on Kafka, the partition moving).
+ */
+export async function buryUntilDone(
+  steps: { park?: () => Promise<void>; answer: () => Promise<void> },
+  o: { stopped: () => boolean; onError: (err: unknown) => void; sleep: (ms: number) => Promise<void>; firstDelayMs: number },
+): Promise<boolean> {
+  let parked = !steps.park;
+  for (let failures = 0; !o.stopped(); ) {
+    try {
+      if (!parked) {
+        await steps.park!();
+        parked = true;
+      }
+      await steps.answer();
+      return true;
+    } catch (err) {
+      failures++;
+      o.onError(err);
+      await o.sleep(retryDelay(o.firstDelayMs, failures));
+    }
+  }
+  return false;
+}
+
 /** The text of a failure, for a dead letter. */
 export const errorText = (err: unknown): string => (err instanceof Error ? err.message : String(err)).slice(0, 2000);
 
@@ -356,22 +383,12 @@ export class InProcessBus implements Bus {
 
   /** Parks a message that failed every attempt and answers it with the topic's dead-letter handler, each step tried until it succeeds (or the bus closes). */
   async #bury(t: Topic, entry: Entry, err: unknown): Promise<void> {
+    const sink = this.#deadLetters;
     const letter: DeadLetter = { topic: t.name, key: entry.key, message: entry.message, error: errorText(err), attempts: entry.failures };
-    let parked = !this.#deadLetters;
-    for (let failures = 0; !this.#closed; ) {
-      try {
-        if (!parked) {
-          await this.#deadLetters!.park(letter);
-          parked = true;
-        }
-        await t.deadLetter?.(JSON.parse(entry.message) as BusMessage, entry.key, err);
-        return;
-      } catch (e) {
-        failures++;
-        this.#onError(e, t.name, entry.key);
-        await this.#sleep(retryDelay(this.#retryDelayMs, failures));
-      }
-    }
+    await buryUntilDone(
+      { ...(sink ? { park: () => sink.park(letter) } : {}), answer: async () => t.deadLetter?.(JSON.parse(entry.message) as BusMessage, entry.key, err) },
+      { stopped: () => this.#closed, onError: (e) => this.#onError(e, t.name, entry.key), sleep: (ms) => this.#sleep(ms), firstDelayMs: this.#retryDelayMs },
+    );
   }
 
   /** Sleeps `ms`, or less if the bus closes meanwhile. */

@@ -17,5 +17,15 @@ export function dbText(s: string): string {
   return out.replace(LONE_SURROGATE, '\uFFFD');
 }
 
-/** JSON text of `value` for a json/jsonb column: every string in it passed through dbText. */
-export const dbJson = (value: unknown): string => JSON.stringify(value, (_k, v: unknown) => (typeof v === 'string' ? dbText(v) : v));
+/** JSON writes a NUL as `\u0000` and a lone surrogate as `\udXXX`: text without either needs no cleaning. */
+const ESCAPE_TO_CLEAN = /\\u(?:0000|d[89a-f])/i;
+
+/**
+ * JSON text of `value` for a json/jsonb column: every string in it passed through dbText. The
+ * plain serialisation first (a job's every row comes here); the replacer only when its text holds
+ * an escape that may be one (a literal backslash-u in a string also matches: harmless).
+ */
+export function dbJson(value: unknown): string {
+  const plain = JSON.stringify(value);
+  return plain !== undefined && ESCAPE_TO_CLEAN.test(plain) ? JSON.stringify(value, (_k, v: unknown) => (typeof v === 'string' ? dbText(v) : v)) : plain;
+}
