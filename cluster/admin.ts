@@ -1,7 +1,8 @@
 // Entry point of `npm run admin -- …`: output on stdout when the command succeeds, on stderr with
 // exit code 1 (refused, not found) or 2 (usage, configuration) when it does not.
 
-import { loadConfig, runAdminCli } from '@svc/runtime';
+import { runAdminCli } from '@svc/admin';
+import { loadConfig } from '@svc/runtime';
 import { fail } from './fail.ts';
 
 async function main(): Promise<number> {

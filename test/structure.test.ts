@@ -27,7 +27,9 @@ const ALLOWED: Record<string, string[]> = {
   jobs: ['contracts', 'verifier', 'store', 'outcomes', 'billing'],
   mcp: ['contracts', 'verifier', 'store', 'outcomes', 'billing', 'jobs'],
   api: ['contracts', 'verifier', 'store', 'outcomes', 'billing', 'jobs', 'mcp'],
-  runtime: ['contracts', 'verifier', 'engine', 'store', 'outcomes', 'billing', 'jobs', 'mcp', 'api'],
+  // The operator CLI runs use cases over the store; runtime serves it on the admin socket.
+  admin: ['contracts', 'verifier', 'store', 'outcomes', 'billing', 'jobs'],
+  runtime: ['contracts', 'verifier', 'engine', 'store', 'outcomes', 'billing', 'jobs', 'mcp', 'api', 'admin'],
   // The official client stands alone (fetch only); the CLI is built on it.
   client: [],
   cli: ['client'],

@@ -10,7 +10,7 @@ import path from 'node:path';
 import t from 'tap';
 import { startSim } from '../sim/index.ts';
 import { BOOTSTRAP_KEY, stackEnv } from '../helpers/stack.ts';
-import { adminSocketPath, callAdminSocket } from '@svc/runtime';
+import { adminSocketPath, callAdminSocket } from '@svc/admin';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const sim = await startSim({ slowBannerMs: 1200 });

@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
-import { runAdmin } from '@svc/runtime';
+import { runAdmin } from '@svc/admin';
 import { CLUSTER_PROFILE, startStack } from '../helpers/stack.ts';
 
 const run = promisify(execFile);

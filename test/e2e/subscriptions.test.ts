@@ -4,7 +4,7 @@
 // Runs in both profiles (TEST_PROFILE=cluster: Postgres).
 
 import t from 'tap';
-import { runAdmin } from '@svc/runtime';
+import { runAdmin } from '@svc/admin';
 import { makeKey, startStack, type Stack } from '../helpers/stack.ts';
 
 const stack: Stack = await startStack();

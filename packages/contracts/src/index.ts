@@ -39,5 +39,5 @@ export {
   type OutcomeValue,
   type SuppressionKind,
 } from './outcomes.ts';
-export { JOB_ID_PATTERN, isJobId, notPrintable } from './text.ts';
+export { JOB_ID_PATTERN, hidePassword, isJobId, notPrintable } from './text.ts';
 export { inNetworks, inPrefix, ipBytes, parseNetwork, type Network } from './networks.ts';

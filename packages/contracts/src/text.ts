@@ -26,3 +26,18 @@ export function notPrintable(s: string): string | undefined {
   const u = `U+${c.toString(16).toUpperCase().padStart(4, '0')}`;
   return c >= 0x202a ? `it holds a bidirectional control character (${u})` : `it holds a control character (${u})`;
 }
+
+/** A URL with its password hidden (messages may be printed to a shared terminal). */
+export function hidePassword(raw: string): string {
+  let u: URL | undefined;
+  try {
+    u = new URL(raw);
+  } catch {
+    // Not a URL: hide what follows the user name up to the last `@` (a password may hold `/`).
+    return raw.replace(/\/\/([^:/@]*)(:.*)?@/, (_m, user: string, pw?: string) => `//${user}${pw ? ':***' : ''}@`);
+  }
+  if (!u.password) return raw;
+  // The userinfo ends at the `@` before the host (a password may itself hold `@` or `/`).
+  const at = raw.toLowerCase().lastIndexOf(`@${u.host.toLowerCase()}`);
+  return at < 0 ? `${u.protocol}//${u.username}:***@${u.host}${u.pathname}` : `${raw.slice(0, raw.indexOf('//') + 2)}${u.username}:***${raw.slice(at)}`;
+}

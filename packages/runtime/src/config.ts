@@ -6,7 +6,7 @@
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { API_KEY_FORMAT, OperatorError, parseNetwork, type Network } from '@svc/contracts';
+import { API_KEY_FORMAT, OperatorError, hidePassword, parseNetwork, type Network } from '@svc/contracts';
 import { ENGINE_DEFAULTS } from '@svc/engine';
 import { verifierConfig } from '@svc/verifier';
 
@@ -112,21 +112,6 @@ function url(env: string, schemes: string[], doc: string): Field<string | undefi
       return raw;
     },
   };
-}
-
-/** A URL with its password hidden (messages may be printed to a shared terminal). */
-export function hidePassword(raw: string): string {
-  let u: URL | undefined;
-  try {
-    u = new URL(raw);
-  } catch {
-    // Not a URL: hide what follows the user name up to the last `@` (a password may hold `/`).
-    return raw.replace(/\/\/([^:/@]*)(:.*)?@/, (_m, user: string, pw?: string) => `//${user}${pw ? ':***' : ''}@`);
-  }
-  if (!u.password) return raw;
-  // The userinfo ends at the `@` before the host (a password may itself hold `@` or `/`).
-  const at = raw.toLowerCase().lastIndexOf(`@${u.host.toLowerCase()}`);
-  return at < 0 ? `${u.protocol}//${u.username}:***@${u.host}${u.pathname}` : `${raw.slice(0, raw.indexOf('//') + 2)}${u.username}:***${raw.slice(at)}`;
 }
 
 /** A URL as a configuration error quotes it: password hidden, quoted, cut at 80 characters. */

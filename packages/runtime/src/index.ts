@@ -4,4 +4,3 @@ export { CONFIG_TABLE, ConfigError, configTableMarkdown, loadConfig, type Config
 export { createServices, type Services } from './services.ts';
 export { clickhouseSelect1, Readiness, type ReadinessDeps } from './readiness.ts';
 export { bootstrap, startService, type BootstrapOutcome, type RunningService } from './server.ts';
-export { adminSocketPath, callAdminSocket, runAdmin, runAdminCli, serveAdminSocket, type AdminResult } from './admin.ts';

@@ -5,7 +5,7 @@ import { createServer, type Server } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '@svc/api';
 import { DirBlobStore, keyKindOf, hashKey, type Store } from '@svc/store';
-import { adminSocketPath, serveAdminSocket } from './admin.ts';
+import { adminSocketPath, serveAdminSocket } from '@svc/admin';
 import { listenConfigError, type Config } from './config.ts';
 import { createServices, type Services } from './services.ts';
 

@@ -13,7 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { SCOPES } from '@svc/contracts';
-import { callAdminSocket, runAdmin, runAdminCli, serveAdminSocket } from '@svc/runtime';
+import { callAdminSocket, runAdmin, runAdminCli, serveAdminSocket } from '@svc/admin';
 import { DataDirLockedError, openStore, Store } from '@svc/store';
 import { freshPglite, migratedPglite } from '../../../test/helpers/pglite.ts';
 import { freshSchema, pgAdmin, PG_SHOWN, pgUnreachable } from '../../../test/helpers/postgres.ts';

@@ -1,0 +1,7 @@
+// The operator CLI: accounts, keys, credits, jobs, subscriptions and webhook secrets, for the
+// person who runs the service (`npm run admin -- --help`).
+
+export { runAdmin } from './run.ts';
+export { runAdminCli } from './cli.ts';
+export { adminSocketPath, callAdminSocket, serveAdminSocket, ADMIN_SOCKET_TIMEOUT_MS } from './socket.ts';
+export { columns, keyState, type AdminResult } from './command.ts';
