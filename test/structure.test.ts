@@ -1,4 +1,4 @@
-// The layering of DESIGN 2 and STYLE 1, as a test:
+// The layering of the packages (docs/architecture.md), as a test:
 // - packages import each other one way: contracts ← verifier ← store ← billing ← jobs ← api, and
 //   runtime composes them; runtime is imported only by entry points (cluster/, test/, bench/),
 //   so api receives its services and settings and never reads the environment;

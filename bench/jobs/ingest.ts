@@ -1,4 +1,4 @@
-// Benchmark: the ingest of a 500,000-address job through the real service (issue 6, DESIGN 8:
+// Benchmark: the ingest of a 500,000-address job through the real service (the ingest target:
 // "ingest (parse, dedupe, reserve, enqueue) at 20,000+ addresses/s, front process peak memory
 // under 512 MB, event-loop delay p99 under 50 ms for requests served during the ingest").
 //
@@ -20,7 +20,7 @@
 //
 // Variants (INGEST_BENCH_ROLES, default all four):
 // - front: embedded profile (PGlite), SVC_ROLE=front: the job intake only, nothing consumes the
-//   work (DESIGN 8's "front process");
+//   work (the target's "front process");
 // - all: embedded profile, SVC_ROLE=all (the default): the job's probing starts while its work is
 //   still being published, in the same process. Job addresses are on domains the sim does not
 //   know (NXDOMAIN at once, then negative-cached), so the probing loads the process as much as it

@@ -50,7 +50,7 @@ interface Receiver {
   until(line: string, ms?: number): Promise<void>;
 }
 
-/** Runs a README receiver with `secret` and waits until it accepts connections. */
+/** Runs a receiver of docs/api.md with `secret` and waits until it accepts connections. */
 async function runReceiver(t: Tap, cmd: string, file: string, secret: string): Promise<Receiver> {
   const port = await freePort();
   const child: ChildProcess = spawn(cmd, [path.join(dir, file)], { env: { ...process.env, WEBHOOK_SECRET: secret, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -106,7 +106,7 @@ for (const [name, cmd, file] of [
   ['Node', process.execPath, 'receiver.mjs'],
   ['Python', 'python3', 'receiver.py'],
 ] as const) {
-  t.test(`the README's ${name} receiver verifies real deliveries and refuses forgeries`, async (t) => {
+  t.test(`the ${name} receiver of docs/api.md verifies real deliveries and refuses forgeries`, async (t) => {
     const { key } = await makeKey(stack, { credits: 10 });
     const rotated = await stack.call('POST', '/v1/webhooks/secret/rotate', { key });
     t.equal(rotated.status, 201);

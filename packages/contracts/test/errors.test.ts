@@ -100,7 +100,7 @@ t.test('the document lists no code the service lacks', async (t) => {
   t.equal(rows.size, Object.keys(ERRORS).length);
 });
 
-t.test('codes named by spec core 7 exist with their statuses', async (t) => {
+t.test('the codes every route relies on exist with their statuses', async (t) => {
   const named: Record<string, number> = {
     insufficient_credits: 402,
     validation_upstream_failed: 503,
@@ -118,7 +118,7 @@ t.test('codes named by spec core 7 exist with their statuses', async (t) => {
   for (const [code, status] of Object.entries(named)) t.equal(ERRORS[code as keyof typeof ERRORS]?.status, status, code);
 });
 
-t.test('retry classes follow spec core 7', async (t) => {
+t.test('retry classes follow the retry rule of docs/errors.md', async (t) => {
   for (const [code, spec] of Object.entries(ERRORS)) {
     const shouldRetry = spec.status === 429 || spec.status >= 500 ? code !== 'control_plane_route_misconfigured' && spec.status !== 505 : code === 'idempotency_request_in_progress' || code === 'request_timeout';
     t.equal(spec.retry, shouldRetry, code);
