@@ -154,4 +154,11 @@ for (const doc of docs) t.test(`every curl example of ${doc.file} answers what i
     t.equal(problem, undefined, `${doc.file} line ${ex.line}: ${ex.command}`);
   }
   t.ok(doc.list.length >= 3, `ran the examples of ${doc.file} (${doc.list.length})`);
+  if (doc.file === 'docs/api.md') {
+    // The reference has an entry for every operation of the service's own OpenAPI document.
+    const spec = (await (await fetch(`${stack.url}/openapi.json`)).json()) as { paths: Record<string, Record<string, unknown>> };
+    for (const [route, ops] of Object.entries(spec.paths)) {
+      for (const method of Object.keys(ops)) t.ok(doc.text.includes(`\n### \`${method.toUpperCase()} ${route}\`\n`), `docs/api.md has an entry for ${method.toUpperCase()} ${route}`);
+    }
+  }
 });
