@@ -144,3 +144,15 @@ t.test('only entry points read process.env', async (t) => {
     t.notOk(/\bprocess\.env\b/.test(code), `${rel(file)} does not read process.env`);
   }
 });
+
+// Citations a reader of a clone can follow (test/helpers/citations.ts): no comment, test or
+// document cites a file that is not in the repository (a design or style document, the
+// specification, its sections, an issue number), and every relative Markdown link and repository
+// path names a file that exists. Each problem is reported as file:line.
+t.test('every citation names a file of this repository', async (t) => {
+  const { citationProblems } = await import('./helpers/citations.ts');
+  const problems = citationProblems(ROOT, { skip: ['test/helpers/citations.ts'] });
+  // One failure per problem, so that each names its file and line.
+  for (const p of problems) t.fail(p);
+  if (problems.length === 0) t.pass('no citation of a file outside the repository, no broken link');
+});
