@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Brings up the real servers the cluster profile runs against (DESIGN.md §3, §9), on loopback:
+# Brings up the real servers the cluster profile runs against (docs/operations.md, "Cluster profile"), on loopback:
 #
 #   PostgreSQL  127.0.0.1:5432   the machine's service, started if down (scripts/services-up.sh)
 #   Redis       127.0.0.1:6379   likewise

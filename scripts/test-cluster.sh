@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The cluster pass (issue 7; README "Cluster profile"): every test file that runs the service
+# The cluster pass (docs/operations.md, "Cluster profile"): every test file that runs the service
 # in-process through startStack (test/helpers/stack.ts) runs again with TEST_PROFILE=cluster, its
 # service on the real PostgreSQL, Redis, Kafka and ClickHouse of scripts/infra-up.sh (SVC_ROLE=all,
 # each stack on a schema, key prefix, topic prefix and database of its own). A server that does

@@ -1,4 +1,4 @@
-// The layering of DESIGN 2 and STYLE 1, as a test:
+// The layering of the packages (docs/architecture.md), as a test:
 // - packages import each other one way: contracts ← verifier ← store ← billing ← jobs ← api, and
 //   runtime composes them; runtime is imported only by entry points (cluster/, test/, bench/),
 //   so api receives its services and settings and never reads the environment;
@@ -145,4 +145,16 @@ t.test('only entry points read process.env', async (t) => {
     const code = readFileSync(file, 'utf8').replace(/\/\*[\s\S]*?\*\//g, '').replace(/(^|[^:'"`])\/\/.*$/gm, '$1');
     t.notOk(/\bprocess\.env\b/.test(code), `${rel(file)} does not read process.env`);
   }
+});
+
+// Citations a reader of a clone can follow (test/helpers/citations.ts): no comment, test or
+// document cites a file that is not in the repository (a design or style document, the
+// specification, its sections, an issue number), and every relative Markdown link and repository
+// path names a file that exists. Each problem is reported as file:line.
+t.test('every citation names a file of this repository', async (t) => {
+  const { citationProblems } = await import('./helpers/citations.ts');
+  const problems = citationProblems(ROOT, { skip: ['test/helpers/citations.ts'] });
+  // One failure per problem, so that each names its file and line.
+  for (const p of problems) t.fail(p);
+  if (problems.length === 0) t.pass('no citation of a file outside the repository, no broken link');
 });

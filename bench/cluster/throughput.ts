@@ -1,4 +1,4 @@
-// Benchmark (issue 7): one JSON job end to end, request to `completed`, in the embedded profile and
+// Benchmark: one JSON job end to end, request to `completed`, in the embedded profile and
 // in the cluster profile with 1, 2 and 3 workers, on the world of bench/engine/throughput.ts (10
 // Postfix-like MX hosts, 5 connections per client each, 25 ms each way, 'network' latency model;
 // bench/engine/world.ts), all in one run.
@@ -40,7 +40,7 @@ import { POSTFIX_HOSTS, LIMITS, RTT_MS, worldAddresses, type WorldAddress } from
 export const NAME = 'cluster/throughput';
 const KEY = 'svc_live_benchClusterKey0000000000001';
 const BOUND = (POSTFIX_HOSTS * LIMITS.connectionsPerClient * 1000) / RTT_MS;
-/** Issue 6 / DESIGN 8: a job reaches at least this share of the bound. */
+/** The engine target (bench/README.md): a job reaches at least this share of the bound. */
 const TARGET_JOB = 0.8;
 const PG_BASE = process.env.BENCH_DATABASE_URL || process.env.TEST_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -249,7 +249,7 @@ export async function run(opts: { n?: number; workers?: number[] } = {}): Promis
     await embeddedPhase(world, worldAddresses(200, 8));
     phases.push(await embeddedPhase(world, addrs));
     for (const w of workerCounts) phases.push(await clusterPhase(world, addrs, w));
-    // Issue 7 item 6: Piscina in the workers (SVC_CSV_POOL_THREADS), against the same worker count inline.
+    // Piscina in the workers (SVC_CSV_POOL_THREADS), against the same worker count inline.
     const poolThreads = Number(process.env.CLUSTER_BENCH_WORKER_POOL ?? 0);
     if (poolThreads > 0 && workerCounts.length > 0) phases.push(await clusterPhase(world, addrs, workerCounts[0]!, undefined, poolThreads));
   } finally {
@@ -265,7 +265,7 @@ export async function run(opts: { n?: number; workers?: number[] } = {}): Promis
     baseline: { label: `bound ${POSTFIX_HOSTS} hosts × ${LIMITS.connectionsPerClient} conns × 1 RCPT/${RTT_MS} ms`, value: BOUND },
     ratio: rate(p) / BOUND,
     ratioLabel: 'of bound',
-    // Issue 6's job target, read on the whole embedded pipeline (intake, bus, worker, aggregator,
+    // The job target, read on the whole embedded pipeline (intake, bus, worker, aggregator,
     // finalization, results CSV), not only on the engine (bench/engine/throughput.ts).
     ...(p === phases[0] ? { target: `>= ${TARGET_JOB} of bound`, pass: rate(p) / BOUND >= TARGET_JOB } : {}),
   }));

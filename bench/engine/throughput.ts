@@ -1,5 +1,5 @@
 // Benchmark 5: addresses per second of the MX-scheduled engine on a world with Postfix's limits
-// (issue 6, DESIGN 8 "Bulk"), against the bound those limits allow and a validator that opens one
+// (bench/README.md), against the bound those limits allow and a validator that opens one
 // connection per address, all in one run.
 //
 // The world (bench/engine/world.ts) runs in a child process (bench/engine/world-child.ts): 10

@@ -1,4 +1,4 @@
-// Benchmark: the CSV steps of a 500,000-row job (issue 6, DESIGN 8), on the main thread vs on
+// Benchmark: the CSV steps of a 500,000-row job (bench/README.md), on the main thread vs on
 // the Piscina pool (packages/jobs csv-pool.ts).
 //
 // 1. Parse: a generated 500,000-row CSV file (5 columns, ~10% quoted cells with commas, ~1%
@@ -23,8 +23,8 @@ import type { BenchResult, Row } from '../lib/result.ts';
 import { fmt } from '../lib/stats.ts';
 
 export const NAME = 'jobs/csv';
-const TARGET_ROWS_PER_S = 20_000; // DESIGN 8: ingest at 20,000+ addresses/s
-const TARGET_ELD_P99_MS = 50; // DESIGN 8: event-loop delay p99 under 50 ms during the ingest
+const TARGET_ROWS_PER_S = 20_000; // the ingest target: 20,000+ addresses/s
+const TARGET_ELD_P99_MS = 50; // the ingest target: event-loop delay p99 under 50 ms
 
 export interface CsvBenchOptions {
   rows?: number;

@@ -1,4 +1,4 @@
-// Benchmark: the ingest of a 500,000-address job through the real service (issue 6, DESIGN 8:
+// Benchmark: the ingest of a 500,000-address job through the real service (the ingest target:
 // "ingest (parse, dedupe, reserve, enqueue) at 20,000+ addresses/s, front process peak memory
 // under 512 MB, event-loop delay p99 under 50 ms for requests served during the ingest").
 //
@@ -20,7 +20,7 @@
 //
 // Variants (INGEST_BENCH_ROLES, default all four):
 // - front: embedded profile (PGlite), SVC_ROLE=front: the job intake only, nothing consumes the
-//   work (DESIGN 8's "front process");
+//   work (the target's "front process");
 // - all: embedded profile, SVC_ROLE=all (the default): the job's probing starts while its work is
 //   still being published, in the same process. Job addresses are on domains the sim does not
 //   know (NXDOMAIN at once, then negative-cached), so the probing loads the process as much as it
@@ -572,7 +572,7 @@ export async function run(opts: IngestOptions = {}): Promise<BenchResult> {
     '- Client-side latency is the figure the target is read on: every request queued behind a stall waits for it, so a 300 ms stall delays ~30 requests of the 10 ms stream, while the server-side histogram counts it once (its p99 is per loop iteration, not per request). The server figure says how often the loop stalls; the client figure, how many requests felt it.',
     '- JSON job: the batch route parses its body in slices (packages/api/src/json-slices.ts: 10,000 array elements per event-loop turn, strings without escapes decoded straight from the buffer). Before that, one JSON.parse of the 18.7 MiB body plus the scavenges of its 500,000 strings held the loop 250-450 ms. Publishing the work gives the loop a turn every 4 messages and every 5,000 items it buckets (a job spread over the 64 domain buckets fills few 500-item messages before the end, and bucketing all 490,000 items was one 90-170 ms stretch until that second turn was added). What is left are stalls of 30-70 ms: the schema check of the whole array, minor GCs, the intake between its turns.',
     '- Embedded profile: PGlite (Postgres in WASM, in the process) is most of the ~340 MiB the idle service holds: its initdb runs in a worker thread that exits (it grew the WebAssembly memory to ~750 MiB, never given back while its thread lives), shared_buffers is 32MB and V8 compiles Postgres with Liftoff only. The ingest adds ~110-150 MiB. The embedded SVC_ROLE=front also keeps every work message in the in-process bus (nothing consumes it).',
-    '- Workers on (SVC_ROLE=all): the probing starts while the work is being published (the last moments of the ingest) and competes for the same event loop: PGlite runs each SQL statement synchronously on the main thread (the results of a work message, up to 500 rows, are one INSERT … FROM unnest), and the verifier handles a work message with synchronous stretches (parseAddress, didYouMean for unknown domains, cached DNS answers resolved in microtasks). The DESIGN 8 target is the front process\'s; this line shows what an all-in-one process adds.',
+    '- Workers on (SVC_ROLE=all): the probing starts while the work is being published (the last moments of the ingest) and competes for the same event loop: PGlite runs each SQL statement synchronously on the main thread (the results of a work message, up to 500 rows, are one INSERT … FROM unnest), and the verifier handles a work message with synchronous stretches (parseAddress, didYouMean for unknown domains, cached DNS answers resolved in microtasks). The ingest target is the front process\'s; this line shows what an all-in-one process adds.',
     '- CPU: on a 2-core machine shared with the client, the sim and other work, a stall is partly the process waiting for a core (see the load average): an event-loop stall longer than the CPU it used is that.',
   );
   return { name: NAME, rows: rowsOut, details, warnings };

@@ -1,4 +1,4 @@
-// Benchmark: importing 10,000 outcome rows (issue 8: "in under 2 s in the embedded profile"),
+// Benchmark: importing 10,000 outcome rows (target: "in under 2 s in the embedded profile"),
 // JSON and CSV, over HTTP to the embedded service in its own process (PGlite store), as a user
 // would send them. Each request is a fresh set of event identities, so every row is parsed,
 // labelled, stored and (for the hard bounces, complaints and unsubscribes) suppressed: nothing is

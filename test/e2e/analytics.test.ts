@@ -1,4 +1,4 @@
-// Every validation decision goes to analytics (DESIGN 3, 4; docs/decisions.md "Analytics"), end
+// Every validation decision goes to analytics (docs/decisions/storage-and-cluster.md "Analytics"), end
 // to end on the embedded stack: a single validation, a bulk and a small JSON job each leave
 // exactly the expected decision rows (read back through the port after flush()), with source,
 // job id, account, credits, the MX host that answered (null without an SMTP answer), and never

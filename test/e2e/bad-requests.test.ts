@@ -1,4 +1,4 @@
-// Every bad request gets its exact status and a stable `code` (spec core 7), never a 500.
+// Every bad request gets its exact status and a stable `code` (docs/errors.md), never a 500.
 
 import t from 'tap';
 import { makeKey, startStack } from '../helpers/stack.ts';

@@ -1,4 +1,4 @@
-// Issue 7: "End-to-end, cluster profile, 2 fronts and 3 workers: a 10,000-address job over the
+// The cluster's acceptance test: "End-to-end, cluster profile, 2 fronts and 3 workers: a 10,000-address job over the
 // simulated internet gives the same per-row verdicts, counters and credits as the embedded
 // profile."
 //

@@ -1,4 +1,4 @@
-// Issue 7's "stop ClickHouse for a minute (validation goes on, analytics catch up)", on real
+// The cluster fault test "stop ClickHouse for a minute (validation goes on, analytics catch up)", on real
 // processes of the cluster profile: one front and two workers (child processes of
 // `cluster/embedded.ts`, test/helpers/cluster-procs.ts) on a fresh PostgreSQL schema, Redis, the
 // shared Kafka broker (a topic prefix of their own) and a ClickHouse server of this test's own
@@ -21,7 +21,7 @@
 //     balancer; `ok` again once ClickHouse was back;
 //   - analytics caught up: within a bounded wait, the distinct decisions in ClickHouse (read with
 //     @clickhouse/client, JSONEachRow, text queries: 18.16 has no query parameters) are exactly
-//     the decisions the service made (docs/decisions.md "Decision records"): one per unique
+//     the decisions the service made (docs/decisions/storage-and-cluster.md "Decision records"): one per unique
 //     address of each job (source `job`, per job id), one per single validation answered 200
 //     (`single`), one per string of each bulk answered 200 (`bulk`); none missing, none extra.
 //

@@ -1,4 +1,4 @@
-// Issue 7's "kill -9 a worker mid-job" and "add and remove a worker mid-job (rebalance)", on real
+// The cluster fault tests "kill -9 a worker mid-job" and "add and remove a worker mid-job (rebalance)", on real
 // processes of the cluster profile: the sim and a webhook receiver run in this process; one front
 // (SVC_ROLE=front) and two workers (SVC_ROLE=worker) run as child processes of
 // `cluster/embedded.ts` on the servers of scripts/infra-up.sh (a fresh PostgreSQL schema, Redis, a

@@ -1,4 +1,4 @@
-// Issue 7's "kill -9 a front mid-ingest, then the client retries with the same Idempotency-Key and
+// The cluster fault test "kill -9 a front mid-ingest, then the client retries with the same Idempotency-Key and
 // gets one job", on real processes of the cluster profile (test/helpers/cluster-procs.ts): two
 // fronts and two workers of `cluster/embedded.ts` on the servers of scripts/infra-up.sh (a fresh
 // PostgreSQL schema, Redis, a Kafka topic prefix of their own), SVC_CLAIM_LEASE_MS=3000.

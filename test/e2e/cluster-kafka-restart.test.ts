@@ -1,4 +1,4 @@
-// Issue 7's "restart the Kafka broker mid-job", on real processes of the cluster profile: one
+// The cluster fault test "restart the Kafka broker mid-job", on real processes of the cluster profile: one
 // front and two workers (child processes of `cluster/embedded.ts`, test/helpers/cluster-procs.ts)
 // on a fresh PostgreSQL schema, Redis, and a Kafka broker of this test's own
 // (test/helpers/private-infra.ts: one KRaft node from infra-up.sh's jars on free ports; the shared

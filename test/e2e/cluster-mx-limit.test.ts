@@ -1,4 +1,4 @@
-// Issue 7: "The per-MX limit: 2 fronts and 3 workers on one machine, sync and job traffic
+// The cluster's per-MX limit test: "The per-MX limit: 2 fronts and 3 workers on one machine, sync and job traffic
 // together, against a sim MX that refuses a sixth concurrent connection: no refusal ever logged."
 //
 // A world of its own (test/sim's DNS server and raw `postfix-limits` MX servers, started the way
@@ -434,7 +434,7 @@ if (why) {
     t.ok(o.overlapped, 'the job was being probed while sync requests were in flight');
     // Fronts first: both probed (sync requests probe in the front that takes them).
     t.ok(o.sessionsByProcess[0]! > 0 && o.sessionsByProcess[1]! > 0, `both fronts opened sessions (${o.sessionsByProcess.join(', ')})`);
-    // The job's MX work is keyed by MX host: one worker owns each host's sessions (issue 7, item 2).
+    // The job's MX work is keyed by MX host: one worker owns each host's sessions.
     for (const [host, clients] of Object.entries(o.sessionsByClient)) {
       const workers = Object.keys(clients).filter((c) => c.startsWith('worker'));
       t.equal(workers.length, 1, `${host}: the job's sessions all came from one worker (${JSON.stringify(clients)})`);

@@ -1,6 +1,5 @@
-// CSV jobs end to end (spec core 4; DESIGN 6 "prepare-upload response", "start-processing
-// response", "Job errors", "Results CSV"), over HTTP against the embedded service and the
-// simulated internet: prepare-upload, the signed PUT (with curl -T, as the README shows it, and
+// CSV jobs end to end (docs/api.md "CSV jobs"; docs/decisions/jobs-and-csv.md), over HTTP against the embedded service and the
+// simulated internet: prepare-upload, the signed PUT (with curl -T, as docs/api.md shows it, and
 // with fetch), start-processing, polling, and the results CSV of a file with a BOM, `;`, CRLF,
 // quoted fields with embedded newlines and delimiters, extra columns, duplicate rows and an
 // empty email cell: its input columns round-trip cell for cell, each row has the sim's exact
@@ -20,7 +19,7 @@ import { SIM_DOMAINS, SIM_UNKNOWN_LOCAL } from '../sim/index.ts';
 
 const run = promisify(execFile);
 const MAX_BYTES = 8192;
-// On the CSV pool (one worker thread): the README's examples and the JSON job tests cover the inline path.
+// On the CSV pool (one worker thread): the examples of docs/api.md and the JSON job tests cover the inline path.
 const stack: Stack = await startStack({ env: { SVC_CSV_MAX_BYTES: String(MAX_BYTES), SVC_JOB_GREYLIST_DELAY_MS: '500', SVC_CSV_POOL_THREADS: '1' } });
 t.teardown(() => stack.close());
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'svc-csv-e2e-'));

@@ -1,4 +1,4 @@
-// The engine against Postfix's limits for a client that never sends DATA (issue 6): recipient
+// The engine against Postfix's limits for a client that never sends DATA: recipient
 // caps (452 and 451 4.5.3), a per-client connection cap (421 at the banner) and the soft/hard
 // error limits never cost a verdict, and the error limit never bites (no reply a second late).
 

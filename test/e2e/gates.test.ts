@@ -72,7 +72,7 @@ t.test('health probes', async (t) => {
   t.equal(r.body.status, 'ready');
   // The cluster profile adds database (DATABASE_URL), kafka (KAFKA_BROKERS) and clickhouse (CLICKHOUSE_URL).
   const cluster = CLUSTER_PROFILE ? { database: 'ok', kafka: 'ok', clickhouse: 'ok' } : {};
-  t.same(r.body.checks, { redis: 'ok', dns: 'ok', smtp: 'ok', ...cluster }, 'the keys of spec core 2.3 (database only with DATABASE_URL)');
+  t.same(r.body.checks, { redis: 'ok', dns: 'ok', smtp: 'ok', ...cluster }, 'the documented readiness keys (database only with DATABASE_URL)');
   t.notOk('errors' in r.body);
 });
 

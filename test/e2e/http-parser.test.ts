@@ -1,4 +1,4 @@
-// Requests that never reach a route still get the catalogue body (spec core 7) and an
+// Requests that never reach a route still get the catalogue body (docs/errors.md) and an
 // X-Request-ID: what Node's HTTP parser rejects, a missing Host, an HTTP version other than 1.0 or
 // 1.1, a request that does not arrive in time. Before, Node answered these with a bare status
 // line (or Fastify with its own body) and no request id. Raw sockets, since no HTTP client will
@@ -82,7 +82,7 @@ function assertAnswer(t: Test, r: Response | undefined, status: number, code: ke
   t.equal(r.headers['connection'], 'close');
   t.equal(Number(r.headers['content-length']), Buffer.byteLength(r.body));
   const body = JSON.parse(r.body) as Record<string, unknown>;
-  t.strictSame(Object.keys(body).sort(), ['code', 'error', 'message'], 'the error body of spec core 7');
+  t.strictSame(Object.keys(body).sort(), ['code', 'error', 'message'], 'the error body of docs/errors.md');
   t.equal(body.code, code);
   t.equal(body.error, ERRORS[code].error);
   t.equal(typeof body.message, 'string');

@@ -1,4 +1,4 @@
-// Job webhooks end to end (DESIGN 6): a job with a webhook_url delivers one signed
+// Job webhooks end to end (docs/decisions/webhooks.md): a job with a webhook_url delivers one signed
 // `job.completed` event whose body is the job's status resource, and the event was written to
 // the outbox with the job's completion.
 

@@ -1,4 +1,4 @@
-// A 10,000-address JSON job on the simulated internet (issue 6: "a 10,000-address job with every
+// A 10,000-address JSON job on the simulated internet (the acceptance test "a 10,000-address job with every
 // sim behaviour gives the same per-row verdicts as the sync endpoint, the exact 2.2 counters and
 // exact credits"). The input mixes every sim domain: known mailboxes, role accounts, generated
 // unknown users on servers that refuse them (every dialect: enhanced codes, text only, 553,

@@ -1,4 +1,4 @@
-// kill -9 during a job (issue 6: "kill -9 the process at 10 random moments of a job: it completes,
+// kill -9 during a job (the acceptance test "kill -9 the process at 10 random moments of a job: it completes,
 // no row twice, credits exact, one webhook event id"). The real service process (`npm start`'s
 // entry point) runs a JSON job with a webhook_url on the simulated internet and is killed with
 // SIGKILL at 10 moments drawn from a seeded random source, each time restarted on the same data

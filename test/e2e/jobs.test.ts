@@ -1,4 +1,4 @@
-// JSON batch jobs end to end (spec core 2.2, 3.1, 4; DESIGN 6), over HTTP against the embedded
+// JSON batch jobs end to end (docs/api.md; docs/decisions/credits-and-billing.md), over HTTP against the embedded
 // service and the simulated internet: a job of a few hundred addresses mixing every sim
 // behaviour with duplicates and bad syntax runs to `completed`; every 2.2 counter and the credits
 // are checked exactly against the results CSV and the ledger; the CSV is one row per input row,
@@ -62,7 +62,7 @@ t.test('a JSON job of sim behaviours, duplicates and bad syntax: counters, credi
 
   const job = await poll(key, created.body.id);
   t.equal(job.status, 'completed');
-  t.strictSame(Object.keys(job).sort(), ['completed_at', 'created_at', 'credit_reservation', 'download', 'filename', 'id', 'progress', 'results', 'source', 'started_at', 'status', 'webhook_url'], 'exactly 2.2 plus the DESIGN 6 extras');
+  t.strictSame(Object.keys(job).sort(), ['completed_at', 'created_at', 'credit_reservation', 'download', 'filename', 'id', 'progress', 'results', 'source', 'started_at', 'status', 'webhook_url'], 'exactly the documented job resource (docs/api.md)');
   t.strictSame([job.source, job.filename, job.webhook_url], ['json', null, null]);
   t.ok(job.created_at <= job.started_at && job.started_at <= job.completed_at, 'created ≤ started ≤ completed');
   t.strictSame(job.progress, { processed: unique, total: unique, percent: 100 });

@@ -1,4 +1,4 @@
-// Hosted MCP (issue 9 item 2), end to end with the official SDK's own client: dynamic client
+// Hosted MCP, end to end with the official SDK's own client: dynamic client
 // registration, PKCE through the consent page (signed in with an API key), the seven svc_* tools
 // with their exact answers and credit movements, refresh, expiry and revocation; then each
 // refusal with its code. Runs in both profiles (TEST_PROFILE).
@@ -132,7 +132,7 @@ async function rpc(method: string, params: unknown, headers: Record<string, stri
 }
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 const callTool = (token: string, name: string, args: Record<string, unknown> = {}) => rpc('tools/call', { name, arguments: args }, bearer(token));
-/** A refused tool call's error body (spec core 7), from its text. */
+/** A refused tool call's error body (docs/errors.md), from its text. */
 const toolErrorBody = (result: any): any => (result.isError === true ? JSON.parse(result.content[0].text) : { not_an_error: result });
 
 const WWW = `Bearer error="invalid_token", error_description="`;

@@ -1,4 +1,4 @@
-// Delivery outcomes end to end over HTTP (issue 8; spec outcomes 2.2, 3, 4.1, 6; DESIGN 6), in
+// Delivery outcomes end to end over HTTP (docs/decisions/outcomes.md), in
 // the profile of TEST_PROFILE: imports (JSON and CSV) with their exact counts, duplicates and
 // identity conflicts, request errors, scopes, the events read, suppression's effect on later
 // validations (sync and jobs: answered without probing, 0 credits; the shared verdict cache

@@ -190,7 +190,7 @@ t.test('a job whose results the database refuses: dead-lettered, the row unknown
 
 // Embedded only: the in-process bus takes accounts and their jobs in turn (fairness lanes). Kafka
 // keeps each partition's order: there a big job's messages ahead in a partition go first.
-t.test('a big job does not hold up another account’s small job submitted after it (embedded: fairness lanes)', { skip: stack.profile === 'cluster' ? 'Kafka partitions keep their order (docs/decisions.md "Bus")' : false }, async (t) => {
+t.test('a big job does not hold up another account’s small job submitted after it (embedded: fairness lanes)', { skip: stack.profile === 'cluster' ? 'Kafka partitions keep their order (docs/decisions/storage-and-cluster.md "Kafka bus")' : false }, async (t) => {
   const big = await makeKey(stack, { credits: 20_000 });
   const small = await makeKey(stack, { credits: 10 });
   const many = Array.from({ length: 6000 }, (_, i) => `lead${i}@${['accept.test', 'catchall.test', 'postfix.test'][i % 3]}`);

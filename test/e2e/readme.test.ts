@@ -1,8 +1,9 @@
-// The README's examples are part of the product: every `curl` in README.md runs, in the order a
-// newcomer meets them, against a fresh service on the simulated internet with the README's own
-// bootstrap key and default credits, and its answer must be the one the README shows (figures
-// included). In the README, `"…"` stands for any string, `"acc_…"` for any string with that
-// prefix, and `["…text…"]` for any array.
+// The documentation's examples are part of the product: every `curl` in README.md (its tour) and
+// in docs/api.md (the API walk-through) runs, in the order a newcomer meets them, against a fresh
+// service on the simulated internet (one per document) with the document's own bootstrap key and
+// default credits, and its answer must be the one the document shows (figures included). In
+// them, `"…"` stands for any string, `"acc_…"` for any string with that prefix, and
+// `["…text…"]` for any array.
 
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -15,6 +16,7 @@ import { CLUSTER_PROFILE, startStack } from '../helpers/stack.ts';
 const run = promisify(execFile);
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+const apiDoc = readFileSync(path.join(ROOT, 'docs/api.md'), 'utf8');
 
 interface Example {
   command: string;
@@ -26,8 +28,8 @@ interface Example {
   admin?: string[];
 }
 
-/** The curl examples of the README with the answer shown after each (a `# …` comment or the next ```json block). */
-function examples(text: string): Example[] {
+/** The curl examples of a document with the answer shown after each (a `# …` comment or the next ```json block). */
+function examples(text: string, file: string): Example[] {
   const blocks = [...text.matchAll(/^```(\w*)\n([\s\S]*?)^```$/gm)].map((m) => ({ lang: m[1]!, body: m[2]!, line: text.slice(0, m.index).split('\n').length + 1 }));
   const out: Example[] = [];
   blocks.forEach((b, i) => {
@@ -52,7 +54,7 @@ function examples(text: string): Example[] {
       while (lines[j + 1]?.startsWith('# ')) comments.push(lines[++j]!.slice(2));
       const next = blocks[i + 1];
       const expected = comments.length > 0 ? comments.join('\n') : next?.lang === 'json' && j === lines.length - 2 ? next.body : undefined;
-      if (expected === undefined) throw new Error(`README line ${b.line}: no answer shown for ${cmd}`);
+      if (expected === undefined) throw new Error(`${file} line ${b.line}: no answer shown for ${cmd}`);
       out.push({ command: cmd, expected, line: b.line });
     }
   });
@@ -89,12 +91,18 @@ function matches(expected: unknown, actual: unknown, at = '$'): string | undefin
 }
 
 const key = /^export KEY=(\S+)$/m.exec(readme)?.[1];
-const list = examples(readme);
+const docs = [
+  { file: 'README.md', text: readme },
+  { file: 'docs/api.md', text: apiDoc },
+].map((d) => ({ ...d, key: /^export KEY=(\S+)$/m.exec(d.text)?.[1], list: examples(d.text, d.file) }));
+const apiList = docs[1]!.list;
 
-t.test('the README names its key and has examples of every endpoint family', async (t) => {
+t.test('the README and docs/api.md name their key, and docs/api.md has examples of every endpoint family', async (t) => {
   t.equal(key, 'svc_test_0123456789abcdef');
-  const routes = new Set(list.map((e) => /localhost:8080(\/[a-z0-9/-]*)/.exec(e.command)?.[1]));
+  for (const d of docs) t.equal(d.key, key, `${d.file} uses the README's key`);
+  const routes = new Set(apiList.map((e) => /localhost:8080(\/[a-z0-9/-]*)/.exec(e.command)?.[1]));
   for (const r of ['/v1/validate', '/v1/validate/bulk', '/v1/validate/batch', '/v1/csv/jobs', '/v1/csv/prepare-upload', '/v1/csv/start-processing', '/v1/credits', '/health', '/live', '/ready']) t.ok(routes.has(r), `an example of ${r}`);
+  t.ok(docs[0]!.list.length >= 3, `the README's tour has examples (${docs[0]!.list.length})`);
 });
 
 t.test('the README\'s test commands are the ones CI runs, in its order', async (t) => {
@@ -111,39 +119,46 @@ t.test('the README\'s test commands are the ones CI runs, in its order', async (
   t.equal(pkg.scripts['test:cluster'], 'bash scripts/test-cluster.sh');
 });
 
-t.test('every curl example answers what the README shows', async (t) => {
-  // The service as the README starts it: its bootstrap key and the default 100 credits.
-  // Signed URLs name the public URL a user of the README has (the service listens elsewhere here).
-  const stack = await startStack({ env: { SVC_BOOTSTRAP_API_KEY: key!, SVC_BOOTSTRAP_CREDITS: '100', SVC_PUBLIC_URL: 'http://localhost:8080' } });
+for (const doc of docs) t.test(`every curl example of ${doc.file} answers what it shows`, async (t) => {
+  // The service as the document starts it: its bootstrap key and the default 100 credits.
+  // Signed URLs name the public URL a reader has (the service listens elsewhere here).
+  const stack = await startStack({ env: { SVC_BOOTSTRAP_API_KEY: doc.key!, SVC_BOOTSTRAP_CREDITS: '100', SVC_PUBLIC_URL: 'http://localhost:8080' } });
   t.teardown(() => stack.close());
   const origin = stack.url.replace(/^http:\/\//, '');
-  const vars: Record<string, string> = { KEY: key! };
-  for (const ex of list) {
+  const vars: Record<string, string> = { KEY: doc.key! };
+  for (const ex of doc.list) {
     if (ex.admin) {
       const argv = ex.admin.map((a) => a.replace(/^\$([A-Z][A-Z0-9_]*)$/, (_, v: string) => vars[v] ?? a));
       const r = await runAdmin(stack.store, argv);
-      t.equal(r.code, 0, `README line ${ex.line}: ${ex.command}: ${r.out}`);
+      t.equal(r.code, 0, `${doc.file} line ${ex.line}: ${ex.command}: ${r.out}`);
       continue;
     }
     const { stdout } = await run('bash', ['-c', ex.command.replaceAll('localhost:8080', origin)], { env: { ...process.env, ...vars } });
     if (ex.assign) {
-      // A URL the service answered (SVC_PUBLIC_URL, the README's origin) leads to where it listens here.
+      // A URL the service answered (SVC_PUBLIC_URL, the documents' origin) leads to where it listens here.
       vars[ex.assign] = stdout.trim().replaceAll('localhost:8080', origin);
-      t.ok(vars[ex.assign], `README line ${ex.line}: ${ex.assign} is set`);
+      t.ok(vars[ex.assign], `${doc.file} line ${ex.line}: ${ex.assign} is set`);
       continue;
     }
     let expected: unknown;
     try {
       expected = JSON.parse(ex.expected);
     } catch {
-      // CSV answers end their lines with CRLF; the README shows lines.
-      t.equal(stdout.replaceAll('\r\n', '\n').trim(), ex.expected.trim(), `README line ${ex.line}: ${ex.command}`);
+      // CSV answers end their lines with CRLF; the documents show lines.
+      t.equal(stdout.replaceAll('\r\n', '\n').trim(), ex.expected.trim(), `${doc.file} line ${ex.line}: ${ex.command}`);
       continue;
     }
-    // The README shows the embedded service's /ready; the cluster profile adds the checks of its servers.
+    // The documents show the embedded service's /ready; the cluster profile adds the checks of its servers.
     if (CLUSTER_PROFILE && /\/ready$/.test(ex.command)) Object.assign((expected as { checks: object }).checks, { database: 'ok', kafka: 'ok', clickhouse: 'ok' });
     const problem = matches(expected, JSON.parse(stdout));
-    t.equal(problem, undefined, `README line ${ex.line}: ${ex.command}`);
+    t.equal(problem, undefined, `${doc.file} line ${ex.line}: ${ex.command}`);
   }
-  t.ok(list.length >= 9, `ran the README's examples (${list.length})`);
+  t.ok(doc.list.length >= 3, `ran the examples of ${doc.file} (${doc.list.length})`);
+  if (doc.file === 'docs/api.md') {
+    // The reference has an entry for every operation of the service's own OpenAPI document.
+    const spec = (await (await fetch(`${stack.url}/openapi.json`)).json()) as { paths: Record<string, Record<string, unknown>> };
+    for (const [route, ops] of Object.entries(spec.paths)) {
+      for (const method of Object.keys(ops)) t.ok(doc.text.includes(`\n### \`${method.toUpperCase()} ${route}\`\n`), `docs/api.md has an entry for ${method.toUpperCase()} ${route}`);
+    }
+  }
 });

@@ -1,4 +1,4 @@
-// /ready in the cluster profile (DESIGN 6 readiness row, issue 7): with KAFKA_BROKERS a `kafka`
+// /ready in the cluster profile (docs/api.md): with KAFKA_BROKERS a `kafka`
 // check (a metadata request through the bus's admin client), with CLICKHOUSE_URL a `clickhouse`
 // check (SELECT 1), over HTTP on the embedded stack. Up when the servers of scripts/infra-up.sh
 // answer (each part is skipped otherwise, or fails under CI_REQUIRE_SERVICES=1); down is a

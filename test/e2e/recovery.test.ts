@@ -1,4 +1,4 @@
-// Catch-all recovery end to end (issue 8 item 7; DESIGN 6), in the profile of TEST_PROFILE: a
+// Catch-all recovery end to end (docs/decisions/outcomes.md), in the profile of TEST_PROFILE: a
 // completed job's risky catch-all rows are upgraded or downgraded from the account's own outcome
 // evidence and the domain's learned address pattern, each with its evidence; exactly the upgrades
 // are charged and the rest refunded; the results CSV is rewritten; a second (or concurrent)

@@ -1,4 +1,4 @@
-// Accuracy reports end to end (issue 8: "reports after a scripted campaign (sent, bounced, replied
+// Accuracy reports end to end (the acceptance test "reports after a scripted campaign (sent, bounced, replied
 // events against earlier validations) with exact matrix counts"), in the profile of TEST_PROFILE
 // (SQL analytics embedded, ClickHouse in cluster). A campaign: five addresses validated, then
 // their outcomes imported; the summary and the per-domain report must count exactly that.

@@ -1,5 +1,5 @@
 // Hostile strings into every field of every HTTP route: never a 5xx. Each answer is a 2xx/3xx, or
-// a 4xx with the catalogue's body (spec core 7: a `code` of ERRORS with its status, `error` and
+// a 4xx with the catalogue's body (docs/errors.md: a `code` of ERRORS with its status, `error` and
 // `message`), and every answer carries an X-Request-ID. The routes come from the service's own
 // GET /openapi.json (path, query and header parameters, the string properties of the JSON body,
 // strings inside arrays included), so a route added later is fuzzed too; the routes the document

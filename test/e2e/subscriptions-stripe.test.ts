@@ -1,4 +1,4 @@
-// Subscriptions with the Stripe adapter (issue 9) against a local HTTP stand-in for Stripe's API:
+// Subscriptions with the Stripe adapter against a local HTTP stand-in for Stripe's API:
 // the state table of core 3.2 through HTTP, the outbound `cancel_at_period_end` updates, inbound
 // webhooks verified with Stripe's signature scheme (signed with the SDK's own helper) and applied
 // once by event id, and the processor's failure leaving nothing changed.

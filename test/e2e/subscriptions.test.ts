@@ -1,4 +1,4 @@
-// Subscriptions through HTTP with the local payment processor (issue 9; spec core 2.4, 3.2): the
+// Subscriptions through HTTP with the local payment processor (docs/api.md; docs/decisions/credits-and-billing.md): the
 // state table row by row, renewal, the period end (credits to 0 through the ledger, validation
 // 402), concurrency of cancels, events applied once, and work in flight at the period end.
 // Runs in both profiles (TEST_PROFILE=cluster: Postgres).

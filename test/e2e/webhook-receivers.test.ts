@@ -1,5 +1,5 @@
-// The README's webhook receivers (Node and Python), as a customer would run them: each snippet is
-// taken from README.md as written, started with the secret POST /v1/webhooks/secret/rotate showed,
+// The webhook receivers of docs/api.md (Node and Python), as a customer would run them: each snippet is
+// taken from docs/api.md as written, started with the secret POST /v1/webhooks/secret/rotate showed,
 // and must verify real deliveries of real jobs; forged, tampered and stale requests must be
 // refused. Then a rotation: during its grace period every delivery carries two signatures (a
 // receiver holding either secret verifies it), after a rotation with no grace only the new one.
@@ -16,12 +16,12 @@ import { verifyWebhookSignature, webhookSignature } from '@svc/jobs';
 import { makeKey, startStack } from '../helpers/stack.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
-const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+const readme = readFileSync(path.join(ROOT, 'docs/api.md'), 'utf8');
 
 /** The fenced block of `lang` whose first line is `first`. */
 function snippet(lang: string, first: string): string {
   const m = [...readme.matchAll(/^```(\w*)\n([\s\S]*?)^```$/gm)].find((b) => b[1] === lang && b[2]!.startsWith(`${first}\n`));
-  if (!m) throw new Error(`README.md has no ${lang} block starting with ${first}`);
+  if (!m) throw new Error(`docs/api.md has no ${lang} block starting with ${first}`);
   return m[2]!;
 }
 
@@ -50,7 +50,7 @@ interface Receiver {
   until(line: string, ms?: number): Promise<void>;
 }
 
-/** Runs a README receiver with `secret` and waits until it accepts connections. */
+/** Runs a receiver of docs/api.md with `secret` and waits until it accepts connections. */
 async function runReceiver(t: Tap, cmd: string, file: string, secret: string): Promise<Receiver> {
   const port = await freePort();
   const child: ChildProcess = spawn(cmd, [path.join(dir, file)], { env: { ...process.env, WEBHOOK_SECRET: secret, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -106,7 +106,7 @@ for (const [name, cmd, file] of [
   ['Node', process.execPath, 'receiver.mjs'],
   ['Python', 'python3', 'receiver.py'],
 ] as const) {
-  t.test(`the README's ${name} receiver verifies real deliveries and refuses forgeries`, async (t) => {
+  t.test(`the ${name} receiver of docs/api.md verifies real deliveries and refuses forgeries`, async (t) => {
     const { key } = await makeKey(stack, { credits: 10 });
     const rotated = await stack.call('POST', '/v1/webhooks/secret/rotate', { key });
     t.equal(rotated.status, 201);

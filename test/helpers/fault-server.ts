@@ -68,7 +68,7 @@ export async function startFaultServer(initial: Step[] = [{ status: 200, body: {
   };
 }
 
-/** An error answer with the body of spec core 7. */
+/** An error answer with the error body of docs/errors.md. */
 export const fail = (status: number, code: string, extra: Record<string, unknown> = {}, headers: Record<string, string> = {}): Step => ({
   status,
   body: { error: 'Error', message: `the ${code} message`, code, ...extra },

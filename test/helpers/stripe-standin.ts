@@ -1,4 +1,4 @@
-// A local HTTP stand-in for the part of Stripe's API the Stripe adapter uses (issue 9): it keeps
+// A local HTTP stand-in for the part of Stripe's API the Stripe adapter uses: it keeps
 // subscriptions, answers `POST /v1/subscriptions/:id` (form-encoded `cancel_at_period_end`) and
 // `GET /v1/subscriptions/:id` in Stripe's shapes (the current period on the items, as Stripe's API
 // versions since 2025-03 put it), records every request, can be told to fail, and sends signed

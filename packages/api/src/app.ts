@@ -77,7 +77,7 @@ export async function buildApp(services: ApiServices, settings: ApiSettings, opt
     ajv: { customOptions: { allErrors: false, coerceTypes: false, removeAdditional: false } },
   });
 
-  // Bodies are JSON only (spec core 4): without this, Fastify would take text/plain as a string.
+  // Bodies are JSON only (docs/api.md): without this, Fastify would take text/plain as a string.
   app.removeContentTypeParser('text/plain');
   for (const s of sharedSchemas) app.addSchema(s);
   await app.register(swagger, {

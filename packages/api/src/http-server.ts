@@ -3,7 +3,7 @@
 // `Expect`), drops them without a word (CONNECT, with no `connect` listener), or leaves them to
 // a `clientError` listener (what its parser rejects, a request that does not arrive in time, the
 // HTTP/2 preface), where Fastify's default writes its own body. Here each gets
-// the catalogue body of spec core 7, an `X-Request-ID` and `Connection: close`.
+// the catalogue's error body (docs/errors.md), an `X-Request-ID` and `Connection: close`.
 //
 // Fastify's server factory is used (rather than its `clientErrorHandler` option, which it binds
 // to the main server only) so every server Fastify creates gets the same listeners, including

@@ -1,4 +1,4 @@
-// Idempotency-Key (DESIGN 6), for the validation POST routes of an account: a key (1-255
+// Idempotency-Key (docs/api.md), for the validation POST routes of an account: a key (1-255
 // printable ASCII) is kept 24 h with a SHA-256 of the route and body. Same key and body after
 // success: the stored response again, byte for byte, with `Idempotent-Replayed: true`. Same key,
 // other body or route: 409 idempotency_key_conflict. Same key while the first is still running:

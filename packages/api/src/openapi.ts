@@ -1,4 +1,4 @@
-// What /openapi.json says about each route's responses (STYLE 10), read off the same
+// What /openapi.json says about each route's responses, read off the same
 // configuration that builds them: every status the route can answer and only those, each error
 // status with the `code`s it can carry, and the headers every response has: `X-Request-ID`, and
 // on a route behind the gates the RateLimit headers (with `Retry-After` on 429). The route's
@@ -21,7 +21,7 @@ const rateLimitHeaders = {
 const retryAfterHeader = { 'Retry-After': { type: 'integer', description: 'Seconds to wait before retrying (60).' } };
 const replayedHeader = { 'Idempotent-Replayed': { type: 'string', enum: ['true'], description: 'Present when this is the stored response of an earlier request with the same Idempotency-Key.' } };
 
-/** Fields some codes add to the error body (spec core 7), and whether they always carry them. */
+/** Fields some codes add to the error body (docs/errors.md), and whether they always carry them. */
 const EXTRAS: Partial<Record<ErrorCode, Record<string, { schema: Schema; always: boolean }>>> = {
   rate_limited: { retry_after: { schema: { type: 'integer', description: 'Seconds to wait (60).' }, always: true } },
   insufficient_scope: { required_scope: { schema: { type: 'string', description: 'The scope the key lacks.' }, always: true } },

@@ -1,4 +1,4 @@
-// Request ids (`X-Request-ID`, spec core 4): `req_` + 32 hex digits, all of them random, so an id
+// Request ids (`X-Request-ID`, docs/api.md): `req_` + 32 hex digits, all of them random, so an id
 // says nothing about the process, the time or how many requests came before it (a counter
 // would). The random bytes come from a pool refilled 256 ids at a time: one CSPRNG call and
 // one hex encoding per 256 requests, then a string slice per request (measured faster than the

@@ -97,7 +97,7 @@ const JOB_RESULT_FIELDS = [
   'credits_reserved', 'credits_charged', 'credits_consumed', 'credits_refunded', 'credits_per_high_value_validation',
 ] as const;
 
-/** The job status resource: spec core 2.2 plus the DESIGN 6 extras (@svc/jobs JobStatus). */
+/** The job status resource (docs/api.md; @svc/jobs JobStatus). */
 export const jobStatusSchema = {
   $id: 'JobStatus',
   type: 'object',

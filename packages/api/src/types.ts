@@ -27,7 +27,7 @@ export interface ApiServices {
   subscriptions?: SubscriptionService;
   /** The Stripe adapter's webhook verification; with it POST /v1/webhooks/stripe is served. */
   stripeWebhook?: { verify(rawBody: Buffer, signature: string | undefined): ProcessorEvent };
-  /** Where every validation decision goes (DESIGN 4); without it none is recorded. */
+  /** Where every validation decision goes (docs/decisions/storage-and-cluster.md "Analytics"); without it none is recorded. */
   analytics?: Pick<Analytics, 'record'>;
   /** Hosted MCP for AI agents (OAuth endpoints and the svc_* tools); without it /mcp and /oauth/* are not served. */
   mcp?: HostedMcp;

@@ -1,5 +1,5 @@
 // The exit codes of `svc`, by class of failure, so a script can branch without parsing text
-// (README "Official client and CLI"; docs/decisions.md "Client and CLI (issue 9)").
+// (docs/api.md "Official client and CLI"; docs/decisions/clients.md).
 
 import { SvcApiError, SvcNetworkError } from '@svc/client';
 

@@ -1,6 +1,6 @@
-// The official client of the email validation API (spec core 4, 5, 7): one method per public
+// The official client of the email validation API (docs/api.md; docs/errors.md): one method per public
 // route, global fetch only. Every call goes through `request`, which applies the retry rule of
-// spec core 7 (./retry.ts) with exponential back-off and full jitter, bounded by a number of
+// docs/errors.md (./retry.ts) with exponential back-off and full jitter, bounded by a number of
 // attempts and a total deadline, and sends the same Idempotency-Key on every attempt of a write.
 
 import { SvcApiError, SvcNetworkError, type ErrorBody } from './errors.ts';
@@ -208,7 +208,7 @@ export class SvcClient {
     return this.startProcessing(prepared.batch_id, emailColumn, { ...call, idempotencyKey: `${base}:start` });
   }
 
-  /** GET /v1/csv/jobs/{id}: the job status resource (spec core 2.2). */
+  /** GET /v1/csv/jobs/{id}: the job status resource (docs/api.md). */
   async getJob(id: string, options: CallOptions = {}): Promise<Job> {
     return (await this.request<Job>({ ...options, method: 'GET', path: `/v1/csv/jobs/${encodeURIComponent(id)}` })).body;
   }

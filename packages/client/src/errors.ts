@@ -1,11 +1,11 @@
-// What a call of the client can fail with (spec core 7): an answer of the service (`SvcApiError`,
+// What a call of the client can fail with (docs/errors.md): an answer of the service (`SvcApiError`,
 // with its stable `code` to branch on and the `X-Request-ID` of the last response), or no answer
 // at all (`SvcNetworkError`: the connection failed or the attempt timed out; no request id). Both
 // say whether the client's retry rule counts them as retryable and how many attempts were made.
 
 import { isRetryable } from './retry.ts';
 
-/** The error body of spec core 7, as far as the client reads it. */
+/** The error body (docs/errors.md), as far as the client reads it. */
 export interface ErrorBody {
   error?: string;
   message?: string;
@@ -19,7 +19,7 @@ export interface ErrorBody {
 
 /** Base of every error the client throws for a failed call. */
 export abstract class SvcError extends Error {
-  /** Whether the retry rule (spec core 7) retries this failure; true only if the client gave up on it (attempts or deadline). */
+  /** Whether the retry rule (docs/errors.md) retries this failure; true only if the client gave up on it (attempts or deadline). */
   abstract readonly isRetryable: boolean;
   /** Attempts made before giving up, this one included. */
   attempts = 1;
@@ -68,7 +68,7 @@ export class SvcApiError extends SvcError {
 /** No answer: the connection failed, was dropped, or the attempt ran out of time. */
 export class SvcNetworkError extends SvcError {
   override readonly name = 'SvcNetworkError';
-  /** Never set: a network-only failure has no response, hence no request id (spec core 7). */
+  /** Never set: a network-only failure has no response, hence no request id (docs/errors.md). */
   readonly requestId: undefined = undefined;
   readonly isRetryable = true;
 

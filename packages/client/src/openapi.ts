@@ -1591,7 +1591,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** A job’s status (spec 2.2, with its dates, source and download) */
+        /** A job’s status, with its dates, source and download */
         get: {
             parameters: {
                 query?: never;
@@ -4344,7 +4344,7 @@ export interface paths {
                             suppression_cache_invalidated: number;
                             errors: {
                                 index: number;
-                                /** @description Stable row error code (spec outcomes 2.5); keep unknown ones. */
+                                /** @description Stable row error code (docs/decisions/outcomes.md); keep unknown ones. */
                                 code: string;
                                 reason: string;
                             }[];
@@ -5469,7 +5469,7 @@ export interface paths {
                             rejected: number;
                             errors: {
                                 index: number;
-                                /** @description Stable row error code (spec outcomes 2.5); keep unknown ones. */
+                                /** @description Stable row error code (docs/decisions/outcomes.md); keep unknown ones. */
                                 code: string;
                                 reason: string;
                             }[];

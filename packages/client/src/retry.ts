@@ -1,4 +1,4 @@
-// The retry rule of spec core 7, and the back-off between attempts.
+// The retry rule (the retry column of docs/errors.md), and the back-off between attempts.
 //
 // Retried, always with the same Idempotency-Key: network failures and timeouts (no answer, or
 // 408 `request_timeout`), 409 `idempotency_request_in_progress` (the first request with the key
@@ -17,7 +17,7 @@ const FINAL_5XX: ReadonlySet<string> = new Set(['control_plane_route_misconfigur
 const RETRYABLE_4XX_CODES: ReadonlySet<string> = new Set(['idempotency_request_in_progress', 'request_timeout', 'rate_limited']);
 const RETRYABLE_4XX_STATUSES: ReadonlySet<number> = new Set([408, 429]);
 
-/** Whether an answer with this status and code is retried (spec core 7). */
+/** Whether an answer with this status and code is retried (docs/errors.md). */
 export function isRetryable(status: number, code: string | undefined): boolean {
   if (status >= 500) return code === undefined || !FINAL_5XX.has(code);
   if (RETRYABLE_4XX_STATUSES.has(status)) return true;

@@ -28,7 +28,7 @@ export type OutcomeImportResult = ResponseBody<'/v1/outcomes/email/import', 'pos
 /** The error codes the service documents (docs/errors.md); a client must still expect others. */
 export type KnownErrorCode = components['schemas']['Error']['code'];
 
-/** One outcome row (spec outcomes 2; README "Delivery outcomes"): the document takes any object. */
+/** One outcome row (docs/api.md "Delivery outcomes"): the document takes any object. */
 export interface OutcomeRow {
   email: string;
   outcome?: string;
@@ -40,7 +40,7 @@ export interface OutcomeRow {
 
 /**
  * The answer of POST /v1/csv/jobs/{id}/recover-catchalls (202): the document does not describe
- * its body yet, so only the fields the README shows are named.
+ * its body yet, so only the fields docs/api.md shows are named.
  */
 export interface CatchallRecovery {
   recovery_id: string;
@@ -58,7 +58,7 @@ export interface CatchallRecovery {
 }
 
 /**
- * The subscription cancellation response (spec core 2.4), for POST /v1/subscriptions/cancel and
+ * The subscription cancellation response (docs/api.md), for POST /v1/subscriptions/cancel and
  * /reactivate; typed by hand until those routes are in the document.
  */
 export interface SubscriptionState {

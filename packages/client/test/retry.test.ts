@@ -1,4 +1,4 @@
-// The client's retry rule (spec core 7) against a fault-injecting local server: every status and
+// The client's retry rule (docs/errors.md) against a fault-injecting local server: every status and
 // code, as a table, with the number of attempts, the Idempotency-Key of every attempt, and the
 // request id the error keeps (the last answer's; none after a network-only failure). Then the
 // deadline, the per-attempt timeout, the back-off bounds, the caller's signal, and which methods
@@ -30,7 +30,7 @@ async function settle<T>(p: Promise<T>): Promise<{ ok: true; value: T } | { ok: 
 
 const keysSent = (): Array<string | undefined> => server.received.map((r) => r.headers['idempotency-key'] as string | undefined);
 
-t.test('the sequence of spec core 7: a dropped connection, 503, 429 with retry_after, in progress, then success', async (t) => {
+t.test('the retry sequence: a dropped connection, 503, 429 with retry_after, in progress, then success', async (t) => {
   server.script(['drop', fail(503, 'service_unavailable'), fail(429, 'rate_limited', { retry_after: 1 }, { 'Retry-After': '1' }), fail(409, 'idempotency_request_in_progress'), OK]);
   const retries: RetryEvent[] = [];
   const t0 = Date.now();
@@ -126,7 +126,7 @@ t.test('the retry table: attempts, one Idempotency-Key, the request id of the la
   }
 });
 
-t.test('the error carries the fields of spec core 7', async (t) => {
+t.test('the error carries the fields of the error body (docs/errors.md)', async (t) => {
   server.script([fail(402, 'insufficient_credits', { required: 3, available: 1 })]);
   const credits = await settle(client().createJob(['a@accept.test', 'b@accept.test', 'c@accept.test']));
   t.match(credits, { ok: false, error: { name: 'SvcApiError', status: 402, code: 'insufficient_credits', required: 3, available: 1, message: 'the insufficient_credits message', requestId: requestIdOf(1), method: 'POST', path: '/v1/validate/batch' } });

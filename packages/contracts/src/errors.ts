@@ -1,4 +1,4 @@
-// One catalogue of stable error codes (spec core 7; STYLE 5). Every code has an HTTP status, a
+// One catalogue of stable error codes (docs/errors.md). Every code has an HTTP status, a
 // retry class and the line that documents it in docs/errors.md (a contract test pins all of them,
 // and their number). Codes are append-only: never rename or remove one, add a new one.
 
@@ -8,7 +8,7 @@ export interface ErrorSpec {
   error: string;
   /** Default `message`. */
   message: string;
-  /** Whether an official client retries it with the same idempotency key (spec core 7). */
+  /** Whether an official client retries it with the same idempotency key (docs/errors.md). */
   retry: boolean;
   /** When it happens: the line of docs/errors.md. */
   doc: string;
@@ -58,7 +58,7 @@ export const ERRORS = {
   invalid_idempotency_key: e(400, 'Idempotency-Key must be 1-255 printable ASCII characters', '`Idempotency-Key` is empty, longer than 255 or not printable ASCII'),
   idempotency_key_conflict: e(409, 'Idempotency-Key was already used with a different request body', 'the key was used before with a different body or route'),
   idempotency_request_in_progress: e(409, 'A request with this Idempotency-Key is still being processed', 'the first request with this key is still running', true),
-  // jobs (reserved for the job routes; codes named by spec core 7)
+  // jobs (reserved for the job routes)
   job_not_found: e(404, 'Job not found', 'no such job for this account (an unknown id, or another account\'s job)'),
   invalid_job_state: e(409, 'The job is not in a state that allows this operation', "the job's state forbids the operation: download before completion, start twice, cancel a finished job"),
   // server side
@@ -71,14 +71,14 @@ export const ERRORS = {
   headers_too_large: e(431, 'Request headers are larger than the limit', 'the request line and headers together are larger than 16 KiB'),
   http_version_not_supported: e(505, 'Only HTTP/1.0 and HTTP/1.1 are supported', 'the request line names an HTTP version other than 1.0 or 1.1 (e.g. `HTTP/3.0`, `HTTP/1.7`, `HTTP/2.0` in HTTP/1 syntax)'),
   request_timeout: e(408, 'The request did not arrive in time', 'the request line, headers and body did not all arrive within 30 s of the request starting', true),
-  // jobs (DESIGN 6 job errors)
+  // jobs (docs/api.md)
   invalid_emails: e(400, 'emails must be an array of strings', 'batch job: an item of `emails` is not a string'),
   invalid_signature: e(403, 'The signed URL is invalid or has expired', 'a signed URL (CSV upload, results download) has a bad or expired signature'),
   upload_missing: e(409, 'No CSV has been uploaded for this batch', 'start-processing before the CSV was uploaded to the signed URL'),
   email_column_not_found: e(400, 'The CSV has no column with that name', 'start-processing: `email_column` is not a column of the CSV header'),
   invalid_csv: e(400, 'The CSV could not be parsed', 'the CSV is malformed (broken quoting, not UTF-8, no header row, no data rows)'),
   invalid_webhook_url: e(400, 'webhook_url must be an http or https URL', '`webhook_url` is not an absolute `http`/`https` URL'),
-  // outcomes (spec outcomes 4.1, DESIGN 6)
+  // outcomes (docs/decisions/outcomes.md)
   missing_outcomes: e(400, 'outcomes array with at least one row is required', 'outcome import: `outcomes` missing or empty, or a CSV with a header and no rows'),
   too_many_outcomes: e(400, 'maximum 10,000 outcomes per request', 'outcome import: more than 10,000 rows'),
   outcome_import_failed: e(503, 'The outcomes could not be stored; retry with the same event identities', 'outcome import: the event log could not be written; nothing was kept, and the same import again succeeds', true),
@@ -117,7 +117,7 @@ export class OperatorError extends Error {}
 /**
  * An expected, coded rejection, thrown by use cases (billing, jobs) and HTTP gates alike and
  * rendered by the front's one error handler. Inside one process only: across threads and
- * processes, send `{ ok: false, code, message }` (STYLE 6).
+ * processes, send `{ ok: false, code, message }`.
  */
 export class ServiceError extends Error {
   constructor(
@@ -135,13 +135,13 @@ export class ServiceError extends Error {
     return ERRORS[this.code].status;
   }
 
-  /** The error body of spec core 7. */
+  /** The error body (docs/errors.md). */
   body(): ErrorBody {
     return { error: ERRORS[this.code].error, message: this.message, code: this.code, ...this.extra };
   }
 }
 
-/** The error body of spec core 7. */
+/** The error body (docs/errors.md). */
 export interface ErrorBody {
   error: string;
   message: string;

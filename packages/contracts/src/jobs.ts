@@ -1,4 +1,4 @@
-// Job states (DESIGN 6): awaiting_upload → queued → processing → completed | failed;
+// Job states (docs/api.md): awaiting_upload → queued → processing → completed | failed;
 // queued/processing → canceled (with a full refund of the unused reservation).
 export const JOB_STATES = ['awaiting_upload', 'queued', 'processing', 'completed', 'failed', 'canceled'] as const;
 export type JobState = (typeof JOB_STATES)[number];

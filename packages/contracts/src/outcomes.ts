@@ -1,19 +1,19 @@
-// The vocabulary of delivery outcomes (spec outcomes 2.1-2.5, DESIGN 6): what a client may send,
+// The vocabulary of delivery outcomes (docs/decisions/outcomes.md): what a client may send,
 // the labels the evidence maps to, the row error codes. Lists, not just types: schemas publish
 // them and tests pin them. Append only.
 
-/** `outcome` values a row may carry (DESIGN 6 "Outcome values"). */
+/** `outcome` values a row may carry (docs/decisions/outcomes.md). */
 export const OUTCOME_VALUES = ['delivered', 'replied', 'bounced', 'bounced_hard', 'bounced_soft', 'blocked', 'complaint', 'unsubscribed', 'opened', 'clicked', 'sent', 'deferred'] as const;
 export type OutcomeValue = (typeof OUTCOME_VALUES)[number];
 
-/** `source` values (DESIGN 6 "Outcome sources"). */
+/** `source` values (docs/decisions/outcomes.md). */
 export const OUTCOME_SOURCES = ['api', 'csv_import', 'esp_webhook', 'smtp_log', 'emailbison'] as const;
 export type OutcomeSource = (typeof OUTCOME_SOURCES)[number];
 
 /** Sources that are webhooks: their rows need an event time (`occurred_at` or `last_attempt_date`). */
 export const WEBHOOK_SOURCES: readonly OutcomeSource[] = ['esp_webhook', 'emailbison'];
 
-/** The DSN and diagnostic keys an outcome row may carry (spec outcomes 2.1), besides its identity and time. */
+/** The DSN and diagnostic keys an outcome row may carry (docs/decisions/outcomes.md), besides its identity and time. */
 export const OUTCOME_EVIDENCE_FIELDS = [
   'action',
   'status',
@@ -37,19 +37,19 @@ export const OUTCOME_EVIDENCE_FIELDS = [
   'received_from_mta',
 ] as const;
 
-/** Calibration labels (spec outcomes 2.3). Only `delivered` and `bounced_hard` are decision-grade. */
+/** Calibration labels (docs/decisions/outcomes.md). Only `delivered` and `bounced_hard` are decision-grade. */
 export const OUTCOME_LABELS = ['delivered', 'bounced_hard', 'bounced_soft', 'blocked_policy', 'unknown'] as const;
 export type OutcomeLabel = (typeof OUTCOME_LABELS)[number];
 
-/** What an accepted event does to the address's suppression (DESIGN 6 "Suppression"). */
+/** What an accepted event does to the address's suppression (docs/decisions/outcomes.md). */
 export const SUPPRESSION_KINDS = ['hard_bounce', 'complaint', 'unsubscribed'] as const;
 export type SuppressionKind = (typeof SUPPRESSION_KINDS)[number];
 
-/** Weaker, non-claim signals kept beside the label (spec 2.3 rows 7 and 5, part 6 rule 4). */
+/** Weaker, non-claim signals kept beside the label (docs/decisions/outcomes.md). */
 export const OUTCOME_SIGNALS = ['open', 'sent'] as const;
 export type OutcomeSignal = (typeof OUTCOME_SIGNALS)[number];
 
-/** Row error codes (spec outcomes 2.5). Clients branch on these and keep unknown ones. */
+/** Row error codes (docs/decisions/outcomes.md). Clients branch on these and keep unknown ones. */
 export const OUTCOME_ROW_ERRORS = [
   'invalid_email',
   'missing_outcome',

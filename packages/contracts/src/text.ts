@@ -1,5 +1,5 @@
 // What a string from outside must be before it is stored or used as an id (the edge checks it;
-// docs/decisions.md "Strings at the edge"): ids match their pattern, free text fields are
+// docs/decisions/jobs-and-csv.md "Strings at the edge"): ids match their pattern, free text fields are
 // printable and bounded. An address to validate is neither: it is data, answered `invalid` with
 // its reason when it is not an address.
 

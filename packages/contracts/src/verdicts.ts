@@ -1,6 +1,7 @@
-// The vocabulary of a validation result (spec core 2.1). Lists, not just types: the response
+// The vocabulary of a validation result (docs/api.md). Lists, not just types: the response
 // schemas publish them as enums (so /openapi.json lists them) and a contract test checks that
-// docs/decisions.md explains every value. Append only: clients branch on these strings.
+// docs/decisions/verification.md and docs/decisions/credits-and-billing.md explain every value.
+// Append only: clients branch on these strings.
 
 export const VALIDATION_RESULTS = ['valid', 'valid_role_based', 'risky', 'invalid', 'unknown'] as const;
 export type ValidationResult = (typeof VALIDATION_RESULTS)[number];

@@ -2,7 +2,7 @@
 
 import type { ChargeReason, Confidence, Layer, Quality, ReasonCode, ValidationResult } from './verdicts.ts';
 
-/** One validation result (spec core 2.1, with the extra fields of docs/decisions.md). */
+/** One validation result (docs/api.md; the extra fields: docs/decisions/verification.md). */
 export interface ValidationResultBody {
   email: string;
   result: ValidationResult;
@@ -27,7 +27,7 @@ export interface ValidationResultBody {
   flags: string[];
 }
 
-/** The counts of a bulk response (DESIGN 6). */
+/** The counts of a bulk response (docs/api.md). */
 export interface BulkSummary {
   total: number;
   valid: number;
@@ -38,7 +38,7 @@ export interface BulkSummary {
   credits_charged: number;
 }
 
-/** GET /v1/credits (DESIGN 6, plus the account it belongs to). */
+/** GET /v1/credits (docs/api.md), with the account it belongs to. */
 export interface CreditBalance {
   account_id: string;
   balance: number;
@@ -51,7 +51,7 @@ export interface CreditBalance {
 
 export type CheckState = 'ok' | 'failed';
 
-/** What the readiness checks found (spec core 2.3, DESIGN 6). */
+/** What the readiness checks found (docs/api.md). */
 export interface ReadinessState {
   ready: boolean;
   checks: Record<string, CheckState>;

@@ -1,14 +1,16 @@
-// The shared vocabulary is a contract (spec core 7, 9; STYLE 5):
+// The shared vocabulary is a contract (docs/errors.md):
 // - every error code has a status, a retry class and a line in docs/errors.md that agrees with it;
 // - codes are append-only: the pinned list below may only grow, at its end;
-// - every reason code and charge reason is explained in docs/decisions.md.
+// - every reason code and charge reason is explained in docs/decisions/ (the index docs/decisions.md and its topics).
 
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import t from 'tap';
 import { CHARGE_REASONS, ERRORS, ERROR_CODES, REASON_CODES, isErrorCode, ServiceError } from '../src/index.ts';
 
 const doc = readFileSync(new URL('../../../docs/errors.md', import.meta.url), 'utf8');
-const decisions = readFileSync(new URL('../../../docs/decisions.md', import.meta.url), 'utf8');
+// The decisions: the index and one file per topic.
+const decisionsDir = new URL('../../../docs/decisions/', import.meta.url);
+const decisions = [readFileSync(new URL('../../../docs/decisions.md', import.meta.url), 'utf8'), ...readdirSync(decisionsDir).filter((f) => f.endsWith('.md')).sort().map((f) => readFileSync(new URL(f, decisionsDir), 'utf8'))].join('\n');
 const rows = new Map<string, { status: number; retry: boolean; doc: string }>();
 for (const m of doc.matchAll(/^\| `([a-z_]+)` \| (\d{3}) \| (yes|no) \| (.*) \|$/gm)) rows.set(m[1]!, { status: Number(m[2]), retry: m[3] === 'yes', doc: m[4]! });
 
@@ -98,7 +100,7 @@ t.test('the document lists no code the service lacks', async (t) => {
   t.equal(rows.size, Object.keys(ERRORS).length);
 });
 
-t.test('codes named by spec core 7 exist with their statuses', async (t) => {
+t.test('the codes every route relies on exist with their statuses', async (t) => {
   const named: Record<string, number> = {
     insufficient_credits: 402,
     validation_upstream_failed: 503,
@@ -116,7 +118,7 @@ t.test('codes named by spec core 7 exist with their statuses', async (t) => {
   for (const [code, status] of Object.entries(named)) t.equal(ERRORS[code as keyof typeof ERRORS]?.status, status, code);
 });
 
-t.test('retry classes follow spec core 7', async (t) => {
+t.test('retry classes follow the retry rule of docs/errors.md', async (t) => {
   for (const [code, spec] of Object.entries(ERRORS)) {
     const shouldRetry = spec.status === 429 || spec.status >= 500 ? code !== 'control_plane_route_misconfigured' && spec.status !== 505 : code === 'idempotency_request_in_progress' || code === 'request_timeout';
     t.equal(spec.retry, shouldRetry, code);
@@ -130,17 +132,19 @@ t.test('a ServiceError renders the catalogue body', async (t) => {
   t.strictSame(new ServiceError('rate_limited').body(), { error: 'Too Many Requests', message: 'You have exceeded the rate limit', code: 'rate_limited' });
 });
 
-t.test('docs/decisions.md lists exactly the reason codes and charge reasons, each explained', async (t) => {
+t.test('docs/decisions lists exactly the reason codes and charge reasons, each explained', async (t) => {
   const row = (title: string): string[] => {
-    const line = decisions.split('\n').find((l) => l.startsWith(`| ${title} |`));
-    t.ok(line, `decisions.md has the row "${title}"`);
-    // The decision cell (the second): every backticked word in it but the field names.
-    const cell = (line ?? '').split(' | ')[1] ?? '';
+    // A decision is a `### title` heading, the decision's text, then its `*Why:*` paragraph.
+    const at = decisions.indexOf(`\n### ${title}\n`);
+    t.ok(at >= 0, `docs/decisions has the decision "${title}"`);
+    const rest = at < 0 ? '' : decisions.slice(at + title.length + 6);
+    const cell = rest.slice(0, rest.search(/\n\*Why:\*|\n#/));
+    // Every backticked word in the decision but the field names.
     return [...cell.matchAll(/`([a-z0-9_]+)`/g)].map((m) => m[1]!).filter((w) => !['reason', 'reason_code', 'charge_reason'].includes(w));
   };
   t.strictSame(row('Machine-readable reason').sort(), [...REASON_CODES].sort(), 'the reason_code row lists every code, and no other');
   t.strictSame(row('`charge_reason` values').sort(), [...CHARGE_REASONS].sort(), 'the charge_reason row lists every reason, and no other');
   // And each is explained where it is decided (a row of its own, or the row of its verdict).
   const quoted = new Set([...decisions.matchAll(/`([a-z0-9_]+)`/g)].map((m) => m[1]!));
-  for (const code of [...REASON_CODES, ...CHARGE_REASONS]) t.ok(quoted.has(code), `${code} is in docs/decisions.md`);
+  for (const code of [...REASON_CODES, ...CHARGE_REASONS]) t.ok(quoted.has(code), `${code} is in docs/decisions`);
 });

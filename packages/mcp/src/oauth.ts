@@ -2,7 +2,7 @@
 // metadata (RFC 8414, RFC 9728), dynamic client registration (RFC 7591), the authorization code
 // grant with PKCE S256 only (RFC 7636; `plain` refused), rotating refresh tokens, revocation
 // (RFC 7009), and the access-token check of every MCP request. No HTTP here: the API's routes
-// translate requests to these use cases and their results back (STYLE 14). Errors of the OAuth
+// translate requests to these use cases and their results back. Errors of the OAuth
 // endpoints are RFC 6749 §5.2 data (`error`, `error_description`), never exceptions; the access
 // token check throws the catalogue's ServiceErrors (invalid_access_token, access_token_expired).
 
@@ -10,7 +10,7 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { notPrintable, ServiceError, type Scope } from '@svc/contracts';
 import { hashKey, keyRefusal, type KeyRecord, type NewTokenPair, type OAuthCodeRecord, type OAuthTokenRecord, type Store } from '@svc/store';
 
-/** The scopes hosted MCP can grant: those of the tools (spec core 5). */
+/** The scopes hosted MCP can grant: those of the tools (docs/api.md). */
 export const MCP_SCOPES = ['credits:read', 'email:validate:single', 'email:validate:bulk'] as const satisfies readonly Scope[];
 export type McpScope = (typeof MCP_SCOPES)[number];
 const isMcpScope = (s: string): s is McpScope => (MCP_SCOPES as readonly string[]).includes(s);
@@ -384,8 +384,8 @@ export class OAuthServer {
 
   /**
    * RFC 7009 revocation: the grant the token belongs to ends, so its access and refresh tokens
-   * all stop working. An unknown token is answered like a known one (§2.2); a token of another
-   * client is refused (§2.1).
+   * all stop working. An unknown token is answered like a known one (RFC 7009 §2.2); a token of
+   * another client is refused (RFC 7009 §2.1).
    */
   async revoke(p: Params): Promise<Outcome<null>> {
     const token = p.get('token');

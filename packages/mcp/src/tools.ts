@@ -1,8 +1,8 @@
-// The svc_* tools (DESIGN 6, spec core 5): each is the REST route's use case behind the same
+// The svc_* tools (docs/api.md): each is the REST route's use case behind the same
 // scope, the same gates and the same credit charging (@svc/billing, @svc/jobs), with the REST
-// response body as its structured content. Job results never travel through a tool (spec core 4
-// rule 3): the job tools hand out the signed download URL. A refusal is a tool result with
-// `isError` whose text is the catalogue's error body (spec core 7), `code` included.
+// response body as its structured content. Job results never travel through a tool (docs/api.md,
+// "Hosted MCP"): the job tools hand out the signed download URL. A refusal is a tool result with
+// `isError` whose text is the catalogue's error body (docs/errors.md), `code` included.
 
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
@@ -87,10 +87,10 @@ const TOOLS: Record<ToolName, ToolSpec> = {
   },
 };
 
-/** The tools' scopes (for the README and tests). */
+/** The tools' scopes (for docs/api.md and tests). */
 export const TOOL_SCOPES: Record<ToolName, McpScope> = Object.fromEntries(Object.entries(TOOLS).map(([n, t]) => [n, t.scope])) as Record<ToolName, McpScope>;
 
-/** A refusal as a tool result: the error body of spec core 7 (with its `code`) as the text. */
+/** A refusal as a tool result: the error body of docs/errors.md (with its `code`) as the text. */
 export function toolError(e: ServiceError): CallToolResult {
   const body: ErrorBody = e.body();
   return { isError: true, content: [{ type: 'text', text: JSON.stringify(body) }] };

@@ -1,6 +1,6 @@
 // Configuration: one table (environment name, type, default, range, description) from which the
-// `Config` type, the start-up validation and the README's configuration table all come (DESIGN 7;
-// STYLE 8). Only entry points read `process.env`; they call loadConfig() once and inject the
+// `Config` type, the start-up validation and the configuration table of docs/operations.md all
+// come. Only entry points read `process.env`; they call loadConfig() once and inject the
 // result. The environment names are a contract: tests outside the repo use them.
 
 import net from 'node:net';
@@ -28,7 +28,7 @@ type SoFar = Readonly<Record<string, unknown>>;
 interface Field<T> {
   /** The environment variable. */
   env: string;
-  /** For people: the type, the default and the allowed range, as the README shows them (Markdown). */
+  /** For people: the type, the default and the allowed range, as docs/operations.md shows them (Markdown). */
   type: string;
   /** A literal default in backticks (what loadConfig returns when the variable is unset), or words for a computed one. */
   default: string;
@@ -193,7 +193,7 @@ const defaultHelo = (): string => {
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
-/** Every variable the service reads, in the order the README lists them. */
+/** Every variable the service reads, in the order docs/operations.md lists them. */
 export const CONFIG_TABLE = {
   port: int('PORT', 8080, 0, 65535, 'port the API listens on (`0`: any free port); one already in use stops start-up'),
   host: text('HOST', () => '0.0.0.0', lit('0.0.0.0'), 'address the API listens on', (v) => (net.isIP(v) || HOST_NAME.test(v) ? undefined : `must be an IP address or a host name, got ${shown(v)}`), 'IP address or host name'),
@@ -313,7 +313,7 @@ export function listenConfigError(err: unknown, config: Pick<Config, 'port' | 'h
   }
 }
 
-/** The README's configuration table, rendered from CONFIG_TABLE (a test keeps them equal). */
+/** The configuration table of docs/operations.md, rendered from CONFIG_TABLE (a test keeps them equal). */
 export function configTableMarkdown(): string {
   const rows = Object.values(CONFIG_TABLE as Record<string, Field<unknown>>).map(
     (f) => `| \`${f.env}\` | ${f.type} | ${f.default} | ${f.range ?? ''} | ${f.doc} |`,

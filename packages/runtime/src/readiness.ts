@@ -1,4 +1,4 @@
-// Readiness (DESIGN 6): DNS resolves the MX of SVC_READY_DOMAIN, a TCP connection to that MX
+// Readiness (docs/api.md): DNS resolves the MX of SVC_READY_DOMAIN, a TCP connection to that MX
 // on SVC_SMTP_PORT opens, the cache answers, the database answers; in the cluster profile also
 // Kafka (a metadata request) and ClickHouse (SELECT 1) when configured. Checked in the background
 // every 30 s; /ready only reads the last result, so probes never multiply with traffic.

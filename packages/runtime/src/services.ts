@@ -30,13 +30,13 @@ export interface Services {
   jobs: JobsService;
   /** CSV batches: prepare-upload, the signed upload (at most SVC_CSV_MAX_BYTES), start-processing into the job intake. */
   csvJobs: CsvJobs;
-  /** Delivery outcomes: imports, events, connectors (issue 8). */
+  /** Delivery outcomes: imports, events, connectors. */
   outcomes: OutcomesService;
   /** The accuracy reports read the analytics port. */
   reports: Analytics;
   /** Catch-all recovery of completed jobs. */
   recovery: CatchallRecovery;
-  /** Subscriptions: cancel, reactivate and the payment processor's events (issue 9). */
+  /** Subscriptions: cancel, reactivate and the payment processor's events. */
   subscriptions: SubscriptionService;
   /** The local payment processor (SVC_PAYMENT_PROCESSOR=local): renewals, period ends; undefined with Stripe. */
   localProcessor?: LocalProcessor;
@@ -49,7 +49,7 @@ export interface Services {
   /** SVC_SECRET, or the secret generated once and kept in the store: the HMAC key of signed URLs and webhooks. */
   secret: string;
   /**
-   * Every validation decision (sync and job; DESIGN 4): ClickHouse with CLICKHOUSE_URL, else the
+   * Every validation decision (sync and job; docs/decisions/storage-and-cluster.md "Analytics"): ClickHouse with CLICKHOUSE_URL, else the
    * relational store's validation_decisions table. Buffered; closed (flushed) before the store.
    */
   analytics: Analytics;
@@ -116,7 +116,7 @@ export async function createServices(config: Config, opts: { store?: Store } = {
   let cachePing: () => Promise<boolean>;
   let closeCache = async () => {};
   // The cache itself, not the resilient wrapper: a suppression's verdict invalidation must fail
-  // the import when the cache cannot be reached (fail-closed, DESIGN 6).
+  // the import when the cache cannot be reached (fail-closed: docs/decisions/outcomes.md).
   let rawCache: CachePort;
   // The SMTP session limit per MX host: this process's own (embedded), or shared through Redis by
   // every process with the same SVC_EGRESS_ID (cluster: fronts' sync probes and workers alike).
@@ -182,7 +182,7 @@ export async function createServices(config: Config, opts: { store?: Store } = {
       deadlineMs: config.validationTimeoutMs,
     }),
   });
-  // Jobs (DESIGN 4): the blob store beside the database, the in-process bus, and the pipeline.
+  // Jobs (docs/decisions/jobs-and-csv.md): the blob store beside the database, the in-process bus, and the pipeline.
   let jobsLog: JobsLogger = silentLogger;
   const log: JobsLogger = {
     info: (o, m) => jobsLog.info(o, m),
@@ -233,9 +233,9 @@ export async function createServices(config: Config, opts: { store?: Store } = {
     dns,
     tcpReachable,
     cachePing,
-    // DESIGN 6: `database` is a readiness check when a database server is configured.
+    // `database` is a readiness check (docs/api.md) when a database server is configured.
     ...(config.databaseUrl ? { databasePing: () => store.ping() } : {}),
-    // Issue 7: the cluster profile's servers, when configured (a metadata request; SELECT 1).
+    // The cluster profile's servers, when configured (a metadata request; SELECT 1).
     ...(kafkaBus ? { kafkaPing: () => kafkaBus.ping() } : {}),
     ...(clickhouseUrl ? { clickhousePing: () => clickhouseSelect1(clickhouseUrl, readinessTimeoutMs) } : {}),
     readyDomain: config.readyDomain,
@@ -265,7 +265,7 @@ export async function createServices(config: Config, opts: { store?: Store } = {
     // Kafka keeps the published work across restarts: a starting worker resends only unpublished work.
     durableBus: !!config.kafkaBrokers,
     log,
-    // DESIGN 6 job webhook: the event is written to the outbox in the transaction that completes
+    // Job webhook (docs/decisions/webhooks.md): the event is written to the outbox in the transaction that completes
     // or fails the job, so a crash can neither lose it nor make a second one (its id is derived
     // from the job and the event); the dispatcher delivers it, signed, with back-off for 24 h.
     onFinalTx: async (tx, job) => {

@@ -1,6 +1,6 @@
-// The configuration table (DESIGN 7, STYLE 8): every bad value is refused with one line naming
-// the variable, every default is the one the table (and so the README) shows, and the README's
-// table is the table.
+// The configuration table (packages/runtime/src/config.ts): every bad value is refused with one
+// line naming the variable, every default is the one the table (and so docs/operations.md) shows,
+// and the table of docs/operations.md is the table.
 
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -135,51 +135,36 @@ t.test('every default is the one the table shows', async (t) => {
   t.strictSame(
     [cfg.port, cfg.host, cfg.smtpPort, cfg.smtpTimeoutMs, cfg.bootstrapCredits, cfg.logLevel, cfg.trustProxy, cfg.validationTimeoutMs],
     [8080, '0.0.0.0', 25, 10000, 100, 'info', false, 30000],
-    'the DESIGN 7 and decisions.md defaults, typed',
+    'the documented defaults, typed',
   );
 });
 
-// DESIGN 7's variables, in its order: this build reads every one of them.
-const DESIGN_7_READ = [
+// The variables the design names, in its order: this build reads every one of them.
+const PLANNED_READ = [
   'PORT', 'HOST', 'SVC_PUBLIC_URL', 'SVC_DATA_DIR', 'DATABASE_URL', 'REDIS_URL', 'KAFKA_BROKERS', 'CLICKHOUSE_URL', 'SVC_DNS_SERVERS', 'SVC_SMTP_PORT',
   'SVC_HELO_NAME', 'SVC_MAIL_FROM', 'SVC_SMTP_TIMEOUT_MS', 'SVC_READY_DOMAIN', 'SVC_BOOTSTRAP_API_KEY', 'SVC_BOOTSTRAP_CREDITS', 'SVC_SECRET',
   'SVC_SMTP_MAX_CONNECTIONS_PER_MX', 'SVC_SMTP_IDLE_MS', 'SVC_JOB_GREYLIST_DELAY_MS', 'SVC_JOB_GREYLIST_ATTEMPTS', 'SVC_CSV_MAX_BYTES',
   'SVC_WEBHOOK_ALLOW_PRIVATE', 'SVC_OUTBOUND_ALLOW_NETWORKS', 'SVC_REDIS_KEY_PREFIX', 'SVC_ROLE',
 ];
 // The data endpoints' and the dashboard's (not built yet).
-const DESIGN_7_LATER: string[] = [
+const PLANNED_LATER: string[] = [
   'SVC_COMPANY_PROVIDERS', 'SVC_LINKEDIN_PROVIDERS', 'SVC_PEOPLE_PROVIDERS', 'SVC_PROFILE_PROVIDERS', 'SVC_MOBILE_PROVIDERS', 'SVC_FINDER_PROVIDERS',
   'SVC_PDL_API_KEY', 'SVC_PDL_BASE_URL', 'SVC_FINDER_MAX_CANDIDATES', 'SVC_WEB_FETCH_TIMEOUT_MS', 'SVC_WEB_FETCH_MAX_BYTES', 'SVC_DASHBOARD', 'SVC_SESSION_IDLE_S', 'SVC_SESSION_MAX_S',
 ];
 
-t.test('the README configuration table is the table, and names every DESIGN 7 variable this build reads', async (t) => {
-  const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+t.test('the configuration table of docs/operations.md is the table, and names every planned variable this build reads', async (t) => {
+  const readme = readFileSync(path.join(ROOT, 'docs/operations.md'), 'utf8');
   const table = configTableMarkdown();
-  t.ok(readme.includes(`${table}\n`), 'README.md contains configTableMarkdown() verbatim (regenerate it from packages/runtime/src/config.ts)');
+  t.ok(readme.includes(`${table}\n`), 'docs/operations.md contains configTableMarkdown() verbatim (regenerate it from packages/runtime/src/config.ts)');
   const section = /\n## Configuration\n([\s\S]*?)\n## /.exec(readme)?.[1] ?? '';
   t.ok(section.includes(table), 'in its Configuration section');
   const rows = table.split('\n').slice(2);
   const names = rows.map((r) => /^\| `([A-Z_]+)` \|/.exec(r)?.[1]);
   const envs = Object.values(CONFIG_TABLE as unknown as Record<string, { env: string }>).map((f) => f.env);
   t.strictSame(names, envs, 'one row per variable, in table order');
-  for (const v of DESIGN_7_READ) t.ok(envs.includes(v), `${v} (DESIGN 7) is in the table`);
-  for (const v of DESIGN_7_LATER) t.notOk(envs.includes(v), `${v} (DESIGN 7, not read yet) is not`);
+  for (const v of PLANNED_READ) t.ok(envs.includes(v), `${v} (planned) is in the table`);
+  for (const v of PLANNED_LATER) t.notOk(envs.includes(v), `${v} (planned, not read yet) is not`);
   for (const r of rows) t.equal(r.split(' | ').length, 5, `five cells, no stray pipe: ${r.slice(0, 40)}`);
-});
-
-t.test('the DESIGN 7 list above is the design document\'s, when it is at hand', async (t) => {
-  const design = path.resolve(ROOT, '../shared/DESIGN.md');
-  let text: string;
-  try {
-    text = readFileSync(design, 'utf8');
-  } catch {
-    t.plan(0, `skipped: ${design} is not here (it lives beside the repository)`);
-    return;
-  }
-  const section = /\n## 7\. Configuration[^\n]*\n([\s\S]*?)\n## /.exec(text)?.[1] ?? '';
-  const named = [...new Set([...section.matchAll(/`([A-Z][A-Z0-9_]+)`/g)].map((m) => m[1]!))];
-  t.strictSame(named, [...DESIGN_7_READ, ...DESIGN_7_LATER].sort((a, b) => named.indexOf(a) - named.indexOf(b)), 'same names');
-  t.equal(named.length, DESIGN_7_READ.length + DESIGN_7_LATER.length);
 });
 
 t.test('a store the configuration cannot open stops start-up naming the variable (ConfigError: one line, exit 2)', async (t) => {

@@ -1,4 +1,4 @@
-// Readiness (DESIGN 6, issue 7): the kafka and clickhouse checks are there only when configured,
+// Readiness (docs/api.md): the kafka and clickhouse checks are there only when configured,
 // are run by refresh() (never by reading the state), a failure or a probe that does not answer
 // within the timeout makes the service not ready with the check named; clickhouseSelect1 is a
 // real HTTP SELECT 1 (credentials from the URL as Basic auth).

@@ -1,4 +1,4 @@
-// The shared gates of spec core 5 and 7 as one plugin (Fastify's Decorators and Hooks guides):
+// The shared gates (keys, scopes, rate limits: docs/api.md "Conventions") as one plugin (Fastify's Decorators and Hooks guides):
 // `request.principal` is declared with decorateRequest, and every route that names a `scope` gets
 // the gate as its own route-level onRequest hook. In order: IP rate limit, key (missing, unknown,
 // revoked, inactive, expired), key rate limit, scope, subscription. Routes without a scope
@@ -27,7 +27,7 @@ declare module 'fastify' {
     clearKeyCache(): void;
   }
   interface FastifyContextConfig {
-    /** Scope the route needs (spec core 5); `any`: any active key of the account; undefined = no key needed. */
+    /** Scope the route needs (docs/api.md); `any`: any active key of the account; undefined = no key needed. */
     scope?: Scope | 'any';
     /** The route is blocked by an ended subscription (402). */
     billable?: boolean;
@@ -65,7 +65,7 @@ export const GATE_CODES = [
 ] as const satisfies readonly ErrorCode[];
 export const BILLABLE_GATE_CODES = ['subscription_inactive'] as const satisfies readonly ErrorCode[];
 
-/** The window of both rate limits (spec core 8: per minute). */
+/** The window of both rate limits: a minute. */
 export const MINUTE_MS = 60_000;
 const KEY_CACHE_MS = 2_000;
 
@@ -101,7 +101,7 @@ export function setRateHeaders(reply: FastifyReply, d: RateDecision): void {
   reply.header('RateLimit-Reset', d.resetSeconds);
 }
 
-/** Over a rate limit: 429 with `retry_after` 60 and `Retry-After: 60` (spec core 7). */
+/** Over a rate limit: 429 with `retry_after` 60 and `Retry-After: 60` (docs/errors.md). */
 export const rateLimited = (): ServiceError => new ServiceError('rate_limited', undefined, { retry_after: 60 }, { 'Retry-After': 60 });
 
 export const auth = fp<AuthOptions>(
@@ -120,7 +120,7 @@ export const auth = fp<AuthOptions>(
         if (!ip.allowed) throw rateLimited();
         const raw = req.headers['x-api-key'];
         const key = Array.isArray(raw) ? raw[0] : raw;
-        // A hosted-MCP bearer token is not an API key (spec core 5): refused with its own code.
+        // A hosted-MCP bearer token is not an API key (docs/api.md): refused with its own code.
         if (!key) throw new ServiceError(/^Bearer\s/i.test(req.headers.authorization ?? '') ? 'mcp_token_not_accepted' : 'api_key_required');
         if (key.length > 256) throw new ServiceError('invalid_api_key');
         // The short-lived cache is keyed by the presented key itself (process memory only, like

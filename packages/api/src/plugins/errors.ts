@@ -1,4 +1,4 @@
-// One error handler (STYLE 10): every error leaves as the catalogue's body (spec core 7) with its
+// One error handler: every error leaves as the catalogue's body (docs/errors.md) with its
 // status, whatever threw it: a use case's ServiceError, a body-schema failure, Fastify itself.
 
 import type { FastifyError, FastifyInstance } from 'fastify';
@@ -72,12 +72,12 @@ export function registerErrorHandling(app: FastifyInstance): void {
     } else if (!(err.statusCode && err.statusCode < 500) && isConnectionFailure(err)) {
       // (A 4xx carrying a socket code is the client's own connection: one that hung up mid-body.)
       // The database is out of reach (a key lookup, a balance read): temporary, retried by
-      // clients (STYLE 15). During a validation it is the spec's validation_upstream_failed.
+      // clients. During a validation it is the spec's validation_upstream_failed.
       e = new ServiceError(req.routeOptions.config?.billable ? 'validation_upstream_failed' : 'service_unavailable', 'A dependency is unavailable; retry later');
       req.log.error({ err, code: e.code }, 'dependency failed');
     } else if (isTextRefusal(err)) {
       // A string from the request that the database cannot store reached it: the edge should
-      // have refused it (docs/decisions.md "Strings at the edge"); a 400, logged to be mended.
+      // have refused it (docs/decisions/jobs-and-csv.md "Strings at the edge"); a 400, logged to be mended.
       e = new ServiceError('invalid_request', 'A value in the request is not text the service can store (it holds a NUL or an unpaired surrogate)');
       req.log.warn({ err }, 'a request string reached the database unchecked');
     } else {

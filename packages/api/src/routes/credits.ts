@@ -1,4 +1,4 @@
-// GET /v1/credits: the balance of the key's account (fields per DESIGN 6).
+// GET /v1/credits: the balance of the key's account (docs/api.md).
 
 import type { FastifyPluginAsync } from 'fastify';
 import { ServiceError } from '@svc/contracts';

@@ -1,6 +1,6 @@
-// CSV jobs over HTTP (spec core 4; DESIGN 6): POST /v1/csv/prepare-upload, the signed
+// CSV jobs over HTTP (docs/api.md): POST /v1/csv/prepare-upload, the signed
 // PUT /v1/csv/uploads/{id} served by the service itself, and POST /v1/csv/start-processing.
-// Routes translate HTTP to @svc/jobs' CsvJobs use cases and back (STYLE 14); the job is then
+// Routes translate HTTP to @svc/jobs' CsvJobs use cases and back; the job is then
 // read, listed, downloaded and canceled through the job routes (routes/jobs.ts).
 //
 // The PUT carries no API key: its signed URL authorises it, so it has no scope and no gate (like

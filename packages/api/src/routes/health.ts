@@ -1,4 +1,4 @@
-// /health, /live and /ready (spec core 2.3). No key: load balancers and orchestrators call them.
+// /health, /live and /ready (docs/api.md). No key: load balancers and orchestrators call them.
 
 import type { FastifyPluginAsync } from 'fastify';
 import type { ApiServices } from '../types.ts';
@@ -22,7 +22,7 @@ export const healthRoutes: FastifyPluginAsync<{ services: ApiServices }> = async
     required: ['status', 'checks', 'timestamp'],
     properties: { status: { type: 'string', enum: ['ready'] }, checks, timestamp: ts },
   } as const;
-  // The readiness body of spec core 2.3, with the catalogue's code.
+  // The readiness body (docs/api.md), with the catalogue's code.
   const notReadyBody = {
     type: 'object',
     required: ['status', 'code', 'checks', 'errors', 'timestamp'],

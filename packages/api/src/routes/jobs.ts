@@ -1,6 +1,6 @@
-// Asynchronous jobs (spec core 2.2, 4; DESIGN 6): POST /v1/validate/batch, the job list, one
+// Asynchronous jobs (docs/api.md): POST /v1/validate/batch, the job list, one
 // job, its download (a signed URL, or a 302 to it), cancel, and the signed results CSV itself.
-// Routes translate HTTP to @svc/jobs' use cases and back (STYLE 14).
+// Routes translate HTTP to @svc/jobs' use cases and back.
 
 import { Readable } from 'node:stream';
 import { errorCodes, type FastifyError, type FastifyPluginAsync, type FastifyRequest } from 'fastify';
@@ -161,7 +161,7 @@ export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { ser
     {
       config: readConfig,
       schema: {
-        summary: 'A job’s status (spec 2.2, with its dates, source and download)',
+        summary: 'A job’s status, with its dates, source and download',
         tags: ['jobs'],
         security: [{ apiKey: [] }],
         params: idParams,

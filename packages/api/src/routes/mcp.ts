@@ -1,7 +1,7 @@
-// Hosted MCP for AI agents (issue 9; spec core 5 "Hosted agent (MCP) access"): the OAuth 2.1
+// Hosted MCP for AI agents (docs/api.md, docs/decisions/mcp.md): the OAuth 2.1
 // endpoints (RFC 8414 and RFC 9728 metadata, RFC 7591 registration, the consent page, the token
 // endpoint, RFC 7009 revocation) and the Streamable HTTP endpoint `/mcp`. The rules live in
-// @svc/mcp; these routes translate HTTP to them and back (STYLE 14). They are not part of the
+// @svc/mcp; these routes translate HTTP to them and back. They are not part of the
 // public REST API's OpenAPI document: MCP clients discover them through the metadata documents.
 //
 // `/mcp` takes only the bearer tokens issued here (an X-API-Key is refused: api_key_not_accepted),

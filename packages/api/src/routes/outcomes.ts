@@ -1,4 +1,4 @@
-// Outcome routes (spec outcomes 4.1, DESIGN 6): import (JSON or CSV), the events read, the
+// Outcome routes (docs/decisions/outcomes.md): import (JSON or CSV), the events read, the
 // sender-platform connector and its inbound webhook. Each translates HTTP to @svc/jobs's
 // OutcomesService and back.
 
@@ -10,7 +10,7 @@ import type { ApiServices } from '../types.ts';
 import { errorResponses, type RouteErrors } from '../schemas.ts';
 import { JSON_BODY_CODES } from '../plugins/errors.ts';
 
-/** Inbound connector bodies: one platform event, or a small array of them (spec outcomes 6 rule 3: bounded). */
+/** Inbound connector bodies: one platform event, or a small array of them (bounded: docs/decisions/outcomes.md). */
 export const CONNECTOR_BODY_LIMIT = 1024 * 1024;
 
 const importConfig = {
@@ -32,7 +32,7 @@ const nullableString = { type: ['string', 'null'] } as const;
 const rowErrorSchema = {
   type: 'object',
   required: ['index', 'code', 'reason'],
-  properties: { index: int, code: { type: 'string', description: 'Stable row error code (spec outcomes 2.5); keep unknown ones.' }, reason: { type: 'string' } },
+  properties: { index: int, code: { type: 'string', description: 'Stable row error code (docs/decisions/outcomes.md); keep unknown ones.' }, reason: { type: 'string' } },
 } as const;
 
 const importResponse = {
@@ -92,7 +92,7 @@ async function storing<T>(p: Promise<T>): Promise<T> {
 
 export const outcomeRoutes: FastifyPluginAsync<{ services: ApiServices & { outcomes: OutcomesService } }> = async (app, { services }) => {
   const { outcomes } = services;
-  // CSV imports (spec outcomes 4.1): the body as text, for this plugin's routes only.
+  // CSV imports (docs/decisions/outcomes.md): the body as text, for this plugin's routes only.
   app.addContentTypeParser('text/csv', { parseAs: 'string', bodyLimit: OUTCOME_BODY_LIMIT }, (_req, body, done) => done(null, body));
 
   app.post<{ Body: unknown }>(

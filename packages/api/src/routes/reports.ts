@@ -1,4 +1,4 @@
-// Accuracy reports (issue 8; DESIGN 6 "Report routes"), scope `email:outcomes:read` only:
+// Accuracy reports (docs/decisions/outcomes.md), scope `email:outcomes:read` only:
 // GET /v1/outcomes/email/reports/summary and .../domains over a window `from` <= t < `to`. Each
 // outcome is joined (by the analytics port: SQL embedded, ClickHouse in cluster) to the account's
 // validation decision for the address made before it; @svc/outcomes turns the counts into the

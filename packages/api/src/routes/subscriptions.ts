@@ -1,4 +1,4 @@
-// Subscriptions (spec core 2.4, 3.2, 4; DESIGN 6): POST /v1/subscriptions/cancel and /reactivate
+// Subscriptions (docs/api.md; docs/decisions/credits-and-billing.md): POST /v1/subscriptions/cancel and /reactivate
 // for any active key of the account, and the payment processor's inbound webhook
 // (POST /v1/webhooks/stripe, Stripe-signed, served when the Stripe adapter is configured).
 

@@ -1,4 +1,4 @@
-// POST /v1/validate and POST /v1/validate/bulk (spec core 4; bulk envelope per DESIGN 6).
+// POST /v1/validate and POST /v1/validate/bulk (docs/api.md).
 
 import type { FastifyError, FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type { ErrorCode } from '@svc/contracts';
