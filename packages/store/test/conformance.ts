@@ -10,8 +10,8 @@ import tap from 'tap';
 import { createHash } from 'node:crypto';
 import { readdirSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Db } from '../src/db.ts';
-import { migrate } from '../src/migrate.ts';
+import type { Db } from '../src/db/db.ts';
+import { migrate } from '../src/db/migrate.ts';
 import { Store, hashKey, keyKindOf, KEY_PREFIX } from '../src/index.ts';
 import { seededRandom } from '../../../test/helpers/random.ts';
 

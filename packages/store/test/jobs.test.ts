@@ -4,8 +4,8 @@
 
 import t from 'tap';
 import type { ValidationResultBody } from '@svc/contracts';
-import type { Db } from '../src/db.ts';
-import { openPostgres } from '../src/postgres.ts';
+import type { Db } from '../src/db/db.ts';
+import { openPostgres } from '../src/db/postgres.ts';
 import { migrate, Store, type Decision, type JobDecisions, type JobRecord, type JobResultInput, type NewJob } from '../src/index.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freshPglite } from '../../../test/helpers/pglite.ts';

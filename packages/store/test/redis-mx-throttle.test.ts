@@ -11,7 +11,7 @@ import { createInterface } from 'node:readline';
 import t from 'tap';
 import type { MxThrottle } from '@svc/engine';
 import { connectRedis } from '../src/index.ts';
-import { RedisMxThrottle, type RedisMxThrottleOptions } from '../src/redis-mx-throttle.ts';
+import { RedisMxThrottle, type RedisMxThrottleOptions } from '../src/cache/redis-mx-throttle.ts';
 
 type TestT = Parameters<Parameters<typeof t.test>[0]>[0];
 

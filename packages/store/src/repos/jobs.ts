@@ -7,13 +7,13 @@
 // - finalize / fail / cancel: the settlement and the final state together, exactly once (the job
 //   row is locked, and only a running job moves).
 
-import type { Decision } from './analytics.ts';
+import type { Decision } from '../analytics/analytics.ts';
 import { enqueueDecisions } from './decision-outbox.ts';
-import { dbJson, dbText } from './text.ts';
+import { dbJson, dbText } from '../db/text.ts';
 import type { JobState, ValidationResultBody } from '@svc/contracts';
-import type { Db, Queryable } from './db.ts';
+import type { Db, Queryable } from '../db/db.ts';
 import { completeIn, type IdempotentCompletion } from './idempotency.ts';
-import { DEFAULT_CLAIM_LEASE_MS } from './lease.ts';
+import { DEFAULT_CLAIM_LEASE_MS } from '../db/lease.ts';
 import { reserveIn, settleIn } from './ledger.ts';
 
 export type JobSource = 'json' | 'csv';

@@ -35,7 +35,7 @@ import {
   type ReasonCode,
   type ValidationResult,
 } from '@svc/contracts';
-import type { Queryable } from './db.ts';
+import type { Queryable } from '../db/db.ts';
 
 export const DECISION_SOURCES = ['single', 'bulk', 'job', 'mcp'] as const;
 export type DecisionSource = (typeof DECISION_SOURCES)[number];

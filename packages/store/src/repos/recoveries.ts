@@ -2,8 +2,8 @@
 // that rewrites the job's recovered results, records the evidence and settles the money at once.
 
 import type { ValidationResultBody } from '@svc/contracts';
-import type { Db } from './db.ts';
-import { newId } from './ids.ts';
+import type { Db } from '../db/db.ts';
+import { newId } from '../db/ids.ts';
 import { settleIn } from './ledger.ts';
 
 export interface RecoveryRecord {

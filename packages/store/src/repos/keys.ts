@@ -3,8 +3,8 @@
 
 import { createHash, randomBytes } from 'node:crypto';
 import { API_KEY_FORMAT } from '@svc/contracts';
-import type { Db, Queryable } from './db.ts';
-import { newId } from './ids.ts';
+import type { Db, Queryable } from '../db/db.ts';
+import { newId } from '../db/ids.ts';
 
 export type KeyKind = 'test' | 'live';
 export type KeyState = 'active' | 'inactive' | 'revoked';

@@ -6,8 +6,8 @@
 
 import { randomUUID } from 'node:crypto';
 import { ServiceError } from '@svc/contracts';
-import type { Db, Queryable } from './db.ts';
-import { DEFAULT_CLAIM_LEASE_MS } from './lease.ts';
+import type { Db, Queryable } from '../db/db.ts';
+import { DEFAULT_CLAIM_LEASE_MS } from '../db/lease.ts';
 
 
 export type IdempotencyBegin =

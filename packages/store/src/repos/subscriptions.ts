@@ -4,7 +4,7 @@
 // processor event applied once (by its id), and the credit movements of a period (grant at a
 // renewal, expire at the end) through the ledger in that same transaction.
 
-import type { Db, Queryable } from './db.ts';
+import type { Db, Queryable } from '../db/db.ts';
 import { expireIn, grantIn } from './ledger.ts';
 
 export type Processor = 'local' | 'stripe';

@@ -6,8 +6,8 @@
 // import leaves nothing half-written and the same import again succeeds.
 
 import type { OutcomeEvent, OutcomeLabel, OutcomeSignal, OutcomeSource, OutcomeValue, SuppressionKind } from '@svc/contracts';
-import type { Db, Queryable } from './db.ts';
-import { newId } from './ids.ts';
+import type { Db, Queryable } from '../db/db.ts';
+import { newId } from '../db/ids.ts';
 
 /** An event to store: what the parser (@svc/outcomes) made of one row. */
 export type NewOutcomeEvent = OutcomeEvent;

@@ -5,7 +5,7 @@
 // again when the lease passes, and receivers dedupe on the event id (DESIGN 6).
 
 import { createHash } from 'node:crypto';
-import type { Db, Queryable } from './db.ts';
+import type { Db, Queryable } from '../db/db.ts';
 
 export type WebhookEventType = 'job.completed' | 'job.failed';
 export type WebhookStatus = 'pending' | 'delivered' | 'failed';

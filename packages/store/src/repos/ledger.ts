@@ -3,9 +3,9 @@
 // `accounts.balance/reserved` are the running totals of the append-only `credit_ledger`.
 
 import type { CreditBalance } from '@svc/contracts';
-import type { Db, Queryable } from './db.ts';
+import type { Db, Queryable } from '../db/db.ts';
 import { completeIn, type IdempotentCompletion } from './idempotency.ts';
-import { newId } from './ids.ts';
+import { newId } from '../db/ids.ts';
 
 /** The credit balance of an account (the wire shape of GET /v1/credits). */
 export type Balance = CreditBalance;

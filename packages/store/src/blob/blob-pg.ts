@@ -13,9 +13,9 @@
 // once) fails with BlobGoneError; it never yields a mix of two blobs.
 
 import { Readable } from 'node:stream';
-import type { Db } from './db.ts';
+import type { Db } from '../db/db.ts';
 import { BlobTooLargeError, checkBlobKey, checkBlobPrefix, type BlobEntry, type BlobPutOptions, type BlobStore } from './blob.ts';
-import { newId } from './ids.ts';
+import { newId } from '../db/ids.ts';
 
 /** pg_advisory_xact_lock(class, hashtext(key)): serialises the publishes of one key. */
 const LOCK_CLASS = 727_275;
