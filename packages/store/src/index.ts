@@ -42,11 +42,10 @@ export { SubscriptionsRepo, type Plan, type Processor, type SubscriptionRecord, 
 export { MemoryCache } from './cache/memory-cache.ts';
 export { MemoryRateLimiter, type RateLimiterPort, type RateDecision } from './cache/rate-limit.ts';
 export { connectRedis, RedisCache, RedisRateLimiter } from './cache/redis.ts';
+export { SqlAnalytics } from './analytics/sql-analytics.ts';
+export { BufferedAnalytics } from './analytics/buffered.ts';
+export { checkDecision, checkOutcomeFact } from './analytics/validate.ts';
 export {
-  SqlAnalytics,
-  BufferedAnalytics,
-  checkDecision,
-  checkOutcomeFact,
   DECISION_SOURCES,
   type OutcomeFact,
   type Analytics,

@@ -1,7 +1,8 @@
 // The relational store: one repository per aggregate over one Db port (PGlite or Postgres). The
 // raw connection stays inside: business code goes through the repositories.
 
-import { SqlAnalytics, type AnalyticsOptions } from './analytics/analytics.ts';
+import type { AnalyticsOptions } from './analytics/analytics.ts';
+import { SqlAnalytics } from './analytics/sql-analytics.ts';
 import { PgBlobStore } from './blob/blob-pg.ts';
 import type { Db } from './db/db.ts';
 import { AccountsRepo } from './repos/accounts.ts';
