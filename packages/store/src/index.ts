@@ -58,6 +58,6 @@ export {
   type Window as AnalyticsWindow,
 } from './analytics/analytics.ts';
 export { ClickHouseAnalytics, openClickHouseAnalytics, chString, chUInt, chIdent, DEFAULT_CLICKHOUSE_URL, DEFAULT_CLICKHOUSE_DATABASE, type ClickHouseAnalyticsOptions } from './analytics/clickhouse-analytics.ts';
-export { RedisMxThrottle, type MxThrottlePort, type RedisMxThrottleOptions, type RedisMxThrottleStats } from './cache/redis-mx-throttle.ts';
+export { RedisMxThrottle, type RedisMxThrottleOptions, type RedisMxThrottleStats } from './cache/redis-mx-throttle.ts';
 export { PgBlobStore, BlobGoneError, BlobUploadLostError, type PgBlobStoreOptions } from './blob/blob-pg.ts';
 export { DEFAULT_CLAIM_LEASE_MS, keepRenewing } from './db/lease.ts';
