@@ -1,4 +1,4 @@
-// The blob port on the relational store (issue 7 item 3): blobs as rows of chunks in the store's
+// The blob port on the relational store: blobs as rows of chunks in the store's
 // Db (Postgres in the cluster profile, so any front serves any upload and download; PGlite runs the
 // same SQL). Tables: infra/migrations/008_blobs.sql.
 //

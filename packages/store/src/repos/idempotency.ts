@@ -1,4 +1,4 @@
-// Idempotency records (DESIGN 6): one per (account, Idempotency-Key), claimed while the first
+// Idempotency records: one per (account, Idempotency-Key), claimed while the first
 // request runs, completed with its response (in the same transaction as its charge, see ledger.ts).
 // A claim is a lease (migration 011): the request holding it renews it; one not renewed for a
 // lease (its process died) is taken over by the next request with the key, and the request that

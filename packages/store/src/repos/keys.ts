@@ -1,4 +1,4 @@
-// API keys (spec core 5): stored as SHA-256 hashes only, with a kind, scopes, a state and an
+// API keys: stored as SHA-256 hashes only, with a kind, scopes, a state and an
 // optional expiry. The plain key exists once, in the return value of create().
 
 import { createHash, randomBytes } from 'node:crypto';
