@@ -38,6 +38,7 @@ export { RecoveriesRepo, type RecoveryRecord, type RecoveredRow } from './repos/
 export { OutcomesRepo, OutcomeWriteError, SUPPRESSION_FLAG_TTL_MS, type NewOutcomeEvent, type StoredOutcomeEvent, type EventFate, type ImportResult, type ImportOptions, type ConnectorRecord } from './repos/outcomes.ts';
 export { DirBlobStore, BlobTooLargeError, checkBlobKey, checkBlobPrefix, type BlobStore, type BlobPutOptions, type BlobEntry } from './blob/blob.ts';
 export { reserveIn, settleIn, expireIn } from './repos/ledger.ts';
+export type { JobCredits, JobEnd, JobHold, RecoveryCredits } from './repos/credits.ts';
 export { SubscriptionsRepo, type Plan, type Processor, type SubscriptionRecord, type SubscriptionState, type SubscriptionTx, type EventResult } from './repos/subscriptions.ts';
 export { MemoryCache } from './cache/memory-cache.ts';
 export { MemoryRateLimiter, type RateLimiterPort, type RateDecision } from './cache/rate-limit.ts';
