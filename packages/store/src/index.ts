@@ -35,7 +35,7 @@ export { DecisionOutboxRepo } from './repos/decision-outbox.ts';
 export { WebhookSecretsRepo, WEBHOOK_SECRET_PATTERN, MAX_GRACE_MS, type WebhookSecretInfo, type RotatedSecret } from './repos/webhook-secrets.ts';
 export { dbText, dbJson } from './db/text.ts';
 export { RecoveriesRepo, type RecoveryRecord, type RecoveredRow } from './repos/recoveries.ts';
-export { OutcomesRepo, OutcomeWriteError, SUPPRESSION_FLAG_TTL_MS, type NewOutcomeEvent, type StoredOutcomeEvent, type EventFate, type ImportResult, type ImportOptions, type ConnectorRecord } from './repos/outcomes.ts';
+export { OutcomesRepo, OutcomeWriteError, SUPPRESSION_FLAG_TTL_MS, type NewOutcomeEvent, type StoredOutcomeEvent, type EventFate, type ImportResult, type ImportOptions, type ConnectorRecord, type SuppressionRules } from './repos/outcomes.ts';
 export { DirBlobStore, BlobTooLargeError, checkBlobKey, checkBlobPrefix, type BlobStore, type BlobPutOptions, type BlobEntry } from './blob/blob.ts';
 export { reserveIn, settleIn, expireIn } from './repos/ledger.ts';
 export type { JobCredits, JobEnd, JobHold, RecoveryCredits } from './repos/credits.ts';
