@@ -12,6 +12,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
+import { jobCredits } from '@svc/billing';
 import { SCOPES } from '@svc/contracts';
 import { callAdminSocket, runAdmin, runAdminCli, serveAdminSocket } from '@svc/admin';
 import { DataDirLockedError, openStore, Store } from '@svc/store';
@@ -158,11 +159,11 @@ t.test('job list and job show', async (t) => {
   const J = await store.accounts.create({ name: 'jobs', credits: 50 });
   const made: string[] = [];
   for (const [i, n] of [3, 5].entries()) {
-    const r = await store.jobs.create({ id: `job_admintest00000000000${i}`, accountId: J, source: 'json', totalRows: n + 1, uniqueEmails: n, inputKey: `jobs/x${i}/rows.ndjson` });
+    const r = await store.jobs.create({ id: `job_admintest00000000000${i}`, accountId: J, source: 'json', totalRows: n + 1, uniqueEmails: n, inputKey: `jobs/x${i}/rows.ndjson` }, jobCredits);
     if (!r.ok) throw new Error('refused');
     made.push(r.job.id);
   }
-  await store.jobs.cancel(J, made[0]!);
+  await store.jobs.cancel(J, made[0]!, jobCredits);
   const jobs = await store.jobs.list(J, { limit: 10 });
   const created = (id: string) => iso(jobs.jobs.find((j) => j.id === id)!.created_at);
   t.strictSame(await admin('job', 'list', '--account', J), {

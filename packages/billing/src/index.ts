@@ -1,4 +1,4 @@
-// @svc/billing: pricing and the reserve/charge/settle use cases.
+// @svc/billing: pricing and the reserve/charge/settle use cases, the money of jobs and recoveries included.
 export { refusal, validateAndCharge, type ChargeOptions, type Completion } from './charge.ts';
 export { chargeReasonFor, creditsOf, priced, summarize, type ChargedResult } from './pricing.ts';
 export { isConnectionFailure, upstream } from './failures.ts';
@@ -6,3 +6,4 @@ export { addressIdentity, recordDecisions, syncDecisions, type AddressIdentity, 
 export { applySuppressions, suppressedVerdict } from './suppression.ts';
 export { LocalProcessor, SubscriptionService, subscriptionState, type CancellationResponse, type PaymentProcessor, type ProcessorEvent } from './subscriptions.ts';
 export { StripeProcessor, type StripeOptions } from './stripe.ts';
+export { jobCredits, RecoveryCharges } from './jobs.ts';

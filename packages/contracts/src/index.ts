@@ -41,3 +41,4 @@ export {
 } from './outcomes.ts';
 export { JOB_ID_PATTERN, hidePassword, isJobId, notPrintable } from './text.ts';
 export { inNetworks, inPrefix, ipBytes, parseNetwork, type Network } from './networks.ts';
+export { permitWaitCancelled, type MxThrottle } from './throttle.ts';

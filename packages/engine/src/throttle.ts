@@ -1,22 +1,12 @@
-// The MxThrottle port: the most SMTP sessions one egress IP holds to one MX host at a time. In
-// the embedded profile one process is the only client, so an in-process semaphore is the whole
-// truth; the cluster profile puts the same port on Redis so every process sharing an egress IP
-// counts against one limit.
+// The in-process adapter of the MxThrottle port (declared in @svc/contracts, which the store's
+// Redis adapter implements too). In the embedded profile one process is the only client, so an
+// in-process semaphore is the whole truth; the cluster profile puts the same port on Redis so
+// every process sharing an egress IP counts against one limit.
 
-export interface MxThrottle {
-  /**
-   * Waits for a session permit for `host`; the returned function gives it back (idempotent).
-   * Once `signal` is aborted the call never waits: it takes a permit that is free at once, or
-   * rejects; a wait in progress is withdrawn and rejects.
-   */
-  acquire(host: string, signal?: AbortSignal): Promise<() => void>;
-}
+import { permitWaitCancelled, type MxThrottle } from '@svc/contracts';
 
-/** The rejection of an acquire that would have had to wait after its signal was aborted. */
-export function permitWaitCancelled(host: string, signal?: AbortSignal): Error {
-  const why = signal?.reason instanceof Error ? `: ${signal.reason.message}` : '';
-  return new Error(`no session permit free for ${host}, and the wait was cancelled${why}`);
-}
+// Re-exported so the engine's files keep importing the port from here.
+export { permitWaitCancelled, type MxThrottle };
 
 /** In-process adapter: at most `max` permits per host, handed over in arrival order. */
 export class MemoryMxThrottle implements MxThrottle {

@@ -459,21 +459,3 @@ t.test('close(): a greylist retry whose recipient ran out of time does not keep 
   t.equal(engine.activeDomains, 0, 'the domain actor is gone');
   await within(engine.close(), 3000, 'close()');
 });
-
-t.test('MemoryMxThrottle: once the signal is aborted a free permit is still taken, a wait is withdrawn and rejects', async (t) => {
-  const { MemoryMxThrottle } = await import('../src/throttle.ts');
-  const th = new MemoryMxThrottle(1);
-  const ac = new AbortController();
-  const r1 = await th.acquire('mx.test', ac.signal);
-  const waiting = th.acquire('mx.test', ac.signal);
-  const after = th.acquire('mx.test');
-  ac.abort(new Error('closing'));
-  await t.rejects(waiting, /no session permit free for mx\.test, and the wait was cancelled: closing/);
-  await t.rejects(th.acquire('mx.test', ac.signal), /wait was cancelled/, 'none free: no wait once aborted');
-  r1();
-  const r3 = await within(after, 1000, 'the permit passes to the next waiter, not to the withdrawn one');
-  t.equal(th.active('mx.test'), 1);
-  r3();
-  t.equal(th.active('mx.test'), 0);
-  (await within(th.acquire('mx.test', ac.signal), 1000, 'a free permit, signal aborted'))();
-});

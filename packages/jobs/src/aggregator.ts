@@ -7,7 +7,7 @@
 // written once per (job, idx), the CSV is rendered from stored data only (same bytes, replaced
 // atomically), and only the finalize that moves the job from running to completed settles.
 
-import { addressIdentity } from '@svc/billing';
+import { addressIdentity, jobCredits } from '@svc/billing';
 import type { BlobStore, Decision, InFinalTx, JobDecisions, JobRecord, JobResultInput, Store } from '@svc/store';
 import { RESULTS_TOPIC, isResultsMessage, type ResultItem } from './messages.ts';
 import type { Bus, BusMessage, Scheduler } from './ports.ts';
@@ -145,7 +145,7 @@ export class JobAggregator {
     if (!job || !RUNNING.has(job.status) || job.processed < job.unique_emails) return;
     const key = resultsKey(jobId);
     const { bytes } = await blobs.put(key, resultsCsv(this.opts, job));
-    const done = await store.jobs.finalize(jobId, key, this.opts.onFinalTx);
+    const done = await store.jobs.finalize(jobId, key, jobCredits, this.opts.onFinalTx);
     if (!done) return;
     log.info({ job_id: jobId, rows: done.total_rows, unique: done.unique_emails, charged: done.credits_charged, refunded: done.credits_refunded, bytes }, 'job completed');
     await this.#after(done);
@@ -153,7 +153,7 @@ export class JobAggregator {
 
   /** Fails a running job (its whole reservation refunded), once. */
   async fail(jobId: string, error: string): Promise<JobRecord | undefined> {
-    const failed = await this.opts.store.jobs.fail(jobId, error, this.opts.onFinalTx);
+    const failed = await this.opts.store.jobs.fail(jobId, error, jobCredits, this.opts.onFinalTx);
     if (failed) {
       this.opts.log.error({ job_id: jobId, error }, 'job failed');
       await this.#after(failed);

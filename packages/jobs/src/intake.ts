@@ -14,7 +14,7 @@ import { randomBytes } from 'node:crypto';
 import { ServiceError } from '@svc/contracts';
 import { DEFAULT_CLAIM_LEASE_MS, keepRenewing, type BlobStore, type IdempotentCompletion, type JobRecord, type JobSource, type Store } from '@svc/store';
 import { parseAddress } from '@svc/verifier';
-import { refusal } from '@svc/billing';
+import { jobCredits, refusal } from '@svc/billing';
 import { publishWork, type WorkItem } from './messages.ts';
 import { fnv1a, type Bus } from './ports.ts';
 import { BitSet, dupsKey, rowLine, rowsKey, type RowsHeader } from './rows.ts';
@@ -181,7 +181,7 @@ export async function intake(deps: IntakeDeps, input: IntakeInput): Promise<JobR
     await blobs.put(dKey, [Buffer.from(dups.slice(uniques.length))]);
     const counts = { totalRows: total, uniqueEmails: uniques.length, inputKey: rKey, publishLeaseMs: lease };
     if (input.jobId) {
-      const r = await store.jobs.queue(input.accountId, input.jobId, { ...counts, emailColumn: input.emailColumn ?? null }, input.completion);
+      const r = await store.jobs.queue(input.accountId, input.jobId, { ...counts, emailColumn: input.emailColumn ?? null }, jobCredits, input.completion);
       if (!r.ok) {
         if ('available' in r) throw await refusal(store, input.accountId, insufficient(uniques.length, r.available));
         throw new ServiceError(r.reason === 'not_found' ? 'job_not_found' : 'invalid_job_state');
@@ -190,6 +190,7 @@ export async function intake(deps: IntakeDeps, input: IntakeInput): Promise<JobR
     } else {
       const r = await store.jobs.create(
         { id, accountId: input.accountId, source: input.source, filename: input.filename ?? null, webhookUrl: input.webhookUrl ?? null, emailColumn: input.emailColumn ?? null, ...counts },
+        jobCredits,
         input.completion,
       );
       if (!r.ok) throw await refusal(store, input.accountId, insufficient(uniques.length, r.available));

@@ -6,7 +6,7 @@
 
 import { createHash, randomBytes } from 'node:crypto';
 import { ServiceError, type OutcomeRowError, type OutcomeSource, type SuppressionKind } from '@svc/contracts';
-import { parseOutcomeRow, type OutcomeEvent } from '@svc/outcomes';
+import { parseOutcomeRow, suppressionRules, type OutcomeEvent } from '@svc/outcomes';
 import { OutcomeWriteError, type ConnectorRecord, type OutcomeFact, type StoredOutcomeEvent, type Store } from '@svc/store';
 import { parse as parseCsvSync } from 'csv-parse/sync';
 import { emailBisonEvents, type EmailBisonEvent } from './emailbison.ts';
@@ -94,7 +94,7 @@ export class OutcomesService {
     });
     let result;
     try {
-      result = await this.deps.store.outcomes.importEvents(accountId, parsed, { ...(this.deps.invalidateVerdicts && { invalidate: this.deps.invalidateVerdicts }) });
+      result = await this.deps.store.outcomes.importEvents(accountId, parsed, suppressionRules, { ...(this.deps.invalidateVerdicts && { invalidate: this.deps.invalidateVerdicts }) });
     } catch (err) {
       if (err instanceof OutcomeWriteError) {
         throw new ServiceError(err.step === 'suppression' ? 'outcome_suppression_failed' : 'outcome_import_failed', undefined, {}, {}, err.cause);

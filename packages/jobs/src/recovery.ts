@@ -16,6 +16,7 @@
 // results. One recovery per job: a second request answers the first one's result and charges
 // nothing.
 
+import { RecoveryCharges } from '@svc/billing';
 import { isJobId, ServiceError, type ValidationResultBody } from '@svc/contracts';
 import type { BlobStore, RecoveredRow, RecoveryRecord, Store } from '@svc/store';
 import { parseAddress } from '@svc/verifier';
@@ -100,21 +101,15 @@ export class CatchallRecovery {
 
   async #run(accountId: string, jobId: string, inputKey: string | null, record: RecoveryRecord): Promise<RecoveryResponse> {
     const { store } = this.deps;
-    const perRow = this.deps.creditsPerRow ?? 1;
+    const money = new RecoveryCharges(this.deps.creditsPerRow);
     const rows = await store.recoveries.catchallRows(jobId);
-    let reservationId: string | null = null;
-    const reserve = rows.length * perRow;
-    if (reserve > 0) {
-      const r = await store.ledger.reserve(accountId, reserve, 'recovery');
-      if (!r.ok) throw new ServiceError('insufficient_credits', `Recovery holds ${reserve} credits (one per catch-all row); ${r.available} available`, { required: reserve, available: r.available });
-      reservationId = r.reservationId;
-      await store.recoveries.setReservation(record.id, reservationId, reserve, rows.length);
-    }
+    const { reservationId, amount } = await money.reserve(store, accountId, rows.length);
+    if (reservationId) await store.recoveries.setReservation(record.id, reservationId, amount, rows.length);
     try {
-      return await this.#pass(accountId, jobId, inputKey, record, rows, reservationId, perRow);
+      return await this.#pass(accountId, jobId, inputKey, record, rows, reservationId, money);
     } catch (err) {
       // Nothing committed (or the commit happened and only the CSV failed: then these are no-ops).
-      if (reservationId) await store.ledger.settle(reservationId, 0).catch(() => {});
+      if (reservationId) await money.release(store, reservationId).catch(() => {});
       await store.recoveries.release(record.id).catch(() => {});
       throw err;
     }
@@ -127,7 +122,7 @@ export class CatchallRecovery {
     record: RecoveryRecord,
     rows: Array<{ idx: number; email: string; verdict: ValidationResultBody }>,
     reservationId: string | null,
-    perRow: number,
+    money: RecoveryCharges,
   ): Promise<RecoveryResponse> {
     const { store } = this.deps;
     const keyed = rows.map((r) => {
@@ -145,7 +140,7 @@ export class CatchallRecovery {
       const ev = evidence.get(r.mailbox);
       if (ev) {
         const valid = ev.label === 'delivered';
-        changed.push(this.#row(r, valid ? 'valid' : 'invalid', valid ? 'recovered_delivery' : 'recovered_hard_bounce', { kind: 'outcome', label: ev.label, outcome: ev.outcome, event_id: ev.event_id, occurred_at: ev.occurred_at }, perRow));
+        changed.push(this.#row(r, valid ? 'valid' : 'invalid', valid ? 'recovered_delivery' : 'recovered_hard_bounce', { kind: 'outcome', label: ev.label, outcome: ev.outcome, event_id: ev.event_id, occurred_at: ev.occurred_at }, money));
         continue;
       }
       if (r.verdict.is_role_based) continue;
@@ -154,10 +149,9 @@ export class CatchallRecovery {
         patterns.set(r.domain, learnPattern(locals));
       }
       const pat = patterns.get(r.domain);
-      if (pat && localShape(r.local!) === pat.pattern) changed.push(this.#row(r, 'valid', 'recovered_pattern', { kind: 'pattern', pattern: pat.pattern, confirmed: pat.confirmed, matching: pat.matching }, perRow));
+      if (pat && localShape(r.local!) === pat.pattern) changed.push(this.#row(r, 'valid', 'recovered_pattern', { kind: 'pattern', pattern: pat.pattern, confirmed: pat.confirmed, matching: pat.matching }, money));
     }
-    const charged = changed.filter((c) => c.result === 'valid').length * perRow;
-    const done = await store.recoveries.complete({ id: record.id, reservationId, rows: rows.length, charged }, jobId, changed);
+    const done = await store.recoveries.complete({ id: record.id, reservationId, rows: rows.length }, jobId, changed, money);
     if (!done) throw new ServiceError('invalid_job_state', 'This recovery was taken over by another request; ask again for its result');
     // The stored results CSV again, from the rewritten rows.
     if (changed.length > 0 && inputKey) {
@@ -168,7 +162,7 @@ export class CatchallRecovery {
     return this.#response(done);
   }
 
-  #row(r: { idx: number; email: string; verdict: ValidationResultBody }, result: 'valid' | 'invalid', code: 'recovered_delivery' | 'recovered_pattern' | 'recovered_hard_bounce', evidence: Record<string, unknown>, perRow: number): RecoveredRow {
+  #row(r: { idx: number; email: string; verdict: ValidationResultBody }, result: 'valid' | 'invalid', code: 'recovered_delivery' | 'recovered_pattern' | 'recovered_hard_bounce', evidence: Record<string, unknown>, money: RecoveryCharges): RecoveredRow {
     const reasons = {
       recovered_delivery: 'Recovered: the account reported a delivery or reply for this address',
       recovered_pattern: `Recovered: the address follows the domain's confirmed address pattern (${String(evidence.pattern)})`,
@@ -182,7 +176,7 @@ export class CatchallRecovery {
       b2b_outbound_quality: result === 'valid' ? 'high' : 'none',
       b2b_quality: result === 'valid' ? 'high' : 'none',
       smtp_valid: result === 'valid',
-      credits_charged: (result === 'valid' ? perRow : 0) as 0 | 1,
+      credits_charged: money.rowCharge(result) as 0 | 1,
       charge_reason: result === 'valid' ? 'high_value_validation' : 'invalid_not_charged',
     };
     return { idx: r.idx, email: r.email, previous_result: r.verdict.result, result, reason_code: code, evidence, verdict };

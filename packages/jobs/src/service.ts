@@ -11,6 +11,7 @@
 // rows are written once per (job, idx) and the settlement happens once (JobsRepo).
 
 import { DecisionRelay } from './decision-relay.ts';
+import { jobCredits } from '@svc/billing';
 import { isJobId, ServiceError, type JobState, type Network } from '@svc/contracts';
 import { DEFAULT_CLAIM_LEASE_MS, keepRenewing, type Analytics, type BlobStore, type InFinalTx, type JobRecord, type Store } from '@svc/store';
 import type { Readable } from 'node:stream';
@@ -399,7 +400,7 @@ export class JobsService {
    */
   async cancel(accountId: string, id: string): Promise<JobRecord> {
     if (!isJobId(id)) throw new ServiceError('job_not_found');
-    const r = await this.#o.store.jobs.cancel(accountId, id);
+    const r = await this.#o.store.jobs.cancel(accountId, id, jobCredits);
     if (!r.ok) throw new ServiceError(r.reason === 'not_found' ? 'job_not_found' : 'invalid_job_state', r.reason === 'invalid_state' ? `The job is ${r.job?.status}; only a queued or processing job can be canceled` : undefined);
     if (r.job.input_key) this.#inBackground(this.aggregator.renderCanceled(r.job), r.job.id, 'partial results of a canceled job');
     return r.job;

@@ -7,6 +7,7 @@ import t from 'tap';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { jobCredits } from '@svc/billing';
 import { ServiceError } from '@svc/contracts';
 import { DirBlobStore, Store, type JobRecord } from '@svc/store';
 import type { Verdict } from '@svc/verifier';
@@ -398,7 +399,7 @@ t.test('a durable bus: a starting process publishes again only the work of jobs 
   t.strictSame(sent, [{ job: unpublished.id, items: 1 }], 'only the unpublished job is published again');
   t.equal(await w.store.jobs.workPublished(unpublished.id), true, 'and is noted as published');
   // The store is shared by the next tests: leave no unfinished job for their services to resume.
-  for (const id of [published.id, unpublished.id]) t.equal((await w.store.jobs.cancel(acc, id)).ok, true);
+  for (const id of [published.id, unpublished.id]) t.equal((await w.store.jobs.cancel(acc, id, jobCredits)).ok, true);
 });
 
 t.test('a front that dies mid-publish: a running worker takes its job over once the claim runs out, not before, and publishes it once', async (t) => {
@@ -445,7 +446,7 @@ t.test('a front that dies mid-publish: a running worker takes its job over once 
   await new Promise((r) => setTimeout(r, 5));
   const claims = await Promise.all([w.store.jobs.claimUnpublished(60_000, 20), w.store.jobs.claimUnpublished(60_000, 20)]);
   t.strictSame(claims.map((c) => c.filter((j) => j.id === third.id).length).sort(), [0, 1], 'exactly one of two concurrent claims gets it');
-  t.equal((await w.store.jobs.cancel(acc, third.id)).ok, true); // leave nothing running for the next tests
+  t.equal((await w.store.jobs.cancel(acc, third.id, jobCredits)).ok, true); // leave nothing running for the next tests
 });
 
 t.test('a DNS timeout or SERVFAIL in a job is probed again later, like greylisting, within the same attempts', async (t) => {

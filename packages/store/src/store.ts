@@ -1,26 +1,27 @@
 // The relational store: one repository per aggregate over one Db port (PGlite or Postgres). The
 // raw connection stays inside: business code goes through the repositories.
 
-import { SqlAnalytics, type AnalyticsOptions } from './analytics.ts';
-import { PgBlobStore } from './blob-pg.ts';
-import type { Db } from './db.ts';
-import { AccountsRepo } from './accounts.ts';
-import { OAuthRepo } from './oauth.ts';
-import { IdempotencyRepo } from './idempotency.ts';
-import { JobsRepo } from './jobs.ts';
-import { KeysRepo } from './keys.ts';
-import { LedgerRepo } from './ledger.ts';
-import { WebhooksRepo } from './webhooks.ts';
-import { OutcomesRepo } from './outcomes.ts';
-import { RecoveriesRepo } from './recoveries.ts';
-import { SubscriptionsRepo } from './subscriptions.ts';
-import { migrate } from './migrate.ts';
-import { openPglite } from './pglite.ts';
-import { openPostgres } from './postgres.ts';
-import { SettingsRepo } from './settings.ts';
-import { DeadLettersRepo } from './dead-letters.ts';
-import { DecisionOutboxRepo } from './decision-outbox.ts';
-import { WebhookSecretsRepo } from './webhook-secrets.ts';
+import type { AnalyticsOptions } from './analytics/analytics.ts';
+import { SqlAnalytics } from './analytics/sql-analytics.ts';
+import { PgBlobStore } from './blob/blob-pg.ts';
+import type { Db } from './db/db.ts';
+import { AccountsRepo } from './repos/accounts.ts';
+import { OAuthRepo } from './repos/oauth.ts';
+import { IdempotencyRepo } from './repos/idempotency.ts';
+import { JobsRepo } from './repos/jobs.ts';
+import { KeysRepo } from './repos/keys.ts';
+import { LedgerRepo } from './repos/ledger.ts';
+import { WebhooksRepo } from './repos/webhooks.ts';
+import { OutcomesRepo } from './repos/outcomes.ts';
+import { RecoveriesRepo } from './repos/recoveries.ts';
+import { SubscriptionsRepo } from './repos/subscriptions.ts';
+import { migrate } from './db/migrate.ts';
+import { openPglite } from './db/pglite.ts';
+import { openPostgres } from './db/postgres.ts';
+import { SettingsRepo } from './repos/settings.ts';
+import { DeadLettersRepo } from './repos/dead-letters.ts';
+import { DecisionOutboxRepo } from './repos/decision-outbox.ts';
+import { WebhookSecretsRepo } from './repos/webhook-secrets.ts';
 
 export class Store {
   readonly accounts: AccountsRepo;

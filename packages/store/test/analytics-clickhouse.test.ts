@@ -13,8 +13,8 @@ import t from 'tap';
 import net from 'node:net';
 import { createHash, randomBytes } from 'node:crypto';
 import { createClient } from '@clickhouse/client';
-import { ClickHouseAnalytics, chIdent, chString, chUInt, DEFAULT_CLICKHOUSE_URL, openClickHouseAnalytics } from '../src/clickhouse-analytics.ts';
-import type { Analytics, Decision } from '../src/analytics.ts';
+import { ClickHouseAnalytics, chIdent, chString, chUInt, DEFAULT_CLICKHOUSE_URL, openClickHouseAnalytics } from '../src/analytics/clickhouse-analytics.ts';
+import type { Analytics, Decision } from '../src/analytics/analytics.ts';
 import { analyticsConformance, type Tap } from './analytics-conformance.ts';
 
 const URL_ = process.env.CLICKHOUSE_URL || DEFAULT_CLICKHOUSE_URL;

@@ -9,7 +9,7 @@
 import tap from 'tap';
 import { createHash, randomBytes } from 'node:crypto';
 import { VALIDATION_RESULTS } from '@svc/contracts';
-import type { Analytics, AnalyticsOptions, Decision, OutcomeFact, ResultCounts } from '../src/analytics.ts';
+import type { Analytics, AnalyticsOptions, Decision, OutcomeFact, ResultCounts } from '../src/analytics/analytics.ts';
 
 export type Tap = Parameters<Parameters<typeof tap.test>[0]>[0];
 

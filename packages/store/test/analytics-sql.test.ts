@@ -5,13 +5,14 @@
 // connection's while the switch is off.
 
 import t from 'tap';
-import type { Db, Queryable } from '../src/db.ts';
-import { migrate } from '../src/migrate.ts';
-import { openPostgres } from '../src/postgres.ts';
-import { SqlAnalytics, type Analytics } from '../src/analytics.ts';
+import type { Db, Queryable } from '../src/db/db.ts';
+import { migrate } from '../src/db/migrate.ts';
+import { openPostgres } from '../src/db/postgres.ts';
+import type { Analytics } from '../src/analytics/analytics.ts';
+import { SqlAnalytics } from '../src/analytics/sql-analytics.ts';
 import { analyticsConformance, type AnalyticsAdapter, type Tap } from './analytics-conformance.ts';
 import { PGlite } from '@electric-sql/pglite';
-import { openPglite } from '../src/pglite.ts';
+import { openPglite } from '../src/db/pglite.ts';
 import { pgliteTemplate } from '../../../test/helpers/pglite.ts';
 import { freshSchema, PG_SHOWN, pgUnreachable } from '../../../test/helpers/postgres.ts';
 

@@ -4,7 +4,7 @@ import t from 'tap';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { DirBlobStore } from '../src/blob.ts';
+import { DirBlobStore } from '../src/blob/blob.ts';
 import { blobConformance } from './blob-conformance.ts';
 
 blobConformance(t, {

@@ -1,11 +1,11 @@
-// The blob port's conformance suite (BlobStore in packages/store/src/blob.ts), one function run on
+// The blob port's conformance suite (BlobStore in packages/store/src/blob/blob.ts), one function run on
 // every adapter: DirBlobStore (blob-conformance-dir.test.ts) and PgBlobStore on PGlite and
 // Postgres (blob-pg.test.ts). Written against the port only; `chunkBytes` is the adapter's unit
 // of storage (any size for the directory), so the sizes around it are the ones asserted.
 
 import { createHash, randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
-import { BlobTooLargeError, type BlobStore } from '../src/blob.ts';
+import { BlobTooLargeError, type BlobStore } from '../src/blob/blob.ts';
 import type { Tap } from './conformance.ts';
 
 export type { Tap };

@@ -10,9 +10,9 @@ import tap from 'tap';
 import { createHash } from 'node:crypto';
 import { readdirSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Db } from '../src/db.ts';
-import { migrate } from '../src/migrate.ts';
-import { Store, hashKey, keyKindOf, KEY_PREFIX } from '../src/index.ts';
+import type { Db } from '../src/db/db.ts';
+import { migrate } from '../src/db/migrate.ts';
+import { Store, hashKey, IdempotencyRepo, keyKindOf, KEY_PREFIX } from '../src/index.ts';
 import { seededRandom } from '../../../test/helpers/random.ts';
 
 /** The type of a tap test object (the `t` of a subtest callback). */
@@ -510,9 +510,13 @@ export function storeConformance(t: Tap, adapter: Adapter): void {
       t.equal(same.filter((r) => r.state === 'new').length, 1, `${n} concurrent claims: exactly one is new`);
       t.equal(same.filter((r) => r.state === 'in_progress').length, n - 1, 'the rest see it in progress');
 
-      t.strictSame(await begin('k6'), { state: 'new' });
-      await sleep(1100); // stale after 1 s; the racing claims themselves stay fresh well within it
-      const takeover = await Promise.all(Array.from({ length: n }, () => begin('k6', 'h1', R, H, 1000)));
+      // A repo on a clock of its own, moved on instead of slept through.
+      let offset = 0;
+      const clocked = new IdempotencyRepo(db);
+      clocked.clock = () => new Date(Date.now() + offset);
+      t.equal((await clocked.begin(acc, 'k6', R, 'h1', H, H)).state, 'new');
+      offset += 1100; // stale after 1 s; the racing claims themselves stay fresh well within it
+      const takeover = await Promise.all(Array.from({ length: n }, () => clocked.begin(acc, 'k6', R, 'h1', H, 1000)));
       t.equal(takeover.filter((r) => r.state === 'new').length, 1, `${n} concurrent takeovers of a stale claim: exactly one is new`);
       t.equal(takeover.filter((r) => r.state === 'in_progress').length, n - 1, 'the rest see the new claim in progress');
 

@@ -1,11 +1,13 @@
 // The jobs repository (JobsRepo, migration 005) on both adapters: PGlite always, Postgres when it
 // answers (TEST_DATABASE_URL; CI_REQUIRE_SERVICES=1 makes an unreachable server a failure).
-// Credits and counters are asserted exactly, and checked against the ledger's own totals.
+// Credits and counters are asserted exactly, and checked against the ledger's own totals. The
+// credit rules are @svc/billing's (jobCredits, handed to the repo as the services do).
 
 import t from 'tap';
+import { jobCredits } from '@svc/billing';
 import type { ValidationResultBody } from '@svc/contracts';
-import type { Db } from '../src/db.ts';
-import { openPostgres } from '../src/postgres.ts';
+import type { Db } from '../src/db/db.ts';
+import { openPostgres } from '../src/db/postgres.ts';
 import { migrate, Store, type Decision, type JobDecisions, type JobRecord, type JobResultInput, type NewJob } from '../src/index.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freshPglite } from '../../../test/helpers/pglite.ts';
@@ -90,7 +92,7 @@ function suite(t: Tap, open: (t: Tap) => Promise<Target>): void {
     const { db } = await open(t);
     const store = new Store(db);
     const acc = await store.accounts.create({ credits: 10 });
-    const r = await store.jobs.create(newJob(acc, { uniqueEmails: 4, totalRows: 6, webhookUrl: 'https://example.test/hook' }));
+    const r = await store.jobs.create(newJob(acc, { uniqueEmails: 4, totalRows: 6, webhookUrl: 'https://example.test/hook' }), jobCredits);
     if (!r.ok) throw new Error('refused');
     t.strictSame([r.job.status, r.job.source, r.job.total_rows, r.job.unique_emails, r.job.credits_reserved, r.job.processed, r.job.finalized, r.job.webhook_url], ['queued', 'json', 6, 4, 4, 0, false, 'https://example.test/hook']);
     t.ok(r.job.created_at instanceof Date && r.job.started_at === null && r.job.completed_at === null, 'dates');
@@ -98,7 +100,7 @@ function suite(t: Tap, open: (t: Tap) => Promise<Target>): void {
     const [res] = await db.query<{ purpose: string; amount: number; status: string }>('SELECT purpose, amount, status FROM credit_reservations WHERE id = $1', [r.job.reservation_id]);
     t.strictSame(res, { purpose: 'job', amount: 4, status: 'open' }, "the hold's purpose is 'job' (a restart releases only 'sync' holds)");
 
-    const refused = await store.jobs.create(newJob(acc, { uniqueEmails: 7, totalRows: 7 }));
+    const refused = await store.jobs.create(newJob(acc, { uniqueEmails: 7, totalRows: 7 }), jobCredits);
     t.strictSame(refused, { ok: false, available: 6 });
     t.equal((await db.query('SELECT id FROM jobs')).length, 1, 'no job row for the refusal');
     t.equal((await db.query('SELECT id FROM credit_reservations')).length, 1, 'and no reservation');
@@ -111,7 +113,7 @@ function suite(t: Tap, open: (t: Tap) => Promise<Target>): void {
     const acc = await store.accounts.create({ credits: 10 });
     const claim = await store.idempotency.begin(acc, 'k1', 'POST /v1/validate/batch', 'h', 60_000, 60_000);
     if (claim.state !== 'new') throw new Error(`claim: ${claim.state}`);
-    const r = await store.jobs.create(newJob(acc), (job) => ({ accountId: acc, key: 'k1', owner: claim.owner, status: 202, body: JSON.stringify({ id: job.id }) }));
+    const r = await store.jobs.create(newJob(acc), jobCredits, (job) => ({ accountId: acc, key: 'k1', owner: claim.owner, status: 202, body: JSON.stringify({ id: job.id }) }));
     if (!r.ok) throw new Error('refused');
     t.strictSame(await store.idempotency.begin(acc, 'k1', 'POST /v1/validate/batch', 'h', 60_000, 60_000), { state: 'replay', status: 202, body: JSON.stringify({ id: r.job.id }) });
   });
@@ -121,7 +123,7 @@ function suite(t: Tap, open: (t: Tap) => Promise<Target>): void {
     const store = new Store(db);
     const a = await store.accounts.create({ credits: 10 });
     const b = await store.accounts.create({ credits: 10 });
-    const r = await store.jobs.create(newJob(a));
+    const r = await store.jobs.create(newJob(a), jobCredits);
     if (!r.ok) throw new Error('refused');
     t.equal((await store.jobs.get(a, r.job.id))?.id, r.job.id);
     t.equal(await store.jobs.get(b, r.job.id), undefined, "another account's job is not found");
@@ -133,7 +135,7 @@ function suite(t: Tap, open: (t: Tap) => Promise<Target>): void {
     const { db } = await open(t);
     const store = new Store(db);
     const acc = await store.accounts.create({ credits: 10 });
-    const r = await store.jobs.create(newJob(acc, { uniqueEmails: 5, totalRows: 5 }));
+    const r = await store.jobs.create(newJob(acc, { uniqueEmails: 5, totalRows: 5 }), jobCredits);
     if (!r.ok) throw new Error('refused');
     const id = r.job.id;
     const later = new Date(Date.now() + 60_000);
@@ -169,7 +171,7 @@ function suite(t: Tap, open: (t: Tap) => Promise<Target>): void {
     const { db } = await open(t);
     const store = new Store(db);
     const acc = await store.accounts.create({ credits: 10 });
-    const r = await store.jobs.create(newJob(acc, { uniqueEmails: 3, totalRows: 3 }));
+    const r = await store.jobs.create(newJob(acc, { uniqueEmails: 3, totalRows: 3 }), jobCredits);
     if (!r.ok) throw new Error('refused');
     const id = r.job.id;
     const asked: Array<[string, number[]]> = [];
@@ -214,7 +216,7 @@ function suite(t: Tap, open: (t: Tap) => Promise<Target>): void {
     t.equal(await store.decisionOutbox.size(), 0);
 
     // A relay that died mid-send: its lease keeps the rows from others until it runs out.
-    const r2 = await store.jobs.create(newJob(acc, { uniqueEmails: 1, totalRows: 1 }));
+    const r2 = await store.jobs.create(newJob(acc, { uniqueEmails: 1, totalRows: 1 }), jobCredits);
     if (!r2.ok) throw new Error('refused');
     await store.jobs.recordResults(r2.job.id, [row(0, 'valid')], { decisions: (job) => decide(job, [7]) });
     let release!: () => void;
@@ -236,47 +238,47 @@ function suite(t: Tap, open: (t: Tap) => Promise<Target>): void {
     const { db } = await open(t);
     const store = new Store(db);
     const acc = await store.accounts.create({ credits: 10 });
-    const r = await store.jobs.create(newJob(acc, { uniqueEmails: 3, totalRows: 4 }));
+    const r = await store.jobs.create(newJob(acc, { uniqueEmails: 3, totalRows: 4 }), jobCredits);
     if (!r.ok) throw new Error('refused');
     const id = r.job.id;
     let hooks = 0;
-    const hook = async (tx: Parameters<NonNullable<Parameters<typeof store.jobs.finalize>[2]>>[0], job: JobRecord) => {
+    const hook = async (tx: Parameters<NonNullable<Parameters<typeof store.jobs.finalize>[3]>>[0], job: JobRecord) => {
       hooks++;
       t.equal(job.status, 'completed', 'the hook sees the final job');
       await tx.query('SELECT 1');
     };
     await store.jobs.recordResults(id, [row(0, 'valid'), row(1, 'valid', { deferredUntil: new Date() })]);
-    t.equal(await store.jobs.finalize(id, 'jobs/x/results.csv', hook), undefined, 'not finished: nothing happens');
+    t.equal(await store.jobs.finalize(id, 'jobs/x/results.csv', jobCredits, hook), undefined, 'not finished: nothing happens');
     await store.jobs.recordResults(id, [row(1, 'valid', { attempts: 2 }), row(2, 'risky', { catchall: true })]);
-    const fin = await store.jobs.finalize(id, 'jobs/x/results.csv', hook);
+    const fin = await store.jobs.finalize(id, 'jobs/x/results.csv', jobCredits, hook);
     t.ok(fin, 'this call finalized');
     t.strictSame([fin!.status, fin!.finalized, fin!.credits_reserved, fin!.credits_charged, fin!.credits_refunded, fin!.results_key], ['completed', true, 3, 2, 1, 'jobs/x/results.csv']);
     t.ok(fin!.completed_at instanceof Date);
-    t.equal(await store.jobs.finalize(id, 'jobs/x/other.csv', hook), undefined, 'a second finalize does nothing');
+    t.equal(await store.jobs.finalize(id, 'jobs/x/other.csv', jobCredits, hook), undefined, 'a second finalize does nothing');
     t.equal(hooks, 1, 'the in-transaction hook ran once');
     t.strictSame(await store.ledger.balance(acc).then((b) => [b!.balance, b!.reserved]), [8, 0]);
     t.strictSame(await store.ledger.totals(acc), { balance: 8, reserved: 0 });
     const late = await store.jobs.recordResults(id, [row(0, 'invalid', { attempts: 5 })]);
     t.strictSame([late.accepted, late.written], [false, 0], 'a completed job takes no more results');
     t.equal(await store.jobs.claimForWork(id), false, 'nor work');
-    t.strictSame(await store.jobs.cancel(acc, id).then((c) => [c.ok, !c.ok && c.reason]), [false, 'invalid_state'], 'nor a cancel');
-    t.equal(await store.jobs.fail(id, 'x'), undefined, 'nor a failure');
+    t.strictSame(await store.jobs.cancel(acc, id, jobCredits).then((c) => [c.ok, !c.ok && c.reason]), [false, 'invalid_state'], 'nor a cancel');
+    t.equal(await store.jobs.fail(id, 'x', jobCredits), undefined, 'nor a failure');
   });
 
   t.test('a failing hook rolls the finalization back', async (t) => {
     const { db } = await open(t);
     const store = new Store(db);
     const acc = await store.accounts.create({ credits: 10 });
-    const r = await store.jobs.create(newJob(acc, { uniqueEmails: 1, totalRows: 1 }));
+    const r = await store.jobs.create(newJob(acc, { uniqueEmails: 1, totalRows: 1 }), jobCredits);
     if (!r.ok) throw new Error('refused');
     await store.jobs.recordResults(r.job.id, [row(0, 'valid')]);
-    await t.rejects(store.jobs.finalize(r.job.id, 'k', async () => {
+    await t.rejects(store.jobs.finalize(r.job.id, 'k', jobCredits, async () => {
       throw new Error('outbox down');
     }));
     const j = await store.jobs.byId(r.job.id);
     t.strictSame([j!.status, j!.finalized], ['processing', false]);
     t.strictSame(await store.ledger.balance(acc).then((b) => [b!.balance, b!.reserved]), [10, 1], 'the hold is still open');
-    t.ok(await store.jobs.finalize(r.job.id, 'k'), 'and a later finalize works');
+    t.ok(await store.jobs.finalize(r.job.id, 'k', jobCredits), 'and a later finalize works');
   });
 
   t.test('cancel charges the High-Value results done and releases the rest; fail refunds everything', async (t) => {
@@ -284,24 +286,24 @@ function suite(t: Tap, open: (t: Tap) => Promise<Target>): void {
     const store = new Store(db);
     const acc = await store.accounts.create({ credits: 20 });
     const other = await store.accounts.create({ credits: 1 });
-    const a = await store.jobs.create(newJob(acc, { uniqueEmails: 5, totalRows: 5 }));
-    const b = await store.jobs.create(newJob(acc, { uniqueEmails: 6, totalRows: 6 }));
+    const a = await store.jobs.create(newJob(acc, { uniqueEmails: 5, totalRows: 5 }), jobCredits);
+    const b = await store.jobs.create(newJob(acc, { uniqueEmails: 6, totalRows: 6 }), jobCredits);
     if (!a.ok || !b.ok) throw new Error('refused');
     await store.jobs.recordResults(a.job.id, [row(0, 'valid'), row(1, 'valid'), row(2, 'invalid'), row(3, 'valid', { deferredUntil: new Date() })]);
-    t.strictSame(await store.jobs.cancel(other, a.job.id), { ok: false, reason: 'not_found' }, "another account's job");
-    const c = await store.jobs.cancel(acc, a.job.id);
+    t.strictSame(await store.jobs.cancel(other, a.job.id, jobCredits), { ok: false, reason: 'not_found' }, "another account's job");
+    const c = await store.jobs.cancel(acc, a.job.id, jobCredits);
     if (!c.ok) throw new Error('cancel refused');
     t.strictSame([c.job.status, c.job.finalized, c.job.credits_charged, c.job.credits_refunded], ['canceled', true, 2, 3], 'the deferred row is not charged');
-    t.strictSame(await store.jobs.cancel(acc, a.job.id).then((x) => [x.ok, !x.ok && x.reason]), [false, 'invalid_state'], 'cancel twice');
+    t.strictSame(await store.jobs.cancel(acc, a.job.id, jobCredits).then((x) => [x.ok, !x.ok && x.reason]), [false, 'invalid_state'], 'cancel twice');
     t.equal((await store.jobs.recordResults(a.job.id, [row(4, 'valid')])).accepted, false, 'results after a cancel are dropped');
     t.strictSame((await store.jobs.listCanceledUnrendered()).map((j) => j.id), [a.job.id], 'its partial results are still to render');
     await store.jobs.setResultsKey(a.job.id, 'jobs/a/results.csv');
     t.strictSame(await store.jobs.listCanceledUnrendered(), []);
 
     await store.jobs.recordResults(b.job.id, [row(0, 'valid')]);
-    const f = await store.jobs.fail(b.job.id, 'input lost');
+    const f = await store.jobs.fail(b.job.id, 'input lost', jobCredits);
     t.strictSame([f!.status, f!.error, f!.credits_charged, f!.credits_refunded], ['failed', 'input lost', 0, 6]);
-    t.equal(await store.jobs.fail(b.job.id, 'again'), undefined, 'fail is idempotent');
+    t.equal(await store.jobs.fail(b.job.id, 'again', jobCredits), undefined, 'fail is idempotent');
     t.strictSame(await store.ledger.balance(acc).then((x) => [x!.balance, x!.reserved]), [18, 0]);
     t.strictSame(await store.ledger.totals(acc), { balance: 18, reserved: 0 });
   });
@@ -313,12 +315,12 @@ function suite(t: Tap, open: (t: Tap) => Promise<Target>): void {
     const other = await store.accounts.create({ credits: 5 });
     const up = await store.jobs.createAwaitingUpload({ id: 'job_csv000001', accountId: acc, filename: 'leads.csv' });
     t.strictSame([up.status, up.source, up.filename, up.reservation_id, up.credits_reserved], ['awaiting_upload', 'csv', 'leads.csv', null, 0]);
-    t.strictSame(await store.jobs.queue(other, up.id, { totalRows: 3, uniqueEmails: 2, inputKey: 'k' }), { ok: false, reason: 'not_found' });
-    t.strictSame(await store.jobs.queue(acc, up.id, { totalRows: 9, uniqueEmails: 9, inputKey: 'k' }), { ok: false, available: 5 });
-    const q = await store.jobs.queue(acc, up.id, { totalRows: 3, uniqueEmails: 2, inputKey: 'jobs/job_csv000001/rows.ndjson', emailColumn: 'Email' });
+    t.strictSame(await store.jobs.queue(other, up.id, { totalRows: 3, uniqueEmails: 2, inputKey: 'k' }, jobCredits), { ok: false, reason: 'not_found' });
+    t.strictSame(await store.jobs.queue(acc, up.id, { totalRows: 9, uniqueEmails: 9, inputKey: 'k' }, jobCredits), { ok: false, available: 5 });
+    const q = await store.jobs.queue(acc, up.id, { totalRows: 3, uniqueEmails: 2, inputKey: 'jobs/job_csv000001/rows.ndjson', emailColumn: 'Email' }, jobCredits);
     if (!q.ok) throw new Error('refused');
     t.strictSame([q.job.status, q.job.total_rows, q.job.unique_emails, q.job.credits_reserved, q.job.email_column], ['queued', 3, 2, 2, 'Email']);
-    const twice = await store.jobs.queue(acc, up.id, { totalRows: 3, uniqueEmails: 2, inputKey: 'k' });
+    const twice = await store.jobs.queue(acc, up.id, { totalRows: 3, uniqueEmails: 2, inputKey: 'k' }, jobCredits);
     t.strictSame([twice.ok, !twice.ok && 'reason' in twice && twice.reason], [false, 'invalid_state'], 'started twice');
     t.strictSame(await store.ledger.balance(acc).then((x) => [x!.balance, x!.reserved]), [5, 2]);
   });
@@ -339,7 +341,7 @@ function suite(t: Tap, open: (t: Tap) => Promise<Target>): void {
     t.equal(await second.jobs.claimIntake(acc, up.id, 1), true, 'given back: claimable at once');
     await new Promise((r) => setTimeout(r, 20));
     t.equal(await store.jobs.claimIntake(acc, up.id, 60_000), true, 'a lease that ran out (a killed intake) is claimable');
-    const q = await store.jobs.queue(acc, up.id, { totalRows: 3, uniqueEmails: 2, inputKey: 'jobs/job_claim00001/rows.ndjson' });
+    const q = await store.jobs.queue(acc, up.id, { totalRows: 3, uniqueEmails: 2, inputKey: 'jobs/job_claim00001/rows.ndjson' }, jobCredits);
     t.equal(q.ok, true);
     t.equal(await store.jobs.claimIntake(acc, up.id, 60_000), false, 'a queued job is never claimed again');
     t.equal(await store.jobs.renewIntake(up.id, 60_000), false, 'nor renewed');
@@ -352,11 +354,11 @@ function suite(t: Tap, open: (t: Tap) => Promise<Target>): void {
     const other = await store.accounts.create({ credits: 100 });
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) {
-      const r = await store.jobs.create(newJob(acc, { uniqueEmails: 1, totalRows: 1 }));
+      const r = await store.jobs.create(newJob(acc, { uniqueEmails: 1, totalRows: 1 }), jobCredits);
       if (!r.ok) throw new Error('refused');
       ids.push(r.job.id);
     }
-    await store.jobs.create(newJob(other, { uniqueEmails: 1, totalRows: 1 }));
+    await store.jobs.create(newJob(other, { uniqueEmails: 1, totalRows: 1 }), jobCredits);
     // Two jobs with the very same created_at: the id orders them.
     await db.query('UPDATE jobs SET created_at = (SELECT created_at FROM jobs WHERE id = $1) WHERE id = $2', [ids[1], ids[2]]);
     const all = (await store.jobs.list(acc, { limit: 100 })).jobs.map((j) => j.id);
@@ -372,7 +374,7 @@ function suite(t: Tap, open: (t: Tap) => Promise<Target>): void {
     t.strictSame(pages.flat(), all, 'the pages together are the whole list, once each, in order');
     t.strictSame(new Set(all), new Set(ids));
     t.equal((await store.jobs.list(acc, { limit: 5 })).next, undefined, 'no cursor after the last page');
-    await store.jobs.cancel(acc, ids[0]!);
+    await store.jobs.cancel(acc, ids[0]!, jobCredits);
     t.strictSame((await store.jobs.list(acc, { limit: 10, status: 'canceled' })).jobs.map((j) => j.id), [ids[0]]);
     t.equal((await store.jobs.list(undefined, { limit: 10 })).jobs.length, 6, 'operators list every account');
     await t.rejects(store.jobs.list(acc, { limit: 2, cursor: 'nonsense' }), RangeError);
@@ -382,16 +384,16 @@ function suite(t: Tap, open: (t: Tap) => Promise<Target>): void {
     const { db } = await open(t);
     const store = new Store(db);
     const acc = await store.accounts.create({ credits: 100 });
-    const a = await store.jobs.create(newJob(acc, { uniqueEmails: 3, totalRows: 3 }));
-    const b = await store.jobs.create(newJob(acc, { uniqueEmails: 1, totalRows: 1 }));
-    const c = await store.jobs.create(newJob(acc, { uniqueEmails: 1, totalRows: 1 }));
+    const a = await store.jobs.create(newJob(acc, { uniqueEmails: 3, totalRows: 3 }), jobCredits);
+    const b = await store.jobs.create(newJob(acc, { uniqueEmails: 1, totalRows: 1 }), jobCredits);
+    const c = await store.jobs.create(newJob(acc, { uniqueEmails: 1, totalRows: 1 }), jobCredits);
     if (!a.ok || !b.ok || !c.ok) throw new Error('refused');
     const now = Date.now();
     t.equal(await store.jobs.nextDeferredAt(), undefined, 'nothing deferred');
     await store.jobs.recordResults(a.job.id, [row(0, 'unknown', { deferredUntil: new Date(now - 1000) }), row(1, 'unknown', { deferredUntil: new Date(now + 60_000) }), row(2, 'valid')]);
     await store.jobs.recordResults(b.job.id, [row(0, 'unknown', { deferredUntil: new Date(now - 2000) })]);
     await store.jobs.recordResults(c.job.id, [row(0, 'unknown', { deferredUntil: new Date(now - 3000) })]);
-    await store.jobs.cancel(acc, c.job.id);
+    await store.jobs.cancel(acc, c.job.id, jobCredits);
     t.equal((await store.jobs.nextDeferredAt())?.getTime(), now - 2000, "the soonest of running jobs (the canceled job's row does not count)");
     const claimed = await store.jobs.claimDue(new Date(now), 10, 30_000);
     t.strictSame(claimed, [
@@ -422,14 +424,14 @@ function suite(t: Tap, open: (t: Tap) => Promise<Target>): void {
     const store = new Store(target.db);
     const second = new Store(await target.another());
     const acc = await store.accounts.create({ credits: 1000 });
-    const r = await store.jobs.create(newJob(acc, { uniqueEmails: 200, totalRows: 200 }));
+    const r = await store.jobs.create(newJob(acc, { uniqueEmails: 200, totalRows: 200 }), jobCredits);
     if (!r.ok) throw new Error('refused');
     const rows = Array.from({ length: 200 }, (_, i) => row(i, i % 2 ? 'valid' : 'invalid'));
     const outcomes = await Promise.all([0, 1, 2, 3].map((k) => (k % 2 ? second : store).jobs.recordResults(r.job.id, k < 2 ? rows : [...rows].reverse())));
     t.equal(outcomes.reduce((n, o) => n + o.finished, 0), 200, 'every row counted by exactly one call');
     const j = await store.jobs.byId(r.job.id);
     t.strictSame([j!.processed, j!.valid, j!.invalid, j!.high_value], [200, 100, 100, 100]);
-    const fins = await Promise.all([store.jobs.finalize(r.job.id, 'k'), second.jobs.finalize(r.job.id, 'k')]);
+    const fins = await Promise.all([store.jobs.finalize(r.job.id, 'k', jobCredits), second.jobs.finalize(r.job.id, 'k', jobCredits)]);
     t.equal(fins.filter(Boolean).length, 1, 'one of two concurrent finalizes did it');
     t.strictSame(await store.ledger.totals(acc), { balance: 900, reserved: 0 });
   });

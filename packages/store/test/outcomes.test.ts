@@ -2,12 +2,14 @@
 // it answers (CI_REQUIRE_SERVICES=1 makes an unreachable server a failure). Events are built by
 // hand here (the parser has its own suites): identity and duplicates, conflicts, suppression with
 // its stale-evidence rule and ranking, the all-or-nothing transaction (a failing step, made to
-// fail inside the real database by a trigger), event pages, and the connector credential.
+// fail inside the real database by a trigger), event pages, and the connector credential. The
+// suppression rules are @svc/outcomes' (suppressionRules), handed in as the importer does.
 
 import t from 'tap';
+import { suppressionRules } from '@svc/outcomes';
 import { createHash } from 'node:crypto';
-import type { Db } from '../src/db.ts';
-import { openPostgres } from '../src/postgres.ts';
+import type { Db } from '../src/db/db.ts';
+import { openPostgres } from '../src/db/postgres.ts';
 import { migrate, OutcomeWriteError, Store, SUPPRESSION_FLAG_TTL_MS, type NewOutcomeEvent } from '../src/index.ts';
 import { migratedPglite } from '../../../test/helpers/pglite.ts';
 import { freshSchema, PG_SHOWN, pgUnreachable } from '../../../test/helpers/postgres.ts';
@@ -56,7 +58,7 @@ function suite(t: Tap, open: (t: Tap) => Promise<Db>): void {
 
   t.test('identity: duplicates and conflicts against stored events and within a batch', async (t) => {
     const { repo, a, b } = await setup(t);
-    const first = await repo.importEvents(a, [ev('x@d.example', 'e1'), ev('y@d.example', 'e2', { suppresses: null, label: 'bounced_soft', smtp_enhanced_code: '4.2.2' })]);
+    const first = await repo.importEvents(a, [ev('x@d.example', 'e1'), ev('y@d.example', 'e2', { suppresses: null, label: 'bounced_soft', smtp_enhanced_code: '4.2.2' })], suppressionRules);
     t.strictSame(first.fates.map((f) => f.kind), ['accepted', 'accepted']);
     const again = await repo.importEvents(a, [
       ev('x@d.example', 'e1'), // same content: duplicate
@@ -65,10 +67,10 @@ function suite(t: Tap, open: (t: Tap) => Promise<Db>): void {
       ev('z@d.example', 'e3'), // same as the row before in this batch: duplicate
       ev('w@d.example', 'e3'), // other content than the batch's first e3: conflict
       ev('x@d.example', 'e1', { source: 'smtp_log' }), // another source is another identity
-    ]);
+    ], suppressionRules);
     t.strictSame(again.fates.map((f) => f.kind), ['duplicate', 'conflict', 'accepted', 'duplicate', 'conflict', 'accepted']);
     // Identities are per account.
-    const other = await repo.importEvents(b, [ev('x@d.example', 'e1')]);
+    const other = await repo.importEvents(b, [ev('x@d.example', 'e1')], suppressionRules);
     t.strictSame(other.fates.map((f) => f.kind), ['accepted']);
     const page = await repo.listEvents(a, { limit: 100 });
     t.equal(page.length, 4, 'four events stored for the account');
@@ -90,6 +92,7 @@ function suite(t: Tap, open: (t: Tap) => Promise<Db>): void {
         ev('s@d.example', 's1'),
         ev('soft@d.example', 'f1', { label: 'bounced_soft', suppresses: null, smtp_enhanced_code: '4.4.1' }),
       ],
+      suppressionRules,
       { invalidate: async (m) => (invalidated.push(m), m.length) },
     );
     t.strictSame(r.fates.map((f) => (f.kind === 'accepted' ? [f.event.suppressed, f.staleSuppression] : f.kind)), [
@@ -109,12 +112,12 @@ function suite(t: Tap, open: (t: Tap) => Promise<Db>): void {
     await repo.importEvents(a, [
       ev('h@d.example', 'h2', { outcome: 'unsubscribed', label: 'unknown', suppresses: 'unsubscribed', smtp_enhanced_code: null, action: null }),
       ev('u@d.example', 'u2', { occurred_at_us: T + 1 }),
-    ]);
+    ], suppressionRules);
     const after = await repo.suppressedAmong(a, ['h@d.example', 'u@d.example']);
     t.equal(after.get('h@d.example'), 'hard_bounce');
     t.equal(after.get('u@d.example'), 'hard_bounce');
     // A bounce newer than the delivery suppresses.
-    const newer = await repo.importEvents(a, [ev('s@d.example', 's2', { occurred_at_us: T + 6_000_000 })]);
+    const newer = await repo.importEvents(a, [ev('s@d.example', 's2', { occurred_at_us: T + 6_000_000 })], suppressionRules);
     t.equal(newer.fates[0]!.kind === 'accepted' && newer.fates[0]!.event.suppressed, 'hard_bounce');
   });
 
@@ -123,7 +126,7 @@ function suite(t: Tap, open: (t: Tap) => Promise<Db>): void {
     const other = new Store(db).outcomes; // another process on the same database
     t.equal(await repo.mayHaveSuppressions(a), false);
     t.equal(await other.mayHaveSuppressions(a), false);
-    await repo.importEvents(a, [ev('s@d.example', 's1')]);
+    await repo.importEvents(a, [ev('s@d.example', 's1')], suppressionRules);
     t.equal(await repo.mayHaveSuppressions(a), true, 'the importing process knows at once');
     t.equal(await other.mayHaveSuppressions(a), false, 'another process trusts its reading for up to a second');
     await new Promise((r) => setTimeout(r, SUPPRESSION_FLAG_TTL_MS + 50));
@@ -136,7 +139,7 @@ function suite(t: Tap, open: (t: Tap) => Promise<Db>): void {
     // The suppression step fails inside the database.
     await db.exec(`CREATE FUNCTION svc_t_fail() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'suppression write refused (test)'; END $$;
       CREATE TRIGGER svc_t_fail BEFORE INSERT ON suppressions FOR EACH ROW EXECUTE FUNCTION svc_t_fail();`);
-    const e1 = await repo.importEvents(a, batch).then(
+    const e1 = await repo.importEvents(a, batch, suppressionRules).then(
       () => undefined,
       (err: unknown) => err,
     );
@@ -144,7 +147,7 @@ function suite(t: Tap, open: (t: Tap) => Promise<Db>): void {
     t.equal((await repo.listEvents(a, { limit: 10 })).length, 0, 'no event kept');
     // The cache invalidation fails: also a suppression failure, nothing kept.
     await db.exec('DROP TRIGGER svc_t_fail ON suppressions');
-    const e2 = await repo.importEvents(a, batch, { invalidate: async () => Promise.reject(new Error('cache down')) }).then(
+    const e2 = await repo.importEvents(a, batch, suppressionRules, { invalidate: async () => Promise.reject(new Error('cache down')) }).then(
       () => undefined,
       (err: unknown) => err,
     );
@@ -153,21 +156,21 @@ function suite(t: Tap, open: (t: Tap) => Promise<Db>): void {
     t.equal((await repo.suppressedAmong(a, ['p@d.example'])).size, 0);
     // The event step fails.
     await db.exec('CREATE TRIGGER svc_t_fail BEFORE INSERT ON outcome_events FOR EACH ROW EXECUTE FUNCTION svc_t_fail()');
-    const e3 = await repo.importEvents(a, batch).then(
+    const e3 = await repo.importEvents(a, batch, suppressionRules).then(
       () => undefined,
       (err: unknown) => err,
     );
     t.ok(e3 instanceof OutcomeWriteError && e3.step === 'events', 'the event step failed');
     await db.exec('DROP TRIGGER svc_t_fail ON outcome_events');
-    const ok = await repo.importEvents(a, batch);
+    const ok = await repo.importEvents(a, batch, suppressionRules);
     t.strictSame(ok.fates.map((f) => f.kind), ['accepted', 'accepted'], 'the same import succeeds');
     t.equal((await repo.suppressedAmong(a, ['p@d.example'])).get('p@d.example'), 'hard_bounce');
   });
 
   t.test('event pages by mailbox with a cursor', async (t) => {
     const { repo, a } = await setup(t);
-    await repo.importEvents(a, Array.from({ length: 5 }, (_, i) => ev('m@d.example', `m${i}`, { suppresses: null, label: 'bounced_soft', occurred_at_us: T + i })));
-    await repo.importEvents(a, [ev('n@d.example', 'n0', { suppresses: null, label: 'unknown' })]);
+    await repo.importEvents(a, Array.from({ length: 5 }, (_, i) => ev('m@d.example', `m${i}`, { suppresses: null, label: 'bounced_soft', occurred_at_us: T + i })), suppressionRules);
+    await repo.importEvents(a, [ev('n@d.example', 'n0', { suppresses: null, label: 'unknown' })], suppressionRules);
     const p1 = await repo.listEvents(a, { mailbox: 'm@d.example', limit: 3 });
     t.strictSame(p1.map((e) => e.external_id), ['m4', 'm3', 'm2']);
     const p2 = await repo.listEvents(a, { mailbox: 'm@d.example', limit: 3, before: p1[2]!.seq });
@@ -208,7 +211,7 @@ function suite(t: Tap, open: (t: Tap) => Promise<Db>): void {
       ev('gone@corp.example', 'b2'),
       delivered('max.mustermann@corp.example', 'd2', T),
       ev('soft@corp.example', 's1', { label: 'bounced_soft', suppresses: null }),
-    ]);
+    ], suppressionRules);
     const ev1 = await repo.evidenceFor(a, ['jane.doe@corp.example', 'gone@corp.example', 'soft@corp.example', 'none@corp.example']);
     t.strictSame([...ev1.keys()].sort(), ['gone@corp.example', 'jane.doe@corp.example']);
     t.equal(ev1.get('jane.doe@corp.example')!.label, 'delivered');

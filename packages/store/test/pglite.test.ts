@@ -5,8 +5,8 @@ import t from 'tap';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import type { Db } from '../src/db.ts';
-import { openPglite } from '../src/pglite.ts';
+import type { Db } from '../src/db/db.ts';
+import { openPglite } from '../src/db/pglite.ts';
 import { storeConformance, type Adapter } from './conformance.ts';
 import { freshPglite } from '../../../test/helpers/pglite.ts';
 

@@ -3,8 +3,8 @@
 // TEST_DATABASE_URL overrides the server; CI_REQUIRE_SERVICES=1 turns "unreachable" into a failure.
 
 import t from 'tap';
-import type { Db } from '../src/db.ts';
-import { openPostgres } from '../src/postgres.ts';
+import type { Db } from '../src/db/db.ts';
+import { openPostgres } from '../src/db/postgres.ts';
 import { storeConformance, type Adapter } from './conformance.ts';
 import { freshSchema, PG_SHOWN as shown, pgUnreachable } from '../../../test/helpers/postgres.ts';
 

@@ -4,8 +4,8 @@
 
 import t from 'tap';
 import { createHash } from 'node:crypto';
-import type { Db } from '../src/db.ts';
-import { openPostgres } from '../src/postgres.ts';
+import type { Db } from '../src/db/db.ts';
+import { openPostgres } from '../src/db/postgres.ts';
 import { migrate, Store, webhookEventId, DEFAULT_WEBHOOK_LEASE_MS, type NewWebhookEvent, type WebhookEvent } from '../src/index.ts';
 import { migratedPglite } from '../../../test/helpers/pglite.ts';
 import { freshSchema, PG_SHOWN, pgUnreachable } from '../../../test/helpers/postgres.ts';

@@ -1,20 +1,21 @@
 // Asynchronous validation jobs (migration 005): the job rows with their progress counters and
 // credit reservation, and one result row per unique email. Every money move happens in the same
-// transaction as the job's state change, through the ledger's own reserve/settle statements:
+// transaction as the job's state change, through the JobCredits hook the caller hands in (the
+// amounts are @svc/billing's rules; repos/credits.ts):
 // - create / queue: the hold and the job row commit together (a crash leaves neither or both);
 // - recordResults: rows inserted once per (job, idx) and the counters advanced by exactly the rows
 //   that statement inserted or finished, so a result delivered twice counts once;
 // - finalize / fail / cancel: the settlement and the final state together, exactly once (the job
 //   row is locked, and only a running job moves).
 
-import type { Decision } from './analytics.ts';
+import type { Decision } from '../analytics/analytics.ts';
 import { enqueueDecisions } from './decision-outbox.ts';
-import { dbJson, dbText } from './text.ts';
+import { dbJson, dbText } from '../db/text.ts';
 import type { JobState, ValidationResultBody } from '@svc/contracts';
-import type { Db, Queryable } from './db.ts';
+import type { Db, Queryable } from '../db/db.ts';
 import { completeIn, type IdempotentCompletion } from './idempotency.ts';
-import { DEFAULT_CLAIM_LEASE_MS } from './lease.ts';
-import { reserveIn, settleIn } from './ledger.ts';
+import { DEFAULT_CLAIM_LEASE_MS } from '../db/lease.ts';
+import type { JobCredits, JobEnd } from './credits.ts';
 
 export type JobSource = 'json' | 'csv';
 
@@ -156,18 +157,19 @@ export class JobsRepo {
   constructor(private readonly db: Db) {}
 
   /**
-   * Records a job whose input is stored, and holds its credits (`credits_reserved` = unique
-   * emails), in one transaction: `insufficient` (ok false, with the available credits) writes
-   * nothing. `completes`: an idempotent request's response, recorded in the same transaction.
+   * Records a job whose input is stored, and holds its credits (`credits_reserved`: what
+   * `credits.reserve` held), in one transaction: `insufficient` (ok false, with the available
+   * credits) writes nothing. `completes`: an idempotent request's response, recorded in the same
+   * transaction.
    */
-  async create(job: NewJob, completes?: (job: JobRecord) => IdempotentCompletion): Promise<CreateJobResult> {
+  async create(job: NewJob, credits: JobCredits, completes?: (job: JobRecord) => IdempotentCompletion): Promise<CreateJobResult> {
     return this.db.transaction(async (tx) => {
-      const hold = await reserveIn(tx, job.accountId, job.uniqueEmails, 'job');
-      if (!hold.ok) return hold;
+      const hold = await credits.reserve(tx, job.accountId, job.uniqueEmails);
+      if (!hold.ok) return { ok: false as const, available: hold.available };
       const rows = await tx.query(
         `INSERT INTO jobs (id, account_id, status, source, filename, webhook_url, email_column, total_rows, unique_emails, reservation_id, credits_reserved, input_key, publish_claimed_until)
-         VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $8, $10, now() + make_interval(secs => $11::double precision / 1000)) RETURNING ${COLUMNS}`,
-        [job.id, job.accountId, job.source, job.filename ?? null, job.webhookUrl ?? null, job.emailColumn ?? null, job.totalRows, job.uniqueEmails, hold.reservationId, job.inputKey, job.publishLeaseMs ?? DEFAULT_CLAIM_LEASE_MS],
+         VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $12, $10, now() + make_interval(secs => $11::double precision / 1000)) RETURNING ${COLUMNS}`,
+        [job.id, job.accountId, job.source, job.filename ?? null, job.webhookUrl ?? null, job.emailColumn ?? null, job.totalRows, job.uniqueEmails, hold.reservationId, job.inputKey, job.publishLeaseMs ?? DEFAULT_CLAIM_LEASE_MS, hold.amount],
       );
       const created = toJob(rows[0]!);
       if (completes) await completeIn(tx, completes(created));
@@ -219,18 +221,18 @@ export class JobsRepo {
     await this.db.query(`UPDATE jobs SET intake_claimed_until = NULL WHERE id = $1`, [id]);
   }
 
-  async queue(accountId: string, id: string, input: QueuedInput, completes?: (job: JobRecord) => IdempotentCompletion): Promise<QueueJobResult> {
+  async queue(accountId: string, id: string, input: QueuedInput, credits: JobCredits, completes?: (job: JobRecord) => IdempotentCompletion): Promise<QueueJobResult> {
     return this.db.transaction(async (tx) => {
       const cur = await lockJob(tx, id, accountId);
       if (!cur) return { ok: false as const, reason: 'not_found' as const };
       if (cur.status !== 'awaiting_upload') return { ok: false as const, reason: 'invalid_state' as const, job: cur };
-      const hold = await reserveIn(tx, accountId, input.uniqueEmails, 'job');
-      if (!hold.ok) return hold;
+      const hold = await credits.reserve(tx, accountId, input.uniqueEmails);
+      if (!hold.ok) return { ok: false as const, available: hold.available };
       const rows = await tx.query(
-        `UPDATE jobs SET status = 'queued', total_rows = $2, unique_emails = $3, credits_reserved = $3, reservation_id = $4, input_key = $5, email_column = COALESCE($6, email_column),
+        `UPDATE jobs SET status = 'queued', total_rows = $2, unique_emails = $3, credits_reserved = $8, reservation_id = $4, input_key = $5, email_column = COALESCE($6, email_column),
                 publish_claimed_until = now() + make_interval(secs => $7::double precision / 1000)
           WHERE id = $1 RETURNING ${COLUMNS}`,
-        [id, input.totalRows, input.uniqueEmails, hold.reservationId, input.inputKey, input.emailColumn ?? null, input.publishLeaseMs ?? DEFAULT_CLAIM_LEASE_MS],
+        [id, input.totalRows, input.uniqueEmails, hold.reservationId, input.inputKey, input.emailColumn ?? null, input.publishLeaseMs ?? DEFAULT_CLAIM_LEASE_MS, hold.amount],
       );
       const job = toJob(rows[0]!);
       if (completes) await completeIn(tx, completes(job));
@@ -418,17 +420,16 @@ export class JobsRepo {
   }
 
   /**
-   * Completes a job whose every unique email is done, exactly once: the reservation settled with
-   * one credit per chargeable result (the rest released), the job `completed` with its results
-   * CSV, and `inTx` (an outbox row), in one transaction. Returns the completed job if this call
-   * did it, undefined otherwise (not finished yet, or already final).
+   * Completes a job whose every unique email is done, exactly once: the reservation settled
+   * (`credits.settle`, the rest released), the job `completed` with its results CSV, and `inTx`
+   * (an outbox row), in one transaction. Returns the completed job if this call did it, undefined
+   * otherwise (not finished yet, or already final).
    */
-  async finalize(jobId: string, resultsKey: string, inTx?: InFinalTx): Promise<JobRecord | undefined> {
+  async finalize(jobId: string, resultsKey: string, credits: JobCredits, inTx?: InFinalTx): Promise<JobRecord | undefined> {
     return this.db.transaction(async (tx) => {
       const cur = await lockJob(tx, jobId);
       if (!cur || (cur.status !== 'queued' && cur.status !== 'processing') || cur.processed < cur.unique_emails) return undefined;
-      const charged = await chargedIn(tx, jobId);
-      if (cur.reservation_id) await settleIn(tx, cur.reservation_id, charged);
+      const charged = await credits.settle(tx, jobEnd(tx, cur, 'completed'));
       const job = await finishIn(tx, jobId, 'completed', charged, { results_key: resultsKey });
       if (inTx) await inTx(tx, job);
       return job;
@@ -436,32 +437,32 @@ export class JobsRepo {
   }
 
   /**
-   * Fails a running job, refunding its whole reservation (a failed job delivers no results), in one
-   * transaction with `inTx`. Idempotent: a job already final is left alone (undefined).
+   * Fails a running job, settling its reservation (`credits.settle`: a failed job delivers no
+   * results), in one transaction with `inTx`. Idempotent: a job already final is left alone
+   * (undefined).
    */
-  async fail(jobId: string, error: string, inTx?: InFinalTx): Promise<JobRecord | undefined> {
+  async fail(jobId: string, error: string, credits: JobCredits, inTx?: InFinalTx): Promise<JobRecord | undefined> {
     return this.db.transaction(async (tx) => {
       const cur = await lockJob(tx, jobId);
       if (!cur || (cur.status !== 'queued' && cur.status !== 'processing' && cur.status !== 'awaiting_upload')) return undefined;
-      if (cur.reservation_id) await settleIn(tx, cur.reservation_id, 0);
-      const job = await finishIn(tx, jobId, 'failed', 0, { error: error.slice(0, 1000) });
+      const charged = await credits.settle(tx, jobEnd(tx, cur, 'failed'));
+      const job = await finishIn(tx, jobId, 'failed', charged, { error: error.slice(0, 1000) });
       if (inTx) await inTx(tx, job);
       return job;
     });
   }
 
   /**
-   * Cancels a queued or processing job of the account: the High-Value Validations already done
-   * are charged (their results are delivered in the partial results CSV), the rest of the
-   * reservation is released, in one transaction. Anything else is invalid_state.
+   * Cancels a queued or processing job of the account, settling its reservation (`credits.settle`:
+   * the results done so far are delivered in the partial results CSV), in one transaction.
+   * Anything else is invalid_state.
    */
-  async cancel(accountId: string, id: string): Promise<CancelJobResult> {
+  async cancel(accountId: string, id: string, credits: JobCredits): Promise<CancelJobResult> {
     return this.db.transaction(async (tx) => {
       const cur = await lockJob(tx, id, accountId);
       if (!cur) return { ok: false as const, reason: 'not_found' as const };
       if (cur.status !== 'queued' && cur.status !== 'processing') return { ok: false as const, reason: 'invalid_state' as const, job: cur };
-      const charged = await chargedIn(tx, id);
-      if (cur.reservation_id) await settleIn(tx, cur.reservation_id, charged);
+      const charged = await credits.settle(tx, jobEnd(tx, cur, 'canceled'));
       return { ok: true as const, job: await finishIn(tx, id, 'canceled', charged, {}) };
     });
   }
@@ -526,9 +527,15 @@ async function lockJob(tx: Queryable, id: string, accountId?: string): Promise<J
   return r ? toJob(r) : undefined;
 }
 
-/** Credits a job's results cost: one per chargeable (High-Value) result that is done. */
-async function chargedIn(tx: Queryable, jobId: string): Promise<number> {
-  return (await tx.query<{ n: number }>("SELECT count(*)::int AS n FROM job_results WHERE job_id = $1 AND state = 'done' AND chargeable", [jobId]))[0]!.n;
+/** The job as its settlement sees it; `chargeable` counts its done, chargeable (High-Value) results. */
+function jobEnd(tx: Queryable, job: JobRecord, status: JobEnd['status']): JobEnd {
+  return {
+    jobId: job.id,
+    accountId: job.account_id,
+    reservationId: job.reservation_id,
+    status,
+    chargeable: async () => (await tx.query<{ n: number }>("SELECT count(*)::int AS n FROM job_results WHERE job_id = $1 AND state = 'done' AND chargeable", [job.id]))[0]!.n,
+  };
 }
 
 async function finishIn(tx: Queryable, id: string, status: 'completed' | 'failed' | 'canceled', charged: number, extra: { results_key?: string; error?: string }): Promise<JobRecord> {

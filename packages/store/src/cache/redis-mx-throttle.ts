@@ -1,8 +1,7 @@
-// The cluster adapter of the engine's MxThrottle port (issue 7 item 3): at most `max` SMTP
-// sessions per (egress IP, MX host) across every process that shares one Redis, sync probes of
-// the fronts included. @svc/store may not import @svc/engine (test/structure.test.ts: engine and
-// store are siblings above verifier), so the port is declared here again, structurally identical
-// to engine's `MxThrottle`; the runtime, which sees both, passes this class where that is wanted.
+// The cluster adapter of the MxThrottle port: at most `max` SMTP sessions per (egress IP, MX
+// host) across every process that shares one Redis, sync probes of the fronts included. The port
+// is declared once, in @svc/contracts: engine and store are siblings (neither imports the other),
+// and the runtime hands this adapter to the engine.
 //
 // Per (egressId, host), four keys share one hash tag (one Redis Cluster slot):
 //   …:held  sorted set, member = permit token, score = lease expiry (Redis clock, ms)
@@ -19,7 +18,7 @@
 //   permits are held AND fewer live waiters stand ahead of the caller than there are free permits;
 //   otherwise the caller takes a ticket (once) and waits.
 // - Waking: pub/sub, not BLPOP on a token list. A blocked BLPOP takes a connection per waited host
-//   (a process waits for many hosts at once; the brief allows one extra connection), and a token
+//   (a process waits for many hosts at once; we allow ourselves one extra connection), and a token
 //   list loses its tokens with the process that took them, which needs a reaper that puts them
 //   back: two sources of truth. Here the sorted sets are the only truth and a message is just a
 //   hint to try again, so a lost message (subscriber reconnecting) costs latency, never a permit:
@@ -50,16 +49,7 @@
 
 import { createHash, randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
-
-/** The engine's MxThrottle port (packages/engine/src/throttle.ts), declared again: store may not import engine. */
-export interface MxThrottlePort {
-  /**
-   * Waits for a session permit for `host`; the returned function gives it back (idempotent).
-   * Once `signal` is aborted the call never waits: it takes a permit that is free at once, or
-   * rejects; a wait in progress is withdrawn and rejects.
-   */
-  acquire(host: string, signal?: AbortSignal): Promise<() => void>;
-}
+import { permitWaitCancelled, type MxThrottle } from '@svc/contracts';
 
 export interface RedisMxThrottleOptions {
   redis: Redis;
@@ -184,7 +174,6 @@ interface Waiter {
 }
 
 const closedError = () => new Error('RedisMxThrottle is closed');
-const cancelled = (host: string, signal?: AbortSignal) => new Error(`no session permit free for ${host}, and the wait was cancelled${signal?.reason instanceof Error ? `: ${signal.reason.message}` : ''}`);
 
 interface HostState {
   keys: [string, string, string, string];
@@ -200,7 +189,7 @@ interface HostState {
   pending: number;
 }
 
-export class RedisMxThrottle implements MxThrottlePort {
+export class RedisMxThrottle implements MxThrottle {
   readonly redis: Redis;
   readonly egressId: string;
   readonly max: number;
@@ -273,11 +262,11 @@ export class RedisMxThrottle implements MxThrottlePort {
     );
     const r = await first;
     if (r === 'closed') throw closedError();
-    if (r === 'cancelled') throw cancelled(name, signal);
+    if (r === 'cancelled') throw permitWaitCancelled(name, signal);
     if (r?.[0] === 1) return this.#granted(name, h, token);
     this.stats.waited++;
     return new Promise<() => void>((resolve, reject) => {
-      const onAbort = () => this.#withdraw(name, h, w, cancelled(name, signal));
+      const onAbort = () => this.#withdraw(name, h, w, permitWaitCancelled(name, signal));
       const w: Waiter = { token, resolve, reject, detach: () => signal?.removeEventListener('abort', onAbort) };
       h.waiters.push(w);
       if (signal?.aborted) return onAbort();

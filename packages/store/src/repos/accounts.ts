@@ -1,7 +1,7 @@
 // Accounts: who owns keys and credits.
 
-import type { Db } from './db.ts';
-import { newId } from './ids.ts';
+import type { Db } from '../db/db.ts';
+import { newId } from '../db/ids.ts';
 import { insertKeyIn, type NewKey } from './keys.ts';
 import { grantIn } from './ledger.ts';
 

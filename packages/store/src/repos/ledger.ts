@@ -3,9 +3,9 @@
 // `accounts.balance/reserved` are the running totals of the append-only `credit_ledger`.
 
 import type { CreditBalance } from '@svc/contracts';
-import type { Db, Queryable } from './db.ts';
+import type { Db, Queryable } from '../db/db.ts';
 import { completeIn, type IdempotentCompletion } from './idempotency.ts';
-import { newId } from './ids.ts';
+import { newId } from '../db/ids.ts';
 
 /** The credit balance of an account (the wire shape of GET /v1/credits). */
 export type Balance = CreditBalance;
@@ -227,7 +227,7 @@ export async function settleIn(tx: Queryable, reservationId: string, charged: nu
   if (r.amount > charged) {
     await tx.query("INSERT INTO credit_ledger (account_id, kind, amount, reservation_id) VALUES ($1, 'release', $2, $3)", [r.account_id, r.amount - charged, reservationId]);
     // Credits held by work that outlived the subscription come back released, and expire like
-    // the rest did at its end (spec core 3.2: credits set to 0).
+    // the rest did at its end (an ended subscription's credits go to 0).
     if (acct?.subscription_status === 'canceled') await expireIn(tx, r.account_id, `subscription ended: released by ${reservationId}`);
   }
   return true;

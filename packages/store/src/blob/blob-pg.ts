@@ -1,4 +1,4 @@
-// The blob port on the relational store (issue 7 item 3): blobs as rows of chunks in the store's
+// The blob port on the relational store: blobs as rows of chunks in the store's
 // Db (Postgres in the cluster profile, so any front serves any upload and download; PGlite runs the
 // same SQL). Tables: infra/migrations/008_blobs.sql.
 //
@@ -13,9 +13,9 @@
 // once) fails with BlobGoneError; it never yields a mix of two blobs.
 
 import { Readable } from 'node:stream';
-import type { Db } from './db.ts';
+import type { Db } from '../db/db.ts';
 import { BlobTooLargeError, checkBlobKey, checkBlobPrefix, type BlobEntry, type BlobPutOptions, type BlobStore } from './blob.ts';
-import { newId } from './ids.ts';
+import { newId } from '../db/ids.ts';
 
 /** pg_advisory_xact_lock(class, hashtext(key)): serialises the publishes of one key. */
 const LOCK_CLASS = 727_275;

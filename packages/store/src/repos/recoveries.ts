@@ -2,9 +2,9 @@
 // that rewrites the job's recovered results, records the evidence and settles the money at once.
 
 import type { ValidationResultBody } from '@svc/contracts';
-import type { Db } from './db.ts';
-import { newId } from './ids.ts';
-import { settleIn } from './ledger.ts';
+import type { Db } from '../db/db.ts';
+import { newId } from '../db/ids.ts';
+import type { RecoveryCredits } from './credits.ts';
 
 export interface RecoveryRecord {
   id: string;
@@ -78,10 +78,10 @@ export class RecoveriesRepo {
 
   /**
    * In one transaction: the job's changed result rows, the recovery's rows with their evidence,
-   * the settlement (exactly `charged` of the reservation), and the record completed. False when
-   * the claim was lost meanwhile (taken over after its lease): nothing is changed.
+   * the settlement (`credits.settle`), and the record completed. Undefined when the claim was lost
+   * meanwhile (taken over after its lease): nothing is changed.
    */
-  async complete(rec: { id: string; reservationId: string | null; rows: number; charged: number }, jobId: string, changed: readonly RecoveredRow[]): Promise<RecoveryRecord | undefined> {
+  async complete(rec: { id: string; reservationId: string | null; rows: number }, jobId: string, changed: readonly RecoveredRow[], credits: RecoveryCredits): Promise<RecoveryRecord | undefined> {
     return this.db.transaction(async (tx) => {
       const own = await tx.query(`SELECT id FROM catchall_recoveries WHERE id = $1 AND status = 'running' FOR UPDATE`, [rec.id]);
       if (own.length === 0) return undefined;
@@ -100,12 +100,13 @@ export class RecoveriesRepo {
           [rec.id, slice.map((c) => c.idx), slice.map((c) => c.email), slice.map((c) => c.previous_result), slice.map((c) => c.result), slice.map((c) => c.reason_code), slice.map((c) => JSON.stringify(c.evidence))],
         );
       }
-      if (rec.reservationId && !(await settleIn(tx, rec.reservationId, rec.charged))) throw new Error(`recovery ${rec.id}: its reservation is no longer open`);
       const up = changed.filter((c) => c.result === 'valid').length;
+      const { settled, charged } = await credits.settle(tx, rec.reservationId, up);
+      if (!settled) throw new Error(`recovery ${rec.id}: its reservation is no longer open`);
       const rows = await tx.query(
         `UPDATE catchall_recoveries SET status = 'completed', completed_at = now(), rows = $2, upgraded = $3, downgraded = $4, credits_charged = $5
           WHERE id = $1 RETURNING ${COLUMNS}`,
-        [rec.id, rec.rows, up, changed.length - up, rec.charged],
+        [rec.id, rec.rows, up, changed.length - up, charged],
       );
       return toRecord(rows[0]!);
     });

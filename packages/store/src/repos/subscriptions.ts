@@ -1,10 +1,10 @@
-// Subscriptions over the relational port (issue 9; tables: infra/migrations/015_subscriptions.sql).
+// Subscriptions over the relational port (tables: infra/migrations/015_subscriptions.sql).
 // The payment processor decides; this repository keeps what it reported: the subscription row and
 // its mirror on the account (what the gates and GET /v1/credits read) in one transaction, each
 // processor event applied once (by its id), and the credit movements of a period (grant at a
 // renewal, expire at the end) through the ledger in that same transaction.
 
-import type { Db, Queryable } from './db.ts';
+import type { Db, Queryable } from '../db/db.ts';
 import { expireIn, grantIn } from './ledger.ts';
 
 export type Processor = 'local' | 'stripe';

@@ -5,7 +5,7 @@
 // is never shown, and a rotation is how its owner gets a secret to verify with.
 
 import { randomBytes } from 'node:crypto';
-import type { Db, Queryable } from './db.ts';
+import type { Db, Queryable } from '../db/db.ts';
 
 /** How a secret starts: `whsec_` and 43 base64url characters (32 random bytes). */
 export const WEBHOOK_SECRET_PATTERN = /^whsec_[A-Za-z0-9_-]{43}$/;

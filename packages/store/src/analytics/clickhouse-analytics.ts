@@ -16,20 +16,10 @@
 
 import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client';
 import { VALIDATION_RESULTS, type Layer, type ReasonCode, type ValidationResult } from '@svc/contracts';
-import {
-  type MatrixRow,
-  type OutcomeFact,
-  BufferedAnalytics,
-  checkLimit,
-  checkWindow,
-  zeroCounts,
-  type AnalyticsOptions,
-  type Decision,
-  type DecisionSource,
-  type DomainSummaryRow,
-  type ResultCounts,
-  type Window,
-} from './analytics.ts';
+import type { AnalyticsOptions, Decision, DecisionSource, DomainSummaryRow, OutcomeFact, ResultCounts, Window } from './analytics.ts';
+import { BufferedAnalytics } from './buffered.ts';
+import { zeroCounts, type MatrixRow } from './report.ts';
+import { checkLimit, checkWindow } from './validate.ts';
 
 export const DEFAULT_CLICKHOUSE_URL = 'http://127.0.0.1:8123';
 export const DEFAULT_CLICKHOUSE_DATABASE = 'svc';

@@ -2,10 +2,10 @@
 // completes the job (enqueueIn), so a job is never completed without its event nor the other way
 // round; dispatchers claim due events with a lease (due), send them, and record the outcome.
 // Delivery is at least once: a dispatcher that dies mid-request leaves its event to be claimed
-// again when the lease passes, and receivers dedupe on the event id (DESIGN 6).
+// again when the lease passes, and receivers dedupe on the event id.
 
 import { createHash } from 'node:crypto';
-import type { Db, Queryable } from './db.ts';
+import type { Db, Queryable } from '../db/db.ts';
 
 export type WebhookEventType = 'job.completed' | 'job.failed';
 export type WebhookStatus = 'pending' | 'delivered' | 'failed';

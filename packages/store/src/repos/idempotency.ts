@@ -1,4 +1,4 @@
-// Idempotency records (DESIGN 6): one per (account, Idempotency-Key), claimed while the first
+// Idempotency records: one per (account, Idempotency-Key), claimed while the first
 // request runs, completed with its response (in the same transaction as its charge, see ledger.ts).
 // A claim is a lease (migration 011): the request holding it renews it; one not renewed for a
 // lease (its process died) is taken over by the next request with the key, and the request that
@@ -6,8 +6,8 @@
 
 import { randomUUID } from 'node:crypto';
 import { ServiceError } from '@svc/contracts';
-import type { Db, Queryable } from './db.ts';
-import { DEFAULT_CLAIM_LEASE_MS } from './lease.ts';
+import type { Db, Queryable } from '../db/db.ts';
+import { DEFAULT_CLAIM_LEASE_MS } from '../db/lease.ts';
 
 
 export type IdempotencyBegin =
@@ -19,8 +19,19 @@ export type IdempotencyBegin =
 export class IdempotencyRepo {
   /** How long a claim in progress outlives its last renewal: set from SVC_CLAIM_LEASE_MS. */
   leaseMs = DEFAULT_CLAIM_LEASE_MS;
+  /**
+   * The time claims are stamped and judged by: the database's now() unless set (tests move it on
+   * instead of sleeping through a lease). Every process must use the same clock, so production
+   * leaves it to the database.
+   */
+  clock: (() => Date) | undefined;
 
   constructor(private readonly db: Db) {}
+
+  /** The clock as a query parameter: null means the database's now(). */
+  #now(): string | null {
+    return this.clock?.().toISOString() ?? null;
+  }
 
   /**
    * Claims an idempotency key for a request. `new`: go ahead (renew() at least every leaseMs / 3),
@@ -29,17 +40,18 @@ export class IdempotencyRepo {
    */
   async begin(accountId: string, key: string, route: string, requestHash: string, ttlMs: number, leaseMs: number = this.leaseMs): Promise<IdempotencyBegin> {
     const owner = randomUUID();
+    const now = this.#now();
     return this.db.transaction(async (tx) => {
       await tx.query(
         `DELETE FROM idempotency_keys WHERE account_id = $1 AND key = $2
-            AND (expires_at < now() OR (status = 'in_progress' AND heartbeat_at < now() - ($3::bigint * interval '1 millisecond')))`,
-        [accountId, key, leaseMs],
+            AND (expires_at < coalesce($4::timestamptz, now()) OR (status = 'in_progress' AND heartbeat_at < coalesce($4::timestamptz, now()) - ($3::bigint * interval '1 millisecond')))`,
+        [accountId, key, leaseMs, now],
       );
       const inserted = await tx.query(
         `INSERT INTO idempotency_keys (account_id, key, route, request_hash, status, expires_at, owner, heartbeat_at)
-         VALUES ($1, $2, $3, $4, 'in_progress', now() + ($5::bigint * interval '1 millisecond'), $6, now())
+         VALUES ($1, $2, $3, $4, 'in_progress', coalesce($7::timestamptz, now()) + ($5::bigint * interval '1 millisecond'), $6, coalesce($7::timestamptz, now()))
          ON CONFLICT (account_id, key) DO NOTHING RETURNING key`,
-        [accountId, key, route, requestHash, ttlMs, owner],
+        [accountId, key, route, requestHash, ttlMs, owner, now],
       );
       if (inserted.length > 0) return { state: 'new' as const, owner };
       const row = (
@@ -61,7 +73,10 @@ export class IdempotencyRepo {
 
   /** Extends the owner's claim; false when it is no longer the owner's (taken over, or gone). */
   async renew(accountId: string, key: string, owner: string): Promise<boolean> {
-    const r = await this.db.query("UPDATE idempotency_keys SET heartbeat_at = now() WHERE account_id = $1 AND key = $2 AND owner = $3 AND status = 'in_progress' RETURNING key", [accountId, key, owner]);
+    const r = await this.db.query(
+      "UPDATE idempotency_keys SET heartbeat_at = coalesce($4::timestamptz, now()) WHERE account_id = $1 AND key = $2 AND owner = $3 AND status = 'in_progress' RETURNING key",
+      [accountId, key, owner, this.#now()],
+    );
     return r.length === 1;
   }
 
@@ -76,12 +91,12 @@ export class IdempotencyRepo {
    * instead of answering 409 until the lease runs out. Returns how many.
    */
   async releaseInProgress(olderThanMs: number): Promise<number> {
-    return this.#deleteCount("status = 'in_progress' AND heartbeat_at < now() - ($1::bigint * interval '1 millisecond')", [olderThanMs]);
+    return this.#deleteCount("status = 'in_progress' AND heartbeat_at < coalesce($2::timestamptz, now()) - ($1::bigint * interval '1 millisecond')", [olderThanMs, this.#now()]);
   }
 
   /** Deletes records (completed or not) whose time to live has passed. Returns how many. */
   async sweepExpired(): Promise<number> {
-    return this.#deleteCount('expires_at < now()', []);
+    return this.#deleteCount('expires_at < coalesce($1::timestamptz, now())', [this.#now()]);
   }
 
   async #deleteCount(where: string, params: unknown[]): Promise<number> {

@@ -4,7 +4,7 @@
 // repository makes each step atomic: a code is redeemed once, a refresh token rotated once, and a
 // second attempt revokes the grant in the same transaction.
 
-import type { Db, Queryable } from './db.ts';
+import type { Db, Queryable } from '../db/db.ts';
 
 export interface OAuthClientRecord {
   id: string;

@@ -3,9 +3,9 @@
 // landed. A decision is so recorded at least once whatever process dies when, and analytics,
 // idempotent by id, counts it once.
 
-import type { Decision } from './analytics.ts';
-import type { Db, Queryable } from './db.ts';
-import { dbJson } from './text.ts';
+import type { Decision } from '../analytics/analytics.ts';
+import type { Db, Queryable } from '../db/db.ts';
+import { dbJson } from '../db/text.ts';
 
 /** Queues `decisions` in the transaction `tx` (a decision already queued under its id is left as it is). */
 export async function enqueueDecisions(tx: Queryable, decisions: readonly Decision[]): Promise<void> {

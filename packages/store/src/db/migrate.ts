@@ -5,7 +5,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import type { Db } from './db.ts';
 
-const DIR = new URL('../../../infra/migrations/', import.meta.url);
+const DIR = new URL('../../../../infra/migrations/', import.meta.url);
 
 export async function migrate(db: Db): Promise<string[]> {
   // Under the same lock: two concurrent CREATE TABLE IF NOT EXISTS on a fresh database can both

@@ -20,7 +20,7 @@ export interface RateLimiterPort {
 /**
  * A window opens at a key's first request and lasts windowMs. A key that goes over its limit is
  * refused until its window ends; the refusal that first crosses the limit restarts the window,
- * so `retry_after` is the full window (60 s, as in spec core 7) for the request that hit it.
+ * so `retry_after` is the full window (60 s for the API's limits) for the request that hit it.
  */
 export class MemoryRateLimiter implements RateLimiterPort {
   #windows = new Map<string, { count: number; resetAt: number; blocked: boolean }>();

@@ -1,6 +1,6 @@
-// The blob port (DESIGN 2 store/: "blob store (directory, Postgres)"): job inputs, uploaded CSVs
-// and results CSVs, written and read as streams so no step holds a whole file. One adapter so far,
-// a directory (the embedded profile keeps it under SVC_DATA_DIR/blobs).
+// The blob port: job inputs, uploaded CSVs and results CSVs, written and read as streams so no
+// step holds a whole file. Two adapters: a directory here (the embedded profile keeps it under
+// SVC_DATA_DIR/blobs) and the relational store's tables (blob-pg.ts, the cluster profile).
 //
 // A blob appears under its key whole or not at all: it is written to a temporary file beside
 // its place and renamed over it once complete and flushed, so a crash mid-write never leaves

@@ -2,12 +2,14 @@
 // the account's suppression list, and the sender-platform connector credentials.
 //
 // One import is one transaction: the events, the suppressions they apply and the verdict-cache
-// invalidation either all happen or none does (fail-closed suppression, DESIGN 6), so a failed
-// import leaves nothing half-written and the same import again succeeds.
+// invalidation either all happen or none does (suppression fails closed), so a failed
+// import leaves nothing half-written and the same import again succeeds. Which suppressions apply
+// is decided by the rules the caller hands in (SuppressionRules, @svc/outcomes' suppressionRules);
+// this repository reads and writes the rows.
 
 import type { OutcomeEvent, OutcomeLabel, OutcomeSignal, OutcomeSource, OutcomeValue, SuppressionKind } from '@svc/contracts';
-import type { Db, Queryable } from './db.ts';
-import { newId } from './ids.ts';
+import type { Db, Queryable } from '../db/db.ts';
+import { newId } from '../db/ids.ts';
 
 /** An event to store: what the parser (@svc/outcomes) made of one row. */
 export type NewOutcomeEvent = OutcomeEvent;
@@ -66,6 +68,22 @@ export interface ImportOptions {
   afterEvents?: (tx: Queryable) => Promise<void>;
 }
 
+/**
+ * The suppression rules an import runs (the pure rules live in @svc/outcomes, which the store
+ * does not import: the importer hands them in).
+ */
+export interface SuppressionRules {
+  /** Suppression kinds from weakest to strongest: a mailbox keeps the strongest it was given. */
+  readonly strength: readonly SuppressionKind[];
+  /** Whether suppression `a` replaces `b`. */
+  outranks(a: SuppressionKind, b: SuppressionKind): boolean;
+  /**
+   * Of the new events (`fresh`: indexes into `events`), the suppressions that apply and the stale
+   * ones, given the newest stored delivery evidence per mailbox (microseconds).
+   */
+  decide(events: readonly NewOutcomeEvent[], fresh: readonly number[], storedDelivery: ReadonlyMap<string, number>, nowUs: number): { applies: Map<number, SuppressionKind>; stale: Set<number> };
+}
+
 export interface ConnectorRecord {
   account_id: string;
   platform: string;
@@ -77,9 +95,6 @@ export interface ConnectorRecord {
   events_ignored: number;
   sent_events: number;
 }
-
-/** The stronger suppression wins (a hard bounce keeps answering `invalid` after an unsubscribe). */
-const RANK: Record<SuppressionKind, number> = { hard_bounce: 3, complaint: 2, unsubscribed: 1 };
 
 const EVENT_COLUMNS =
   'id, seq, email, mailbox, email_hash, domain, outcome, label, signal, source, external_id, occurred_at, occurred_at_us, action, smtp_enhanced_code, suppressed, imported_at';
@@ -127,10 +142,11 @@ export class OutcomesRepo {
    * Stores a batch of parsed events for an account in one transaction. Per event: `duplicate`
    * when its (source, external_id) is stored (or came earlier in the batch) with the same
    * fingerprint, `conflict` when with another (the stored or first event wins), else `accepted`.
-   * Accepted events that ask for a suppression apply it unless older than the newest delivery
-   * evidence for the mailbox (`staleSuppression`). Throws OutcomeWriteError (nothing kept).
+   * Accepted events that ask for a suppression apply it as `rules` decide (not when older than the
+   * newest delivery evidence for the mailbox: `staleSuppression`). Throws OutcomeWriteError
+   * (nothing kept).
    */
-  async importEvents(accountId: string, events: readonly NewOutcomeEvent[], opts: ImportOptions = {}): Promise<ImportResult> {
+  async importEvents(accountId: string, events: readonly NewOutcomeEvent[], rules: SuppressionRules, opts: ImportOptions = {}): Promise<ImportResult> {
     const fates: Array<EventFate | undefined> = new Array(events.length);
     const nowUs = Date.now() * 1000;
     let step: 'events' | 'suppression' = 'events';
@@ -149,23 +165,9 @@ export class OutcomesRepo {
             fresh.push(i);
           } else fates[i] = ref === e.fingerprint ? { kind: 'duplicate' } : { kind: 'conflict' };
         });
-        // The newest delivery evidence per mailbox: stored, and in this batch.
-        const time = (e: NewOutcomeEvent): number => e.occurred_at_us ?? nowUs;
-        const newestDelivery = await this.#newestDelivery(tx, accountId, [...new Set(fresh.filter((i) => events[i]!.suppresses).map((i) => events[i]!.mailbox))]);
-        for (const i of fresh) {
-          const e = events[i]!;
-          if (e.label !== 'delivered') continue;
-          const t = time(e);
-          if ((newestDelivery.get(e.mailbox) ?? -Infinity) < t) newestDelivery.set(e.mailbox, t);
-        }
-        const applies = new Map<number, SuppressionKind>();
-        const stale = new Set<number>();
-        for (const i of fresh) {
-          const e = events[i]!;
-          if (!e.suppresses) continue;
-          if (time(e) < (newestDelivery.get(e.mailbox) ?? -Infinity)) stale.add(i);
-          else applies.set(i, e.suppresses);
-        }
+        // The newest stored delivery evidence of the mailboxes asking for a suppression.
+        const storedDelivery = await this.#newestDelivery(tx, accountId, [...new Set(fresh.filter((i) => events[i]!.suppresses).map((i) => events[i]!.mailbox))]);
+        const { applies, stale } = rules.decide(events, fresh, storedDelivery, nowUs);
         const inserted = await this.#insertEvents(tx, accountId, fresh.map((i) => ({ e: events[i]!, suppressed: applies.get(i) ?? null })));
         fresh.forEach((i, k) => {
           const row = inserted[k];
@@ -187,11 +189,11 @@ export class OutcomesRepo {
           if (f?.kind !== 'accepted') continue;
           const m = events[i]!.mailbox;
           const had = perMailbox.get(m);
-          if (!had || RANK[kind] > RANK[had.kind]) perMailbox.set(m, { kind, eventId: f.event.id });
+          if (!had || rules.outranks(kind, had.kind)) perMailbox.set(m, { kind, eventId: f.event.id });
         }
         let invalidated = 0;
         if (perMailbox.size > 0) {
-          await this.#suppress(tx, accountId, perMailbox);
+          await this.#suppress(tx, accountId, perMailbox, rules.strength);
           invalidated = (await opts.invalidate?.([...perMailbox.keys()])) ?? 0;
           // Before COMMIT: a validation of this process that reads the flag after the commit
           // looks the addresses up (a rollback leaves a flag that only costs lookups).
@@ -308,15 +310,15 @@ export class OutcomesRepo {
     return out;
   }
 
-  async #suppress(tx: Queryable, accountId: string, perMailbox: Map<string, { kind: SuppressionKind; eventId: string }>): Promise<void> {
+  /** Upserts one suppression per mailbox; a stored one is replaced only by a stronger kind (`strength`: weakest first). */
+  async #suppress(tx: Queryable, accountId: string, perMailbox: Map<string, { kind: SuppressionKind; eventId: string }>, strength: readonly SuppressionKind[]): Promise<void> {
     const entries = [...perMailbox];
     await tx.query(
       `INSERT INTO suppressions (account_id, mailbox, kind, event_id)
        SELECT $1, m, k, e FROM unnest($2::text[], $3::text[], $4::text[]) AS x(m, k, e)
        ON CONFLICT (account_id, mailbox) DO UPDATE SET kind = EXCLUDED.kind, event_id = EXCLUDED.event_id, suppressed_at = now()
-        WHERE (CASE suppressions.kind WHEN 'hard_bounce' THEN 3 WHEN 'complaint' THEN 2 ELSE 1 END)
-            < (CASE EXCLUDED.kind WHEN 'hard_bounce' THEN 3 WHEN 'complaint' THEN 2 ELSE 1 END)`,
-      [accountId, entries.map(([m]) => m), entries.map(([, s]) => s.kind), entries.map(([, s]) => s.eventId)],
+        WHERE coalesce(array_position($5::text[], suppressions.kind), 0) < coalesce(array_position($5::text[], EXCLUDED.kind), 0)`,
+      [accountId, entries.map(([m]) => m), entries.map(([, s]) => s.kind), entries.map(([, s]) => s.eventId), strength],
     );
   }
 

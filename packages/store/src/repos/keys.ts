@@ -1,10 +1,10 @@
-// API keys (spec core 5): stored as SHA-256 hashes only, with a kind, scopes, a state and an
+// API keys: stored as SHA-256 hashes only, with a kind, scopes, a state and an
 // optional expiry. The plain key exists once, in the return value of create().
 
 import { createHash, randomBytes } from 'node:crypto';
 import { API_KEY_FORMAT } from '@svc/contracts';
-import type { Db, Queryable } from './db.ts';
-import { newId } from './ids.ts';
+import type { Db, Queryable } from '../db/db.ts';
+import { newId } from '../db/ids.ts';
 
 export type KeyKind = 'test' | 'live';
 export type KeyState = 'active' | 'inactive' | 'revoked';

@@ -1,7 +1,7 @@
 // Values the service generates for itself once and shares between its processes (migration 005,
 // service_settings): the first process to ask stores one, every later one reads it.
 
-import type { Db } from './db.ts';
+import type { Db } from '../db/db.ts';
 
 export class SettingsRepo {
   constructor(private readonly db: Db) {}

@@ -1,8 +1,8 @@
 // Dead letters of the in-process bus (migration 017): messages that failed every delivery, kept
 // for an operator to read. Their work was answered by the bus subscriber's dead-letter handler.
 
-import type { Db } from './db.ts';
-import { dbText } from './text.ts';
+import type { Db } from '../db/db.ts';
+import { dbText } from '../db/text.ts';
 
 export interface DeadLetterRow {
   id: number;

@@ -1,0 +1,144 @@
+// The embedded profile's Analytics adapter: SQL tables in the relational store.
+
+import { VALIDATION_RESULTS, type ValidationResult } from '@svc/contracts';
+import type { Queryable } from '../db/db.ts';
+import type { AnalyticsOptions, Decision, DomainSummaryRow, OutcomeFact, ResultCounts, Window } from './analytics.ts';
+import { BufferedAnalytics } from './buffered.ts';
+import { zeroCounts, type MatrixRow } from './report.ts';
+import { checkLimit, checkWindow } from './validate.ts';
+
+const COLUMNS = ['id', 'account_id', 'email_hash', 'domain', 'result', 'reason_code', 'layer', 'mx_host', 'latency_ms', 'job_id', 'source', 'credits_charged', 'decided_at'] as const;
+/** Rows per INSERT statement: 13 parameters each, well under Postgres's 65,535. */
+const ROWS_PER_STATEMENT = 1000;
+
+/** A row of validation_decisions: a Decision as the database gives it back. */
+type DecisionRow = Decision & Record<string, unknown>;
+
+/**
+ * The embedded profile's adapter: the `validation_decisions` table (infra/migrations/
+ * 007_analytics.sql) in the relational store, on PGlite or Postgres through the same SQL. It uses
+ * the store's connection and does not close it.
+ */
+export class SqlAnalytics extends BufferedAnalytics {
+  readonly #db: Queryable;
+
+  constructor(db: Queryable, opts: AnalyticsOptions = {}) {
+    super(opts);
+    this.#db = db;
+  }
+
+  protected async write(batch: readonly Decision[]): Promise<void> {
+    for (let start = 0; start < batch.length; start += ROWS_PER_STATEMENT) {
+      const rows = batch.slice(start, start + ROWS_PER_STATEMENT);
+      const params: unknown[] = [];
+      const tuples = rows.map((d) => {
+        const at = params.length;
+        params.push(d.id, d.account_id, d.email_hash, d.domain, d.result, d.reason_code, d.layer, d.mx_host, d.latency_ms, d.job_id, d.source, d.credits_charged, d.decided_at.toISOString());
+        return `(${COLUMNS.map((_, k) => `$${at + k + 1}`).join(', ')})`;
+      });
+      // A duplicate id (in this statement, or written before) inserts nothing.
+      await this.#db.query(`INSERT INTO validation_decisions (${COLUMNS.join(', ')}) VALUES ${tuples.join(', ')} ON CONFLICT (id) DO NOTHING`, params);
+    }
+  }
+
+  protected async closeBackend(): Promise<void> {
+    // The connection is the store's.
+  }
+
+  async countByResult(q: Window): Promise<ResultCounts> {
+    const { from, to } = checkWindow(q);
+    const rows = await this.#db.query<{ result: ValidationResult; n: number }>(
+      `SELECT result, count(*)::int AS n FROM validation_decisions
+        WHERE account_id = $1 AND decided_at >= $2::timestamptz AND decided_at < $3::timestamptz
+        GROUP BY result`,
+      [q.account_id, new Date(from).toISOString(), new Date(to).toISOString()],
+    );
+    const out = zeroCounts();
+    for (const r of rows) out[r.result] = r.n;
+    return out;
+  }
+
+  async decisionsFor(q: { account_id: string; email_hash: string; limit?: number }): Promise<Decision[]> {
+    const limit = checkLimit(q.limit, 20, 1000);
+    const rows = await this.#db.query<DecisionRow>(
+      `SELECT ${COLUMNS.join(', ')} FROM validation_decisions
+        WHERE account_id = $1 AND email_hash = $2
+        ORDER BY decided_at DESC, id COLLATE "C" DESC
+        LIMIT $3`,
+      [q.account_id, q.email_hash, limit],
+    );
+    return rows.map((r) => ({
+      id: r.id,
+      account_id: r.account_id,
+      email_hash: r.email_hash,
+      domain: r.domain,
+      result: r.result,
+      reason_code: r.reason_code,
+      layer: r.layer,
+      mx_host: r.mx_host,
+      latency_ms: r.latency_ms,
+      job_id: r.job_id,
+      source: r.source,
+      credits_charged: r.credits_charged,
+      decided_at: new Date(r.decided_at),
+    }));
+  }
+
+  async domainSummary(q: Window & { limit?: number }): Promise<DomainSummaryRow[]> {
+    const { from, to } = checkWindow(q);
+    const limit = checkLimit(q.limit, 100, 10_000);
+    const perResult = VALIDATION_RESULTS.map((r, k) => `count(*) FILTER (WHERE result = '${r}')::int AS r${k}`).join(', ');
+    const rows = await this.#db.query<Record<string, number> & { domain: string; total: number; latency_sum: number }>(
+      `SELECT domain, count(*)::int AS total, ${perResult}, sum(latency_ms)::bigint AS latency_sum
+         FROM validation_decisions
+        WHERE account_id = $1 AND decided_at >= $2::timestamptz AND decided_at < $3::timestamptz
+        GROUP BY domain
+        ORDER BY count(*) DESC, domain COLLATE "C" ASC
+        LIMIT $4`,
+      [q.account_id, new Date(from).toISOString(), new Date(to).toISOString(), limit],
+    );
+    return rows.map((r) => ({
+      domain: r.domain,
+      total: r.total,
+      counts: Object.fromEntries(VALIDATION_RESULTS.map((res, k) => [res, Number(r[`r${k}`])])) as ResultCounts,
+      mean_latency_ms: Number(r.latency_sum) / r.total,
+    }));
+  }
+
+  protected async writeOutcomes(batch: readonly OutcomeFact[]): Promise<void> {
+    // The columns as arrays: one short statement however many rows (a batch is at most batchSize).
+    await this.#db.query(
+      `INSERT INTO outcome_facts (id, account_id, email_hash, domain, outcome, label, signal, source, occurred_at)
+       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::timestamptz[])
+       ON CONFLICT (id) DO NOTHING`,
+      [
+        batch.map((f) => f.id),
+        batch.map((f) => f.account_id),
+        batch.map((f) => f.email_hash),
+        batch.map((f) => f.domain),
+        batch.map((f) => f.outcome),
+        batch.map((f) => f.label),
+        batch.map((f) => f.signal),
+        batch.map((f) => f.source),
+        batch.map((f) => f.occurred_at.toISOString()),
+      ],
+    );
+  }
+
+  protected async matrixRows(q: Window, byDomain: boolean): Promise<MatrixRow[]> {
+    const { from, to } = checkWindow(q);
+    return this.#db.query<MatrixRow & Record<string, unknown>>(
+      `SELECT ${byDomain ? 'f.domain, ' : ''}coalesce(d.result, 'not_validated') AS result, f.label, f.signal, count(*)::int AS n
+         FROM outcome_facts f
+         LEFT JOIN LATERAL (
+           SELECT result FROM validation_decisions v
+            WHERE v.account_id = f.account_id AND v.email_hash = f.email_hash AND v.decided_at <= f.occurred_at
+            ORDER BY v.decided_at DESC, v.id COLLATE "C" DESC
+            LIMIT 1
+         ) d ON true
+        WHERE f.account_id = $1 AND f.occurred_at >= $2::timestamptz AND f.occurred_at < $3::timestamptz
+        GROUP BY ${byDomain ? 'f.domain, ' : ''}coalesce(d.result, 'not_validated'), f.label, f.signal`,
+      [q.account_id, new Date(from).toISOString(), new Date(to).toISOString()],
+    );
+  }
+}

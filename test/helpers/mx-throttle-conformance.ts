@@ -1,0 +1,150 @@
+// The MxThrottle port's conformance suite (the port is in packages/contracts/src/throttle.ts):
+// one function run on every adapter, the engine's in-process MemoryMxThrottle and the store's
+// RedisMxThrottle. What only a shared Redis adds (other instances, other processes, leases) stays
+// in the Redis adapter's own test file.
+
+import type tap from 'tap';
+import type { MxThrottle } from '@svc/contracts';
+
+export type Tap = Parameters<Parameters<typeof tap.test>[0]>[0];
+
+/** One adapter under test, fresh per test (the adapter closes what it made at the test's end). */
+export interface MxThrottleTarget<T extends MxThrottle> {
+  /** A new throttle of `max` permits per host; throws RangeError unless max is a positive integer. */
+  make(max: number): T;
+  /** The permits held for `host` now. */
+  active(th: T, host: string): number | Promise<number>;
+  /** Resolves once `n` acquires of `th` have been queued to wait, since it was made. */
+  waited(th: T, n: number): Promise<void>;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** The promise, or a rejection naming what did not happen within `ms`. */
+function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout;
+  return Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms)))]).finally(() => clearTimeout(timer));
+}
+
+/** Tracks whether a promise has settled, without awaiting it. */
+function track<T>(p: Promise<T>): { p: Promise<T>; done: () => boolean } {
+  let settled = false;
+  p.then(
+    () => (settled = true),
+    () => (settled = true),
+  );
+  return { p, done: () => settled };
+}
+
+/** Waits until `host` has `n` permits held (a give-back may land after the call returns). */
+async function activeIs<T extends MxThrottle>(a: MxThrottleTarget<T>, th: T, host: string, n: number): Promise<void> {
+  const end = Date.now() + 2000;
+  while ((await a.active(th, host)) !== n) {
+    if (Date.now() > end) throw new Error(`${host}: ${n} permits held: not within 2000 ms`);
+    await sleep(5);
+  }
+}
+
+export function mxThrottleConformance<T extends MxThrottle>(t: Tap, fresh: (t: Tap) => MxThrottleTarget<T>): void {
+  t.test('max must be a positive integer', async (t) => {
+    const a = fresh(t);
+    t.type(a.make(1).acquire, 'function');
+    t.throws(() => a.make(0), RangeError);
+  });
+
+  t.test('at most max permits at once; a release hands one over', async (t) => {
+    const a = fresh(t);
+    const th = a.make(2);
+    const r1 = await th.acquire('mx.a.test');
+    const r2 = await th.acquire('mx.a.test');
+    const third = track(th.acquire('mx.a.test'));
+    await a.waited(th, 1);
+    t.equal(await a.active(th, 'mx.a.test'), 2, 'two held');
+    t.notOk(third.done(), 'the third waits');
+    r1();
+    const r3 = await within(third.p, 1000, 'the third gets the released permit');
+    t.equal(await a.active(th, 'mx.a.test'), 2, 'still two held');
+    r2();
+    r3();
+    await activeIs(a, th, 'mx.a.test', 0);
+  });
+
+  t.test('release is idempotent', async (t) => {
+    const a = fresh(t);
+    const th = a.make(1);
+    const ra = await th.acquire('mx.c.test');
+    const b = track(th.acquire('mx.c.test'));
+    const c = track(th.acquire('mx.c.test'));
+    await a.waited(th, 2);
+    ra();
+    ra();
+    const rb = await within(b.p, 1000, 'b gets a permit');
+    ra();
+    await sleep(200); // c must not get one: nothing to wait for but time
+    t.notOk(c.done(), 'a second release of the same permit frees nothing');
+    t.equal(await a.active(th, 'mx.c.test'), 1);
+    rb();
+    const rc = await within(c.p, 1000, 'c gets the permit b gave back');
+    rb();
+    t.equal(await a.active(th, 'mx.c.test'), 1);
+    rc();
+    rc();
+    await activeIs(a, th, 'mx.c.test', 0);
+  });
+
+  t.test('hosts are independent', async (t) => {
+    const a = fresh(t);
+    const th = a.make(1);
+    const r1 = await th.acquire('mx1.d.test');
+    const r2 = await within(th.acquire('mx2.d.test'), 1000, 'another host has its own permits');
+    t.equal(await a.active(th, 'mx1.d.test'), 1);
+    t.equal(await a.active(th, 'mx2.d.test'), 1);
+    r1();
+    r2();
+  });
+
+  t.test('permits go in arrival order', async (t) => {
+    const a = fresh(t);
+    const th = a.make(1);
+    let release = await th.acquire('mx.f.test');
+    const order: number[] = [];
+    const pending: Promise<void>[] = [];
+    for (let i = 0; i < 3; i++) {
+      pending.push(
+        th.acquire('mx.f.test').then((r) => {
+          order.push(i);
+          release = r;
+        }),
+      );
+      await a.waited(th, i + 1);
+    }
+    for (let i = 0; i < 3; i++) {
+      const before = order.length;
+      release();
+      await within(pending[i]!, 1000, `waiter ${i} is served`);
+      t.equal(order.length, before + 1, 'one waiter per release');
+    }
+    t.same(order, [0, 1, 2]);
+    release();
+  });
+
+  t.test('once the signal is aborted a free permit is still taken, a wait is withdrawn and rejects', async (t) => {
+    const a = fresh(t);
+    const th = a.make(1);
+    const ac = new AbortController();
+    const r1 = await th.acquire('mx.test', ac.signal);
+    const waiting = th.acquire('mx.test', ac.signal);
+    await a.waited(th, 1);
+    const after = th.acquire('mx.test');
+    await a.waited(th, 2);
+    ac.abort(new Error('closing'));
+    await t.rejects(within(waiting, 1000, 'the withdrawn wait'), /no session permit free for mx\.test, and the wait was cancelled: closing/);
+    await t.rejects(within(th.acquire('mx.test', ac.signal), 1000, 'a refusal'), /wait was cancelled/, 'none free: no wait once aborted');
+    r1();
+    const r3 = await within(after, 1000, 'the permit passes to the next waiter, not to the withdrawn one');
+    t.equal(await a.active(th, 'mx.test'), 1);
+    r3();
+    await activeIs(a, th, 'mx.test', 0);
+    (await within(th.acquire('mx.test', ac.signal), 1000, 'a free permit, signal aborted'))();
+  });
+}
