@@ -6,10 +6,10 @@
 // sessions after a 421 at the banner, a refused connection or a 4.7.x rate reply, one more after
 // each cool-down.
 
-import { classifyRcpt, smtpSession, type SendResult, type SessionFailure, type SmtpConnector, type SmtpSession } from '@svc/verifier';
-import type { SentCommand, SessionBudget, SessionState } from '@svc/verifier';
+import { classifyRcpt, smtpConversation, type SendResult, type SessionFailure, type SmtpConnector, type SmtpSession } from '@svc/verifier';
+import type { ConversationEffect, ConversationState, SessionBudget } from '@svc/verifier';
 
-const { abandon, capacity, initialState, plan, step } = smtpSession;
+const { conversationStart, finish, interrupt, offer, receive, room } = smtpConversation;
 import type { EngineConfig, Item, ItemSink } from './types.ts';
 import type { MxThrottle } from './throttle.ts';
 
@@ -95,16 +95,12 @@ export interface EngineCounters {
   closeIdleByCheck: number;
 }
 
-/** A reply this much later than the session's round trip is a server sleeping on purpose (Postfix's soft error limit). */
-const SLOW_REPLY_MS = 800;
 /** A 421 at the banner with none of our sessions open: asked again this many times before failing over. */
 const BANNER_RETRIES = 2;
 /** A banner 421 saying "too many connections" (or any, this soon after our own sessions ended) is waited out this many times in a row. */
 const CAP_RETRIES = 8;
 /** Our sessions ended this recently: the server may still count them. */
 const RECENT_SESSION_MS = 5_000;
-/** Replies that ask a client to slow down (rate limits), as opposed to greylisting's "come back later". */
-const RATE_TEXT = /\brate\b|too (fast|frequent)|too many (messages|mails|requests|commands|recipients per)|slow down/i;
 /** A recipient whose sessions keep breaking under it is failed over after this many. */
 const MAX_INTERRUPTIONS = 3;
 
@@ -329,118 +325,64 @@ export class MxActor {
     for (const w of this.#idleWaiters.splice(0)) w();
   }
 
+  /**
+   * Runs the conversation reducer (@svc/verifier smtpConversation) over an open session: takes
+   * recipients from the queue as it has room, writes what it says, feeds back every reply with
+   * how long it took, and performs its effects. Every protocol decision is the reducer's.
+   */
   async #converse(session: SmtpSession, id: number, release: () => void): Promise<void> {
-    const { config, counters } = this.deps;
-    const smtputf8 = session.extensions.has('SMTPUTF8');
-    const pipelining = session.extensions.has('PIPELINING');
-    let state: SessionState = initialState();
+    const { counters } = this.deps;
+    let state: ConversationState = conversationStart(session.extensions, this.deps.config.mailFrom);
     const inFlight = new Map<number, Item>();
-    /** The fastest reply seen: the round trip, against which a sleeping server shows. */
-    let rtt = Infinity;
-    let ended = false;
-    /** Recipients answered on this session: a session that made progress is no fault of those it left. */
-    let answeredHere = 0;
-    const end = (failure: SessionFailure | undefined) => {
-      ended = true;
-      const r = abandon(state);
-      state = r.state;
-      for (const itemId of r.requeue) {
-        const item = inFlight.get(itemId);
-        inFlight.delete(itemId);
-        if (item) this.#requeueBroken(item, failure, answeredHere > 0);
-      }
+    const perform = (effects: ConversationEffect[]): void => {
+      for (const e of effects) this.#perform(e, inFlight, id);
     };
     try {
       for (;;) {
-        const room = capacity(state, this.budget);
-        if (room === 0) break;
-        let batch = this.queue.take(room, (item) => item.notSession !== id);
-        batch = batch.filter((item) => {
-          if (item.utf8 && !smtputf8) {
-            item.done = true;
-            this.deps.sinkOf(item).smtputf8Unsupported(item);
-            return false;
-          }
-          return true;
-        });
-        if (batch.length === 0) {
+        const n = room(state, this.budget);
+        if (n === 0) break;
+        const batch = this.queue.take(n, (item) => item.notSession !== id);
+        for (const item of batch) inFlight.set(item.id, item);
+        const offered = offer(state, this.budget, batch);
+        state = offered.state;
+        perform(offered.effects);
+        if (offered.taken.length === 0) {
           // Only recipients this session must not take (it deferred them): retire, a new session takes them.
           if (this.queue.live() > 0) break;
           if (await this.#waitForWork()) continue;
           break;
         }
-        const planned = plan(state, this.budget, batch.map((i) => i.id));
-        state = planned.state;
-        for (const item of batch) inFlight.set(item.id, item);
-        if (planned.send[0]?.kind === 'mail' || planned.send[1]?.kind === 'mail') counters.transactions++;
-        counters.rcpts += batch.length;
-        const lines = planned.send.map((c) => this.#line(c, inFlight, smtputf8));
-        // RFC 2920: MAIL, RCPT and RSET may be pipelined; without PIPELINING, one at a time.
-        const results: Promise<SendResult>[] = pipelining ? session.write('rcpt', lines) : [];
+        const write = offered.effects.find((e) => e.type === 'write')!;
+        const commands = write.commands;
+        if (commands[0]?.kind === 'mail' || commands[1]?.kind === 'mail') counters.transactions++;
+        counters.rcpts += offered.taken.length;
+        const results: Promise<SendResult>[] = write.pipelined ? session.write(write.phase, commands.map((c) => c.line)) : [];
         let last = performance.now();
-        for (let i = 0; i < lines.length; i++) {
-          const cmd = planned.send[i]!;
-          const r = pipelining ? await results[i]! : await session.send(cmd.kind === 'rcpt' ? 'rcpt' : cmd.kind === 'mail' ? 'mail' : 'rset', lines[i]!);
+        for (let i = 0; i < commands.length && !state.end; i++) {
+          const r = write.pipelined ? await results[i]! : await session.send(commands[i]!.phase, commands[i]!.line);
           const now = performance.now();
-          const gap = now - last;
+          const received = receive(state, r, now - last);
           last = now;
-          if (!r.ok) {
-            end(r.failure);
-            return;
-          }
-          if (i === 0) rtt = Math.min(rtt, gap);
-          const errorsBefore = state.errors;
-          const firstAcceptOfTxn = cmd.kind === 'rcpt' && state.txnRcpts === 0 && r.reply.code < 300;
-          if (gap > rtt + SLOW_REPLY_MS && errorsBefore > 0 && !firstAcceptOfTxn && cmd.kind === 'rcpt') {
-            // Replies came a second late after `errorsBefore` rejections: the server's soft error
-            // limit (Postfix: smtpd_soft_error_limit). Stay below it from now on. (The first
-            // accepted RCPT of a transaction may be late for another reason: in_flow_delay.)
-            counters.slowReplies++;
-            this.budget.errors = Math.max(1, Math.min(this.budget.errors, errorsBefore - 1));
-          }
-          const stepped = step(state, r.reply);
-          state = stepped.state;
-          for (const e of stepped.effects) {
-            if (e.type === 'answer') {
-              const item = inFlight.get(e.id);
-              inFlight.delete(e.id);
-              if (!item) continue;
-              answeredHere++;
-              // A 4.7.x that says "too fast" (not greylisting, which says "try again later"): slow down.
-              if (r.reply.code >= 400 && r.reply.code < 500 && r.reply.enhanced?.startsWith('4.7.') && RATE_TEXT.test(r.reply.text)) this.#throttle('rate');
-              this.deps.sinkOf(item).answered(item, e.reply, id, e.viaMail === true);
-            } else if (e.type === 'requeue') {
-              const item = inFlight.get(e.id);
-              inFlight.delete(e.id);
-              if (!item) continue;
-              if (e.why === 'rcpt_cap') {
-                counters.requeuedForCap++;
-                this.queue.unshift([item]);
-              } else this.#requeueBroken(item, { phase: 'rcpt', kind: 'reply', detail: 'server closing', ...(state.closedBy ? { reply: state.closedBy } : {}) }, answeredHere > 0);
-            } else if (e.type === 'rcpt_cap') {
-              this.budget.rcptsPerTransaction = Math.max(1, Math.min(this.budget.rcptsPerTransaction, e.rcpts));
-            } else if (e.type === 'closed') {
-              if (/too many connections/i.test(e.reply.text)) this.#throttle('connections');
-              else if (RATE_TEXT.test(e.reply.text)) this.#throttle('rate');
-            }
-          }
-          if (state.phase === 'closed') {
-            end(undefined);
-            return;
-          }
+          state = received.state;
+          perform(received.effects);
         }
+        if (state.end) return;
         if (this.queue.live() > 0) this.#pump();
       }
     } catch (err) {
       // A bug: no recipient may be left hanging on this session.
-      end({ phase: 'rcpt', kind: 'protocol', detail: `internal error: ${(err as Error).message}` });
+      const r = interrupt(state, { phase: 'rcpt', kind: 'protocol', detail: `internal error: ${(err as Error).message}` });
+      state = r.state;
+      perform(r.effects);
       throw err;
     } finally {
+      const done = finish(state);
+      state = done.state;
       // The permit goes back now; the QUIT's reply is not waited for (a server past its soft
       // error limit would hold it a second).
       release();
       this.#lastSessionEndAt = Date.now();
-      if (ended || state.phase === 'closed') session.destroy();
+      if (state.end === 'close') session.destroy();
       else {
         this.#closing++;
         void session.quit().finally(() => {
@@ -451,28 +393,61 @@ export class MxActor {
     }
   }
 
-  #line(c: SentCommand, inFlight: Map<number, Item>, smtputf8: boolean): string {
-    switch (c.kind) {
-      case 'mail':
-        return `MAIL FROM:<${this.deps.config.mailFrom}>${smtputf8 ? ' SMTPUTF8' : ''}`;
-      case 'rset':
-        return 'RSET';
-      case 'quit':
-        return 'QUIT';
-      case 'rcpt': {
-        const item = inFlight.get(c.id)!;
-        return `RCPT TO:<${item.local}@${item.domain}>`;
+  /** One effect of the conversation: a recipient's answer or return, or a sign about the host. */
+  #perform(e: ConversationEffect, inFlight: Map<number, Item>, session: number): void {
+    const { counters } = this.deps;
+    const take = (itemId: number): Item | undefined => {
+      const item = inFlight.get(itemId);
+      inFlight.delete(itemId);
+      return item;
+    };
+    switch (e.type) {
+      case 'smtputf8_unsupported': {
+        const item = take(e.id);
+        if (!item) return;
+        item.done = true;
+        this.deps.sinkOf(item).smtputf8Unsupported(item);
+        return;
       }
+      case 'answer': {
+        const item = take(e.id);
+        if (item) this.deps.sinkOf(item).answered(item, e.reply, session, e.viaMail);
+        return;
+      }
+      case 'requeue': {
+        const item = take(e.id);
+        if (!item) return;
+        counters.requeuedForCap++;
+        this.queue.unshift([item]);
+        return;
+      }
+      case 'interrupted': {
+        const item = take(e.id);
+        if (item) this.#requeueBroken(item, e.failure, e.progress);
+        return;
+      }
+      case 'rcpt_cap':
+        this.budget.rcptsPerTransaction = Math.max(1, Math.min(this.budget.rcptsPerTransaction, e.rcpts));
+        return;
+      case 'error_budget':
+        counters.slowReplies++;
+        this.budget.errors = Math.max(1, Math.min(this.budget.errors, e.errors));
+        return;
+      case 'throttle':
+        this.#throttle(e.kind);
+        return;
+      case 'write':
+      case 'end':
+        return; // performed by #converse
     }
   }
 
   /** A recipient whose session ended under it: again here, unless that keeps happening or the host stalls. */
-  #requeueBroken(item: Item, failure: SessionFailure | undefined, progress: boolean): void {
+  #requeueBroken(item: Item, f: SessionFailure, progress: boolean): void {
     // A session that answered others before it ended (Postfix's 421 after its error limit, a
     // per-session recipient cap) is no sign against this recipient: it goes back without a count.
     if (!progress) item.interruptions++;
     this.deps.counters.requeuedForClosing++;
-    const f = failure ?? { phase: 'rcpt', kind: 'connection', detail: 'session ended' };
     // A host that stops answering (a timeout) is not asked again for this recipient: the next
     // MX is, at once. A dropped line or a 421 is asked again on a new session, a few times.
     if (f.kind === 'timeout' || item.interruptions >= MAX_INTERRUPTIONS) this.deps.sinkOf(item).hostFailed(item, f);

@@ -7,7 +7,12 @@ export { parseAddress } from './syntax.ts';
 export { buildVerdict, processingFailedVerdict } from './verdict.ts';
 export { Semaphore } from './semaphore.ts';
 export { classifyRcpt, type RcptClass } from './smtp/classify.ts';
-// The session reducer (STYLE 2), as one namespace: plan, step, capacity, abandon…
+// The SMTP reducers, each as one namespace: the session's counts (plan, step, capacity, abandon…),
+// the opening (greeting, EHLO, STARTTLS) and the probe conversation over an open session.
 export * as smtpSession from './smtp/session.ts';
 export type { SentCommand, SessionBudget, SessionEffect, SessionState } from './smtp/session.ts';
+export * as smtpOpening from './smtp/opening.ts';
+export type { OpeningEffect, OpeningInput, OpeningState } from './smtp/opening.ts';
+export * as smtpConversation from './smtp/conversation.ts';
+export type { ConversationEffect, ConversationState, ConversationStep, Recipient, WireCommand } from './smtp/conversation.ts';
 export { parseReply, ReplyReader, SmtpProtocolError, formatReply } from './smtp/reply.ts';

@@ -1,13 +1,15 @@
-// The socket side of an SMTP probe, on node:net / node:tls. A thin driver: it writes one command,
-// waits for exactly one reply within the phase's timeout (STYLE 9), and reports anything else
-// (an unsolicited reply, a closed line, a timeout) as a SessionFailure. It decides nothing about
-// mailboxes: that is smtp/classify.ts.
+// The socket side of an SMTP probe, on node:net / node:tls. A thin driver: it writes commands,
+// matches each reply to the oldest one in flight within the phase's timeout, and reports anything
+// else (an unsolicited reply, a closed line, a timeout) as a SessionFailure. It decides nothing:
+// which command comes next is smtp/opening.ts (then the engine's session driver over
+// smtp/conversation.ts), what a reply says about a mailbox is smtp/classify.ts.
 
 import net from 'node:net';
 import tls from 'node:tls';
 import { StringDecoder } from 'node:string_decoder';
 import type { SendResult, SessionFailure, SmtpConnectOptions, SmtpConnector, SmtpPhase, SmtpSession } from '../ports.ts';
-import { command, ehloKeywords, ReplyReader, SmtpProtocolError } from '../smtp/reply.ts';
+import { openingStart, openingStep, type OpeningInput } from '../smtp/opening.ts';
+import { command, ReplyReader, SmtpProtocolError } from '../smtp/reply.ts';
 import type { SmtpReply } from '../types.ts';
 
 // One TLS context for every probe, and the last TLS session per MX host for resumption: a
@@ -121,7 +123,7 @@ class NetSession implements SmtpSession {
     const stray = this.#pending.shift();
     if (stray) {
       // A reply nobody asked for: the dialogue is out of step, so every later reply would be
-      // matched to the wrong command. Write nothing more; end the session (STYLE 2).
+      // matched to the wrong command. Write nothing more; end the session.
       const failure: SessionFailure = { phase, kind: 'protocol', detail: `unexpected reply before command: ${stray.code}`, reply: stray };
       this.#fail(failure);
       this.#socket.destroy();
@@ -205,57 +207,44 @@ function connectSocket(opts: SmtpConnectOptions): Promise<{ ok: true; socket: ne
   });
 }
 
-const fail = (failure: SessionFailure) => ({ ok: false as const, failure });
-
-/** Opens a session: connect, greeting, EHLO (HELO fallback), STARTTLS when offered, EHLO again. */
+/**
+ * Opens a session: connect, then the opening reducer (smtp/opening.ts) decides every command
+ * (greeting, EHLO or HELO, STARTTLS when offered, EHLO again); this only performs its effects.
+ */
 export const netSmtpConnector: SmtpConnector = {
   async open(opts) {
     const c = await connectSocket(opts);
     if (!c.ok) return c;
     const s = new NetSession(c.socket, opts);
-    const bail = (failure: SessionFailure) => {
-      s.destroy();
-      return fail(failure);
-    };
-    const greeting = await s.next('greeting');
-    if (!greeting.ok) return bail(greeting.failure);
-    if (greeting.reply.code !== 220) {
-      // RFC 5321 3.1: after a 554 greeting the client should still send QUIT; a 421 closes at once.
-      if (greeting.reply.code !== 421) await s.quit();
-      return bail({ phase: 'greeting', kind: 'reply', detail: 'server refused the session', reply: greeting.reply });
-    }
-
-    const hello = async (): Promise<SessionFailure | undefined> => {
-      const ehlo = await s.send('ehlo', `EHLO ${opts.heloName}`);
-      if (!ehlo.ok) return ehlo.failure;
-      if (ehlo.reply.code === 250) {
-        s.extensions = ehloKeywords(ehlo.reply);
-        return undefined;
+    let { state, effects } = openingStart(opts.heloName);
+    for (;;) {
+      let input: OpeningInput | undefined;
+      for (const e of effects) {
+        switch (e.type) {
+          case 'read':
+          case 'send': {
+            const r = e.type === 'read' ? await s.next(e.phase) : await s.send(e.phase, e.line);
+            input = r.ok ? { type: 'reply', reply: r.reply } : { type: 'failure', failure: r.failure };
+            break;
+          }
+          case 'upgrade': {
+            const up = await s.upgrade();
+            input = up && !up.ok ? { type: 'tls', failure: up.failure } : { type: 'tls' };
+            break;
+          }
+          case 'quit':
+            await s.quit();
+            break;
+          case 'ready':
+            s.extensions = new Set(e.extensions);
+            return { ok: true, session: s };
+          case 'failed':
+            s.destroy();
+            return { ok: false, failure: e.failure };
+        }
       }
-      if (ehlo.reply.code === 421) return { phase: 'ehlo', kind: 'reply', detail: 'server closing', reply: ehlo.reply };
-      // RFC 5321 4.1.4: a server that does not know EHLO answers 500/502; fall back to HELO.
-      const helo = await s.send('helo', `HELO ${opts.heloName}`);
-      if (!helo.ok) return helo.failure;
-      if (helo.reply.code !== 250) return { phase: 'helo', kind: 'reply', detail: 'HELO refused', reply: helo.reply };
-      s.extensions = new Set();
-      return undefined;
-    };
-    const f1 = await hello();
-    if (f1) {
-      if (f1.kind === 'reply' && f1.reply?.code !== 421) await s.quit(); // refused HELO: end politely
-      return bail(f1);
+      if (!input) throw new Error('smtp-net: the opening asked for nothing');
+      ({ state, effects } = openingStep(state, input));
     }
-    if (s.extensions.has('STARTTLS')) {
-      const st = await s.send('starttls', 'STARTTLS');
-      if (!st.ok) return bail(st.failure);
-      if (st.reply.code === 220) {
-        const up = await s.upgrade();
-        if (up && !up.ok) return bail(up.failure);
-        const f2 = await hello();
-        if (f2) return bail(f2);
-      }
-      // A refused STARTTLS (454) leaves the plain session usable: go on without TLS.
-    }
-    return { ok: true, session: s };
   },
 };
