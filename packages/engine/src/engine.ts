@@ -1,13 +1,14 @@
-// The probe engine (DESIGN 4): domain actors and MX actors, in-process. A domain actor (key =
-// domain) holds its domain's catch-all verdict and routes recipients to the MX actor of its first
-// MX host, failing over in priority order; an MX actor (key = MX host) owns the sessions to that
-// host, shared by every domain on it. The cluster profile runs the same actors behind Kafka
-// partitions.
+// The probe engine (docs/decisions.md, "Probe engine"): domain actors and MX actors, in-process.
+// A domain actor (key = domain) holds its domain's catch-all verdict and routes recipients to the
+// MX actor of its first MX host, failing over in priority order; an MX actor (key = MX host) owns
+// the sessions to that host, shared by every domain on it. They share no state: a domain actor
+// sends an MX actor a request per routing and hears back by id. The cluster profile runs the same
+// actors behind Kafka partitions.
 
 import type { CatchallEvidence, ProbeOutcome, ProbePort, ProbeRequest, SessionFailure, SmtpReply } from '@svc/verifier';
 import { MemoryMxThrottle } from './throttle.ts';
-import { MxActor, mailRefusalClass, type EngineCounters } from './mx-actor.ts';
-import type { EngineDeps, Item, ItemSink, Resolve } from './types.ts';
+import { MxActor, mailRefusalClass } from './mx-actor.ts';
+import type { EngineCounters, EngineDeps, RcptSink, Resolve } from './types.ts';
 import { classifyRcpt } from '@svc/verifier';
 import { createHmac, randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
@@ -24,7 +25,33 @@ export function probeLocalFor(salt: string, domain: string, windowMs: number, no
   return `svc-${createHmac('sha256', salt).update(`${domain}\n${window}`).digest('hex').slice(0, 16)}`;
 }
 
-const NOWHERE: ItemSink = { answered() {}, smtputf8Unsupported() {}, hostFailed() {} };
+const NOWHERE: RcptSink = { answered() {}, smtputf8Unsupported() {}, hostFailed() {} };
+
+/**
+ * A recipient as its domain actor tracks it: the actor's own state. MX actors get a RcptRequest
+ * message for each routing and report back by id; nothing here is shared with them.
+ */
+interface Item {
+  readonly id: number;
+  readonly domain: string;
+  readonly local: string;
+  readonly utf8: boolean;
+  /** The catch-all probe of its domain (a local part that cannot exist). */
+  readonly probe: boolean;
+  /** Index of the MX host it is routed to. */
+  mxIndex: number;
+  /** 4xx answers so far. */
+  attempts: number;
+  readonly retries: number;
+  /** Sessions that ended under it without an answer on its current MX host (the MX actor's count, as last reported). */
+  interruptions: number;
+  /** A session it must not use (the one that deferred it: retry on a new session). */
+  notSession?: number;
+  /** Answered, or past its deadline. */
+  done: boolean;
+  /** The MX host holding it now (queued or in a session), told to forget it when it is answered here first. */
+  at?: string;
+}
 
 interface Pending {
   item: Item;
@@ -33,7 +60,7 @@ interface Pending {
   timer?: NodeJS.Timeout;
 }
 
-class DomainActor implements ItemSink {
+class DomainActor implements RcptSink {
   catchall: CatchallEvidence | undefined;
   #loadedAt: number | undefined;
   #loading: Promise<void> | undefined;
@@ -90,11 +117,23 @@ class DomainActor implements ItemSink {
   }
 
   #route(item: Item, hosts: string[]): void {
-    this.engine.mx(hosts[item.mxIndex]!).enqueue(item);
+    const host = hosts[item.mxIndex]!;
+    item.at = host;
+    this.engine.mx(host).enqueue({ id: item.id, domain: item.domain, local: item.local, utf8: item.utf8, interruptions: item.interruptions, ...(item.notSession !== undefined ? { notSession: item.notSession } : {}) });
   }
 
-  answered(item: Item, reply: SmtpReply, session: number, viaMail: boolean): void {
-    if (item.done || (item.probe && item !== this.#probe)) return;
+  /** The recipient (or the current probe) a report of an MX actor is about; undefined when it is no longer wanted. */
+  #reported(id: number): Item | undefined {
+    const item = this.#probe?.id === id ? this.#probe : this.open.get(id)?.item;
+    if (!item || item.done) return undefined;
+    item.at = undefined;
+    return item;
+  }
+
+  answered(id: number, { reply, session, viaMail, interruptions }: { reply: SmtpReply; session: number; viaMail: boolean; interruptions: number }): void {
+    const item = this.#reported(id);
+    if (!item) return;
+    item.interruptions = interruptions;
     const cls = viaMail ? mailRefusalClass(reply) : classifyRcpt(reply);
     if (item.probe) {
       item.done = true;
@@ -137,13 +176,16 @@ class DomainActor implements ItemSink {
     this.#finish(pending, outcome);
   }
 
-  smtputf8Unsupported(item: Item): void {
+  smtputf8Unsupported(id: number): void {
+    const item = this.#reported(id);
+    if (!item) return;
     const pending = this.open.get(item.id);
     if (pending) this.#finish(pending, { kind: 'smtputf8_unsupported', mxIndex: item.mxIndex });
   }
 
-  hostFailed(item: Item, failure: SessionFailure): void {
-    if (item.done || (item.probe && item !== this.#probe)) return;
+  hostFailed(id: number, failure: SessionFailure): void {
+    const item = this.#reported(id);
+    if (!item) return;
     const hosts = this.#hostsOf(item);
     if (item.mxIndex + 1 < hosts.length) {
       // RFC 5321 5.1: the next MX in priority order.
@@ -170,6 +212,9 @@ class DomainActor implements ItemSink {
 
   #finish(pending: Pending, outcome: ProbeOutcome): void {
     pending.item.done = true;
+    // Still waiting at an MX actor (its deadline came first): it is skipped there from now on.
+    if (pending.item.at !== undefined) this.engine.withdraw(pending.item.at, pending.item.id);
+    pending.item.at = undefined;
     this.open.delete(pending.item.id);
     clearTimeout(pending.timer);
     if (outcome.kind === 'answer' && this.catchall) outcome.catchall = this.catchall;
@@ -255,7 +300,7 @@ export class Engine implements ProbePort {
         config: this.deps.config,
         addresses: (h) => this.#addresses(h),
         // An item whose actor is gone (it expired, the actor went idle) is answered into the void.
-        sinkOf: (item) => this.#domains.get(item.domain) ?? NOWHERE,
+        sinkOf: (domain) => this.#domains.get(domain) ?? NOWHERE,
         closing: () => this.closing,
         // An MX actor keeps what it learnt (budget, limit) while the engine runs; it only has to
         // be idle for close() to finish.
@@ -267,6 +312,11 @@ export class Engine implements ProbePort {
       this.#mxs.set(host, actor);
     }
     return actor;
+  }
+
+  /** Tells the MX actor of `host` that recipient `id` is no longer wanted. */
+  withdraw(host: string, id: number): void {
+    this.#mxs.get(host)?.withdraw(id);
   }
 
   #addressLookups = new Map<string, Promise<string[]>>();

@@ -12,11 +12,31 @@ import { openingStart, openingStep, type OpeningInput } from '../smtp/opening.ts
 import { command, ReplyReader, SmtpProtocolError } from '../smtp/reply.ts';
 import type { SmtpReply } from '../types.ts';
 
-// One TLS context for every probe, and the last TLS session per MX host for resumption: a
-// full handshake is most of a probe's CPU (bench/RESULTS.md).
-const TLS_CONTEXT = tls.createSecureContext({});
-const TLS_SESSIONS = new Map<string, Buffer>();
-const MAX_TLS_SESSIONS = 10_000;
+/**
+ * One TLS context for every probe of a connector, and the last TLS session per MX host for
+ * resumption: a full handshake is most of a probe's CPU (bench/RESULTS.md). One per engine (its
+ * connector's), never shared through the module: two engines in a process keep their own.
+ */
+export class TlsCache {
+  readonly context = tls.createSecureContext({});
+  readonly #sessions = new Map<string, Buffer>();
+
+  constructor(readonly maxSessions = 10_000) {}
+
+  /** The last session of `host`, to resume. */
+  session(host: string): Buffer | undefined {
+    return this.#sessions.get(host);
+  }
+
+  remember(host: string, session: Buffer): void {
+    if (this.#sessions.size >= this.maxSessions) this.#sessions.clear();
+    this.#sessions.set(host, session);
+  }
+
+  get size(): number {
+    return this.#sessions.size;
+  }
+}
 
 type Waiter = { phase: SmtpPhase; resolve: (r: SendResult) => void; timer?: NodeJS.Timeout };
 
@@ -33,6 +53,7 @@ class NetSession implements SmtpSession {
   constructor(
     socket: net.Socket,
     readonly opts: SmtpConnectOptions,
+    readonly tlsCache: TlsCache,
   ) {
     this.#socket = socket;
     this.#attach(socket);
@@ -148,12 +169,9 @@ class NetSession implements SmtpSession {
     plain.removeAllListeners('error');
     return new Promise((resolve) => {
       const name = this.opts.servername;
-      const resume = TLS_SESSIONS.get(name);
-      const secure = tls.connect({ socket: plain, servername: net.isIP(name) ? undefined : name, rejectUnauthorized: false, secureContext: TLS_CONTEXT, ...(resume ? { session: resume } : {}) });
-      secure.on('session', (session: Buffer) => {
-        if (TLS_SESSIONS.size >= MAX_TLS_SESSIONS) TLS_SESSIONS.clear();
-        TLS_SESSIONS.set(name, session);
-      });
+      const resume = this.tlsCache.session(name);
+      const secure = tls.connect({ socket: plain, servername: net.isIP(name) ? undefined : name, rejectUnauthorized: false, secureContext: this.tlsCache.context, ...(resume ? { session: resume } : {}) });
+      secure.on('session', (session: Buffer) => this.tlsCache.remember(name, session));
       const timer = setTimeout(() => {
         secure.destroy();
         resolve({ ok: false, failure: { phase: 'starttls', kind: 'timeout', detail: 'TLS handshake timed out' } });
@@ -208,43 +226,49 @@ function connectSocket(opts: SmtpConnectOptions): Promise<{ ok: true; socket: ne
 }
 
 /**
- * Opens a session: connect, then the opening reducer (smtp/opening.ts) decides every command
- * (greeting, EHLO or HELO, STARTTLS when offered, EHLO again); this only performs its effects.
+ * A connector on node:net with its own TLS cache (give each engine its own). Opens a session:
+ * connect, then the opening reducer (smtp/opening.ts) decides every command (greeting, EHLO or
+ * HELO, STARTTLS when offered, EHLO again); this only performs its effects.
  */
-export const netSmtpConnector: SmtpConnector = {
-  async open(opts) {
-    const c = await connectSocket(opts);
-    if (!c.ok) return c;
-    const s = new NetSession(c.socket, opts);
-    let { state, effects } = openingStart(opts.heloName);
-    for (;;) {
-      let input: OpeningInput | undefined;
-      for (const e of effects) {
-        switch (e.type) {
-          case 'read':
-          case 'send': {
-            const r = e.type === 'read' ? await s.next(e.phase) : await s.send(e.phase, e.line);
-            input = r.ok ? { type: 'reply', reply: r.reply } : { type: 'failure', failure: r.failure };
-            break;
-          }
-          case 'upgrade': {
-            const up = await s.upgrade();
-            input = up && !up.ok ? { type: 'tls', failure: up.failure } : { type: 'tls' };
-            break;
-          }
-          case 'quit':
-            await s.quit();
-            break;
-          case 'ready':
-            s.extensions = new Set(e.extensions);
-            return { ok: true, session: s };
-          case 'failed':
-            s.destroy();
-            return { ok: false, failure: e.failure };
+export function createNetSmtpConnector(tlsCache: TlsCache = new TlsCache()): SmtpConnector {
+  return { open: (opts) => openSession(opts, tlsCache) };
+}
+
+/** A connector with a TLS cache of its own, for callers that build one engine (tests, benchmarks). */
+export const netSmtpConnector: SmtpConnector = createNetSmtpConnector();
+
+async function openSession(opts: SmtpConnectOptions, tlsCache: TlsCache): ReturnType<SmtpConnector['open']> {
+  const c = await connectSocket(opts);
+  if (!c.ok) return c;
+  const s = new NetSession(c.socket, opts, tlsCache);
+  let { state, effects } = openingStart(opts.heloName);
+  for (;;) {
+    let input: OpeningInput | undefined;
+    for (const e of effects) {
+      switch (e.type) {
+        case 'read':
+        case 'send': {
+          const r = e.type === 'read' ? await s.next(e.phase) : await s.send(e.phase, e.line);
+          input = r.ok ? { type: 'reply', reply: r.reply } : { type: 'failure', failure: r.failure };
+          break;
         }
+        case 'upgrade': {
+          const up = await s.upgrade();
+          input = up && !up.ok ? { type: 'tls', failure: up.failure } : { type: 'tls' };
+          break;
+        }
+        case 'quit':
+          await s.quit();
+          break;
+        case 'ready':
+          s.extensions = new Set(e.extensions);
+          return { ok: true, session: s };
+        case 'failed':
+          s.destroy();
+          return { ok: false, failure: e.failure };
       }
-      if (!input) throw new Error('smtp-net: the opening asked for nothing');
-      ({ state, effects } = openingStep(state, input));
     }
-  },
-};
+    if (!input) throw new Error('smtp-net: the opening asked for nothing');
+    ({ state, effects } = openingStep(state, input));
+  }
+}
