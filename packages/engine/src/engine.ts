@@ -6,6 +6,7 @@
 // actors behind Kafka partitions.
 
 import type { CatchallEvidence, ProbeOutcome, ProbePort, ProbeRequest, SessionFailure, SmtpReply } from '@svc/verifier';
+import { systemClock, type Clock, type ClockTimer } from './clock.ts';
 import { MemoryMxThrottle } from './throttle.ts';
 import { MxActor, mailRefusalClass } from './mx-actor.ts';
 import type { EngineCounters, EngineDeps, RcptSink, Resolve } from './types.ts';
@@ -57,7 +58,7 @@ interface Pending {
   item: Item;
   resolve: Resolve;
   hosts: string[];
-  timer?: NodeJS.Timeout;
+  timer?: ClockTimer;
 }
 
 class DomainActor implements RcptSink {
@@ -71,7 +72,7 @@ class DomainActor implements RcptSink {
   #parked: Array<{ pending: Pending; outcome: Extract<ProbeOutcome, { kind: 'answer' }> }> = [];
   /** Recipients given to this actor and not yet resolved. */
   readonly open = new Map<number, Pending>();
-  #timers = new Set<NodeJS.Timeout>();
+  #timers = new Set<ClockTimer>();
 
   constructor(
     readonly domain: string,
@@ -85,10 +86,10 @@ class DomainActor implements RcptSink {
   /** Reads the domain's catch-all evidence from the shared cache, again once older than its TTL. */
   async ready(): Promise<void> {
     const ttl = this.engine.deps.config.catchallTtlMs;
-    if (this.#loadedAt !== undefined && Date.now() - this.#loadedAt <= ttl) return;
+    if (this.#loadedAt !== undefined && this.engine.clock.now() - this.#loadedAt <= ttl) return;
     this.#loading ??= (async () => {
       this.catchall = await this.engine.deps.cache.get<CatchallEvidence>(`ca:${this.domain}`);
-      this.#loadedAt = Date.now();
+      this.#loadedAt = this.engine.clock.now();
     })().finally(() => (this.#loading = undefined));
     await this.#loading;
   }
@@ -103,7 +104,7 @@ class DomainActor implements RcptSink {
   #ensureProbe(hosts: string[]): void {
     if (this.catchall !== undefined || this.#probe !== undefined) return;
     const { deps } = this.engine;
-    const local = (this.#probeLocal ??= deps.randomLocal ? deps.randomLocal() : probeLocalFor(this.engine.probeSalt, this.domain, deps.config.catchallTtlMs));
+    const local = (this.#probeLocal ??= deps.randomLocal ? deps.randomLocal() : probeLocalFor(this.engine.probeSalt, this.domain, deps.config.catchallTtlMs, this.engine.clock.now()));
     const item = this.engine.newItem(this.domain, local, false, true, 0);
     this.#probe = item;
     this.#probeHosts = hosts;
@@ -142,7 +143,7 @@ class DomainActor implements RcptSink {
       // recipient address", 5.2.1 disabled): the server does not take every address.
       if (cls === 'accepted' || cls === 'rejected' || cls === 'malformed' || cls === 'disabled') {
         this.catchall = { catchall: cls === 'accepted', mxIndex: item.mxIndex };
-        this.#loadedAt = Date.now();
+        this.#loadedAt = this.engine.clock.now();
         void this.engine.deps.cache.set(`ca:${this.domain}`, this.catchall, this.engine.deps.config.catchallTtlMs);
       }
       this.#releaseParked();
@@ -154,7 +155,7 @@ class DomainActor implements RcptSink {
       // Greylisting (RFC 6647) wants the same triple again later, here on a new session.
       item.attempts++;
       item.notSession = session;
-      const timer = setTimeout(() => {
+      const timer = this.engine.clock.setTimeout(() => {
         this.#timers.delete(timer);
         if (item.done) {
           // Answered meanwhile (its deadline): this timer may have been all that kept the actor.
@@ -216,7 +217,7 @@ class DomainActor implements RcptSink {
     if (pending.item.at !== undefined) this.engine.withdraw(pending.item.at, pending.item.id);
     pending.item.at = undefined;
     this.open.delete(pending.item.id);
-    clearTimeout(pending.timer);
+    this.engine.clock.clearTimeout(pending.timer);
     if (outcome.kind === 'answer' && this.catchall) outcome.catchall = this.catchall;
     pending.resolve(outcome);
     if (this.idle) this.engine.settled(this);
@@ -237,7 +238,7 @@ class DomainActor implements RcptSink {
 
   /** Any timer or probe left when the actor is forgotten (close). */
   clearTimers(): void {
-    for (const t of this.#timers) clearTimeout(t);
+    for (const t of this.#timers) this.engine.clock.clearTimeout(t);
     this.#timers.clear();
   }
 }
@@ -254,11 +255,14 @@ export class Engine implements ProbePort {
   #nextItem = 0;
   #nextSession = 0;
 
+  readonly clock: Clock;
+
   /** Keys the catch-all probe local parts (SVC_SECRET in production; random per process otherwise). */
   readonly probeSalt: string;
 
   constructor(readonly deps: EngineDeps) {
     this.probeSalt = deps.probeSalt ?? randomBytes(16).toString('hex');
+    this.clock = deps.clock ?? systemClock;
     this.throttle = deps.throttle ?? new MemoryMxThrottle(deps.config.maxConnectionsPerMx);
     // Every permit wait listens to it, one per MX host with a wait (more than Node's warning level of 10).
     setMaxListeners(0, this.#closed.signal);
@@ -276,7 +280,7 @@ export class Engine implements ProbePort {
     return new Promise<ProbeOutcome>((resolve) => {
       const pending: Pending = { item, resolve, hosts };
       actor.open.set(item.id, pending); // counted before the cache read, so the actor stays
-      if (req.deadlineMs !== undefined) pending.timer = setTimeout(() => actor.expire(pending, req.deadlineMs!), req.deadlineMs);
+      if (req.deadlineMs !== undefined) pending.timer = this.clock.setTimeout(() => actor.expire(pending, req.deadlineMs!), req.deadlineMs);
       actor.ready().then(
         () => {
           if (!item.done) actor.submit(pending);
@@ -308,6 +312,7 @@ export class Engine implements ProbePort {
         signal: this.#closed.signal,
         nextSessionId: () => ++this.#nextSession,
         counters: this.counters,
+        clock: this.clock,
       });
       this.#mxs.set(host, actor);
     }
@@ -384,13 +389,16 @@ export class Engine implements ProbePort {
     for (const mx of this.#mxs.values()) mx.wake();
     if (this.idle) return;
     await new Promise<void>((resolve) => {
-      const check = setInterval(() => {
+      const every = this.deps.closeCheckMs ?? 1000;
+      const check = () => {
+        timer = this.clock.setTimeout(check, every);
         if (!this.idle) return;
         this.counters.closeIdleByCheck++;
         this.#checkIdle();
-      }, this.deps.closeCheckMs ?? 1000);
+      };
+      let timer = this.clock.setTimeout(check, every);
       this.#idleWaiters.push(() => {
-        clearInterval(check);
+        this.clock.clearTimeout(timer);
         resolve();
       });
     });

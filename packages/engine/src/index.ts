@@ -4,3 +4,4 @@ export { Engine, probeLocalFor } from './engine.ts';
 export { ENGINE_DEFAULTS, type EngineConfig, type EngineDeps } from './types.ts';
 export { MemoryMxThrottle, type MxThrottle } from './throttle.ts';
 export type { EngineCounters } from './types.ts';
+export { ManualClock, systemClock, type Clock, type ClockTimer } from './clock.ts';

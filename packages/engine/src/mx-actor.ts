@@ -8,6 +8,7 @@
 
 import { classifyRcpt, type SessionFailure, type SmtpConnector, type SmtpReply } from '@svc/verifier';
 import type { SessionBudget } from '@svc/verifier';
+import type { Clock, ClockTimer } from './clock.ts';
 import { LimitPolicy } from './limit-policy.ts';
 import { Queue, type Entry } from './queue.ts';
 import { driveSession, type SessionHost } from './session-driver.ts';
@@ -29,6 +30,7 @@ export interface MxActorDeps {
   signal?: AbortSignal;
   nextSessionId: () => number;
   counters: EngineCounters;
+  clock: Clock;
 }
 
 /** A recipient whose sessions keep breaking under it is failed over after this many. */
@@ -41,7 +43,7 @@ export class MxActor {
   #sessions = new Set<number>();
   #opening = 0;
   #idleWaiters: Array<() => void> = [];
-  #retryTimer: NodeJS.Timeout | undefined;
+  #retryTimer: ClockTimer | undefined;
   /** Sessions whose QUIT is written and whose socket is not closed yet. */
   #closing = 0;
   /**
@@ -63,7 +65,7 @@ export class MxActor {
       budget: this.policy.budget,
       mailFrom: deps.config.mailFrom,
       counters: deps.counters,
-      now: () => performance.now(),
+      now: () => deps.clock.monotonic(),
       take: (n, session) => this.queue.take(n, (e) => e.req.notSession !== session),
       waiting: () => this.queue.live(),
       waitForWork: () => this.#waitForWork(),
@@ -75,7 +77,7 @@ export class MxActor {
         this.queue.unshift([entry]);
       },
       interrupted: (entry, failure, progress) => this.#requeueBroken(entry, failure, progress),
-      learn: (e) => this.policy.learn(e, this.#sessions.size, Date.now()),
+      learn: (e) => this.policy.learn(e, this.#sessions.size, deps.clock.now()),
     };
   }
 
@@ -98,7 +100,7 @@ export class MxActor {
   }
 
   enqueue(req: RcptRequest): void {
-    const down = this.policy.down(Date.now());
+    const down = this.policy.down(this.deps.clock.now());
     if (down) {
       this.deps.sinkOf(req.domain).hostFailed(req.id, down);
       return;
@@ -132,7 +134,7 @@ export class MxActor {
   /** Wakes idle sessions and opens new ones while there is more work than sessions. */
   #pump(): void {
     for (const w of this.#idleWaiters.splice(0)) w();
-    this.policy.grow(Date.now());
+    this.policy.grow(this.deps.clock.now());
     if (this.#retryTimer) return;
     if (this.#noPermit && this.#sessions.size + this.#opening > 0) return;
     while (this.policy.held(this.#sessions.size, this.#opening, this.#closing) < this.policy.limit && this.queue.live() > (this.#sessions.size + this.#opening) * 2) {
@@ -142,7 +144,7 @@ export class MxActor {
   }
 
   #failHost(failure: SessionFailure): void {
-    this.policy.markDown(failure, Date.now());
+    this.policy.markDown(failure, this.deps.clock.now());
     for (const entry of this.queue.drain()) this.#hostFailed(entry, failure);
   }
 
@@ -184,14 +186,14 @@ export class MxActor {
     if (refused !== undefined) return this.#withoutPermit(refused);
     if (!opened) return this.#afterSession();
     if (!opened.ok) {
-      const decision = this.policy.refused(opened.failure, this.#sessions.size, this.#retryTimer !== undefined, Date.now());
+      const decision = this.policy.refused(opened.failure, this.#sessions.size, this.#retryTimer !== undefined, this.deps.clock.now());
       switch (decision.action) {
         case 'wait':
           return this.#afterSession();
         case 'ignore':
           return;
         case 'retry':
-          this.#retryTimer = setTimeout(() => {
+          this.#retryTimer = this.deps.clock.setTimeout(() => {
             this.#retryTimer = undefined;
             this.#pump();
             this.#afterSession();
@@ -214,7 +216,7 @@ export class MxActor {
       // The permit goes back now; the QUIT's reply is not waited for (a server past its soft
       // error limit would hold it a second).
       release!();
-      this.policy.sessionEnded(Date.now());
+      this.policy.sessionEnded(this.deps.clock.now());
       if (how === 'close') session.destroy();
       else {
         this.#closing++;
@@ -250,12 +252,13 @@ export class MxActor {
   /** Waits up to idleMs for more recipients; false when none came. */
   #waitForWork(): Promise<boolean> {
     if (this.deps.closing() || this.deps.config.idleMs <= 0) return Promise.resolve(false);
+    const { clock } = this.deps;
     return new Promise((resolve) => {
       const waiter = () => {
-        clearTimeout(timer);
+        clock.clearTimeout(timer);
         resolve(true);
       };
-      const timer = setTimeout(() => {
+      const timer = clock.setTimeout(() => {
         const i = this.#idleWaiters.indexOf(waiter);
         if (i >= 0) this.#idleWaiters.splice(i, 1);
         resolve(false);

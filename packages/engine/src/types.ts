@@ -1,6 +1,7 @@
 // Shared shapes of the engine's two kinds of actor.
 
 import type { CachePort, DnsPort, ProbeOutcome, SessionFailure, SmtpConnector, SmtpReply } from '@svc/verifier';
+import type { Clock } from './clock.ts';
 import type { MxThrottle } from './throttle.ts';
 
 export interface EngineConfig {
@@ -58,6 +59,8 @@ export interface EngineDeps {
   probeSalt?: string;
   /** How often close() checks by itself whether the engine went idle (default 1000 ms; see Engine.close). */
   closeCheckMs?: number;
+  /** Time and timers (default the system clock; tests pass a ManualClock). */
+  clock?: Clock;
 }
 
 /**
