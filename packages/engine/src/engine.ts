@@ -1,13 +1,15 @@
-// The probe engine (DESIGN 4): domain actors and MX actors, in-process. A domain actor (key =
-// domain) holds its domain's catch-all verdict and routes recipients to the MX actor of its first
-// MX host, failing over in priority order; an MX actor (key = MX host) owns the sessions to that
-// host, shared by every domain on it. The cluster profile runs the same actors behind Kafka
-// partitions.
+// The probe engine (docs/decisions.md, "Probe engine"): domain actors and MX actors, in-process.
+// A domain actor (key = domain) holds its domain's catch-all verdict and routes recipients to the
+// MX actor of its first MX host, failing over in priority order; an MX actor (key = MX host) owns
+// the sessions to that host, shared by every domain on it. They share no state: a domain actor
+// sends an MX actor a request per routing and hears back by id. The cluster profile runs the same
+// actors behind Kafka partitions.
 
 import type { CatchallEvidence, ProbeOutcome, ProbePort, ProbeRequest, SessionFailure, SmtpReply } from '@svc/verifier';
+import { systemClock, type Clock, type ClockTimer } from './clock.ts';
 import { MemoryMxThrottle } from './throttle.ts';
-import { MxActor, mailRefusalClass, type EngineCounters } from './mx-actor.ts';
-import type { EngineDeps, Item, ItemSink, Resolve } from './types.ts';
+import { MxActor, mailRefusalClass } from './mx-actor.ts';
+import type { EngineCounters, EngineDeps, RcptSink, Resolve } from './types.ts';
 import { classifyRcpt } from '@svc/verifier';
 import { createHmac, randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
@@ -24,16 +26,42 @@ export function probeLocalFor(salt: string, domain: string, windowMs: number, no
   return `svc-${createHmac('sha256', salt).update(`${domain}\n${window}`).digest('hex').slice(0, 16)}`;
 }
 
-const NOWHERE: ItemSink = { answered() {}, smtputf8Unsupported() {}, hostFailed() {} };
+const NOWHERE: RcptSink = { answered() {}, smtputf8Unsupported() {}, hostFailed() {} };
+
+/**
+ * A recipient as its domain actor tracks it: the actor's own state. MX actors get a RcptRequest
+ * message for each routing and report back by id; nothing here is shared with them.
+ */
+interface Item {
+  readonly id: number;
+  readonly domain: string;
+  readonly local: string;
+  readonly utf8: boolean;
+  /** The catch-all probe of its domain (a local part that cannot exist). */
+  readonly probe: boolean;
+  /** Index of the MX host it is routed to. */
+  mxIndex: number;
+  /** 4xx answers so far. */
+  attempts: number;
+  readonly retries: number;
+  /** Sessions that ended under it without an answer on its current MX host (the MX actor's count, as last reported). */
+  interruptions: number;
+  /** A session it must not use (the one that deferred it: retry on a new session). */
+  notSession?: number;
+  /** Answered, or past its deadline. */
+  done: boolean;
+  /** The MX host holding it now (queued or in a session), told to forget it when it is answered here first. */
+  at?: string;
+}
 
 interface Pending {
   item: Item;
   resolve: Resolve;
   hosts: string[];
-  timer?: NodeJS.Timeout;
+  timer?: ClockTimer;
 }
 
-class DomainActor implements ItemSink {
+class DomainActor implements RcptSink {
   catchall: CatchallEvidence | undefined;
   #loadedAt: number | undefined;
   #loading: Promise<void> | undefined;
@@ -44,7 +72,7 @@ class DomainActor implements ItemSink {
   #parked: Array<{ pending: Pending; outcome: Extract<ProbeOutcome, { kind: 'answer' }> }> = [];
   /** Recipients given to this actor and not yet resolved. */
   readonly open = new Map<number, Pending>();
-  #timers = new Set<NodeJS.Timeout>();
+  #timers = new Set<ClockTimer>();
 
   constructor(
     readonly domain: string,
@@ -58,10 +86,10 @@ class DomainActor implements ItemSink {
   /** Reads the domain's catch-all evidence from the shared cache, again once older than its TTL. */
   async ready(): Promise<void> {
     const ttl = this.engine.deps.config.catchallTtlMs;
-    if (this.#loadedAt !== undefined && Date.now() - this.#loadedAt <= ttl) return;
+    if (this.#loadedAt !== undefined && this.engine.clock.now() - this.#loadedAt <= ttl) return;
     this.#loading ??= (async () => {
       this.catchall = await this.engine.deps.cache.get<CatchallEvidence>(`ca:${this.domain}`);
-      this.#loadedAt = Date.now();
+      this.#loadedAt = this.engine.clock.now();
     })().finally(() => (this.#loading = undefined));
     await this.#loading;
   }
@@ -76,7 +104,7 @@ class DomainActor implements ItemSink {
   #ensureProbe(hosts: string[]): void {
     if (this.catchall !== undefined || this.#probe !== undefined) return;
     const { deps } = this.engine;
-    const local = (this.#probeLocal ??= deps.randomLocal ? deps.randomLocal() : probeLocalFor(this.engine.probeSalt, this.domain, deps.config.catchallTtlMs));
+    const local = (this.#probeLocal ??= deps.randomLocal ? deps.randomLocal() : probeLocalFor(this.engine.probeSalt, this.domain, deps.config.catchallTtlMs, this.engine.clock.now()));
     const item = this.engine.newItem(this.domain, local, false, true, 0);
     this.#probe = item;
     this.#probeHosts = hosts;
@@ -90,11 +118,23 @@ class DomainActor implements ItemSink {
   }
 
   #route(item: Item, hosts: string[]): void {
-    this.engine.mx(hosts[item.mxIndex]!).enqueue(item);
+    const host = hosts[item.mxIndex]!;
+    item.at = host;
+    this.engine.mx(host).enqueue({ id: item.id, domain: item.domain, local: item.local, utf8: item.utf8, interruptions: item.interruptions, ...(item.notSession !== undefined ? { notSession: item.notSession } : {}) });
   }
 
-  answered(item: Item, reply: SmtpReply, session: number, viaMail: boolean): void {
-    if (item.done || (item.probe && item !== this.#probe)) return;
+  /** The recipient (or the current probe) a report of an MX actor is about; undefined when it is no longer wanted. */
+  #reported(id: number): Item | undefined {
+    const item = this.#probe?.id === id ? this.#probe : this.open.get(id)?.item;
+    if (!item || item.done) return undefined;
+    item.at = undefined;
+    return item;
+  }
+
+  answered(id: number, { reply, session, viaMail, interruptions }: { reply: SmtpReply; session: number; viaMail: boolean; interruptions: number }): void {
+    const item = this.#reported(id);
+    if (!item) return;
+    item.interruptions = interruptions;
     const cls = viaMail ? mailRefusalClass(reply) : classifyRcpt(reply);
     if (item.probe) {
       item.done = true;
@@ -103,7 +143,7 @@ class DomainActor implements ItemSink {
       // recipient address", 5.2.1 disabled): the server does not take every address.
       if (cls === 'accepted' || cls === 'rejected' || cls === 'malformed' || cls === 'disabled') {
         this.catchall = { catchall: cls === 'accepted', mxIndex: item.mxIndex };
-        this.#loadedAt = Date.now();
+        this.#loadedAt = this.engine.clock.now();
         void this.engine.deps.cache.set(`ca:${this.domain}`, this.catchall, this.engine.deps.config.catchallTtlMs);
       }
       this.#releaseParked();
@@ -115,7 +155,7 @@ class DomainActor implements ItemSink {
       // Greylisting (RFC 6647) wants the same triple again later, here on a new session.
       item.attempts++;
       item.notSession = session;
-      const timer = setTimeout(() => {
+      const timer = this.engine.clock.setTimeout(() => {
         this.#timers.delete(timer);
         if (item.done) {
           // Answered meanwhile (its deadline): this timer may have been all that kept the actor.
@@ -137,13 +177,16 @@ class DomainActor implements ItemSink {
     this.#finish(pending, outcome);
   }
 
-  smtputf8Unsupported(item: Item): void {
+  smtputf8Unsupported(id: number): void {
+    const item = this.#reported(id);
+    if (!item) return;
     const pending = this.open.get(item.id);
     if (pending) this.#finish(pending, { kind: 'smtputf8_unsupported', mxIndex: item.mxIndex });
   }
 
-  hostFailed(item: Item, failure: SessionFailure): void {
-    if (item.done || (item.probe && item !== this.#probe)) return;
+  hostFailed(id: number, failure: SessionFailure): void {
+    const item = this.#reported(id);
+    if (!item) return;
     const hosts = this.#hostsOf(item);
     if (item.mxIndex + 1 < hosts.length) {
       // RFC 5321 5.1: the next MX in priority order.
@@ -170,8 +213,11 @@ class DomainActor implements ItemSink {
 
   #finish(pending: Pending, outcome: ProbeOutcome): void {
     pending.item.done = true;
+    // Still waiting at an MX actor (its deadline came first): it is skipped there from now on.
+    if (pending.item.at !== undefined) this.engine.withdraw(pending.item.at, pending.item.id);
+    pending.item.at = undefined;
     this.open.delete(pending.item.id);
-    clearTimeout(pending.timer);
+    this.engine.clock.clearTimeout(pending.timer);
     if (outcome.kind === 'answer' && this.catchall) outcome.catchall = this.catchall;
     pending.resolve(outcome);
     if (this.idle) this.engine.settled(this);
@@ -192,7 +238,7 @@ class DomainActor implements ItemSink {
 
   /** Any timer or probe left when the actor is forgotten (close). */
   clearTimers(): void {
-    for (const t of this.#timers) clearTimeout(t);
+    for (const t of this.#timers) this.engine.clock.clearTimeout(t);
     this.#timers.clear();
   }
 }
@@ -209,11 +255,14 @@ export class Engine implements ProbePort {
   #nextItem = 0;
   #nextSession = 0;
 
+  readonly clock: Clock;
+
   /** Keys the catch-all probe local parts (SVC_SECRET in production; random per process otherwise). */
   readonly probeSalt: string;
 
   constructor(readonly deps: EngineDeps) {
     this.probeSalt = deps.probeSalt ?? randomBytes(16).toString('hex');
+    this.clock = deps.clock ?? systemClock;
     this.throttle = deps.throttle ?? new MemoryMxThrottle(deps.config.maxConnectionsPerMx);
     // Every permit wait listens to it, one per MX host with a wait (more than Node's warning level of 10).
     setMaxListeners(0, this.#closed.signal);
@@ -231,7 +280,7 @@ export class Engine implements ProbePort {
     return new Promise<ProbeOutcome>((resolve) => {
       const pending: Pending = { item, resolve, hosts };
       actor.open.set(item.id, pending); // counted before the cache read, so the actor stays
-      if (req.deadlineMs !== undefined) pending.timer = setTimeout(() => actor.expire(pending, req.deadlineMs!), req.deadlineMs);
+      if (req.deadlineMs !== undefined) pending.timer = this.clock.setTimeout(() => actor.expire(pending, req.deadlineMs!), req.deadlineMs);
       actor.ready().then(
         () => {
           if (!item.done) actor.submit(pending);
@@ -255,7 +304,7 @@ export class Engine implements ProbePort {
         config: this.deps.config,
         addresses: (h) => this.#addresses(h),
         // An item whose actor is gone (it expired, the actor went idle) is answered into the void.
-        sinkOf: (item) => this.#domains.get(item.domain) ?? NOWHERE,
+        sinkOf: (domain) => this.#domains.get(domain) ?? NOWHERE,
         closing: () => this.closing,
         // An MX actor keeps what it learnt (budget, limit) while the engine runs; it only has to
         // be idle for close() to finish.
@@ -263,10 +312,16 @@ export class Engine implements ProbePort {
         signal: this.#closed.signal,
         nextSessionId: () => ++this.#nextSession,
         counters: this.counters,
+        clock: this.clock,
       });
       this.#mxs.set(host, actor);
     }
     return actor;
+  }
+
+  /** Tells the MX actor of `host` that recipient `id` is no longer wanted. */
+  withdraw(host: string, id: number): void {
+    this.#mxs.get(host)?.withdraw(id);
   }
 
   #addressLookups = new Map<string, Promise<string[]>>();
@@ -334,13 +389,16 @@ export class Engine implements ProbePort {
     for (const mx of this.#mxs.values()) mx.wake();
     if (this.idle) return;
     await new Promise<void>((resolve) => {
-      const check = setInterval(() => {
+      const every = this.deps.closeCheckMs ?? 1000;
+      const check = () => {
+        timer = this.clock.setTimeout(check, every);
         if (!this.idle) return;
         this.counters.closeIdleByCheck++;
         this.#checkIdle();
-      }, this.deps.closeCheckMs ?? 1000);
+      };
+      let timer = this.clock.setTimeout(check, every);
       this.#idleWaiters.push(() => {
-        clearInterval(check);
+        this.clock.clearTimeout(timer);
         resolve();
       });
     });

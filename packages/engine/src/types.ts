@@ -1,6 +1,7 @@
 // Shared shapes of the engine's two kinds of actor.
 
 import type { CachePort, DnsPort, ProbeOutcome, SessionFailure, SmtpConnector, SmtpReply } from '@svc/verifier';
+import type { Clock } from './clock.ts';
 import type { MxThrottle } from './throttle.ts';
 
 export interface EngineConfig {
@@ -58,34 +59,43 @@ export interface EngineDeps {
   probeSalt?: string;
   /** How often close() checks by itself whether the engine went idle (default 1000 ms; see Engine.close). */
   closeCheckMs?: number;
+  /** Time and timers (default the system clock; tests pass a ManualClock). */
+  clock?: Clock;
 }
 
-/** One recipient on its way through a domain actor and an MX actor. */
-export interface Item {
+/**
+ * A recipient handed by its domain actor to an MX actor: a message, never changed once sent. The
+ * domain actor keeps its own record (MX index, attempts); the MX actor keeps its own (interruptions).
+ */
+export interface RcptRequest {
+  /** The domain actor's id of the recipient; every report about it names it. */
   readonly id: number;
   readonly domain: string;
   readonly local: string;
   readonly utf8: boolean;
-  /** The catch-all probe of its domain (a local part that cannot exist). */
-  readonly probe: boolean;
-  /** Index of the MX host it is routed to. */
-  mxIndex: number;
-  /** 4xx answers so far. */
-  attempts: number;
-  readonly retries: number;
-  /** Sessions that ended under it without an answer (dropped line, protocol error, 421). */
-  interruptions: number;
   /** A session it must not use (the one that deferred it: retry on a new session). */
-  notSession?: number;
-  /** Answered, or past its deadline: skipped wherever it is found. */
-  done: boolean;
+  readonly notSession?: number;
+  /** Sessions that already ended under it on this host (kept across greylisting retries). */
+  readonly interruptions: number;
 }
 
-/** What an MX actor reports to the domain actor of an item. */
-export interface ItemSink {
-  answered(item: Item, reply: SmtpReply, session: number, viaMail: boolean): void;
-  smtputf8Unsupported(item: Item): void;
-  hostFailed(item: Item, failure: SessionFailure): void;
+/** What an MX actor reports to the domain actor of a request. Each report ends the request at that MX actor. */
+export interface RcptSink {
+  answered(id: number, answer: { reply: SmtpReply; session: number; viaMail: boolean; interruptions: number }): void;
+  smtputf8Unsupported(id: number): void;
+  hostFailed(id: number, failure: SessionFailure): void;
+}
+
+export interface EngineCounters {
+  sessionsOpened: number;
+  transactions: number;
+  rcpts: number;
+  requeuedForCap: number;
+  requeuedForClosing: number;
+  throttled: number;
+  slowReplies: number;
+  /** close() found the engine idle on its own periodic check, not by an actor's word: a missed notification (should stay 0). */
+  closeIdleByCheck: number;
 }
 
 export type Resolve = (o: ProbeOutcome) => void;

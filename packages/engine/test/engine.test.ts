@@ -1,9 +1,11 @@
 // The engine over a scripted SMTP connector: sessions shared by every domain of an MX host,
 // pipelined rounds in one transaction, error budgets, recipient caps, connection caps, 421,
-// catch-all probes, greylisting retries, failover, deadlines and close().
+// catch-all probes, greylisting retries, failover, deadlines and close(). Time is a ManualClock:
+// the tests move it forward (run, advance), nothing sleeps.
 
-import t from 'tap';
+import t, { type Test } from 'tap';
 import type { MxHost, ProbeOutcome } from '@svc/verifier';
+import { ManualClock } from '../src/clock.ts';
 import { Engine } from '../src/engine.ts';
 import { ENGINE_DEFAULTS, type EngineConfig } from '../src/types.ts';
 import { FakeDns, FakeSmtp, MemoryCache, PROBE_PREFIX, probeLocals, reply, type FakeServer } from './fakes.ts';
@@ -31,15 +33,41 @@ const ALPHA2: MxHost[] = [
   { exchange: 'mx2.alpha.test', priority: 20 },
 ];
 
+/** The part of a tap test the helpers need. */
+type T = Pick<Test, 'ok' | 'equal'>;
+
+/** What every engine test gets: the fakes, the engine on a ManualClock, and ways to wait on that clock. */
+function harness(clock: ManualClock, smtp: FakeSmtp, engine: Engine) {
+  return {
+    /** Runs the clock until every promise settles. */
+    all: <V>(ps: Promise<V>[]) => clock.run(Promise.all(ps)),
+    /**
+     * close(), with the clock run until it returns (never past `limitMs` of clock time: a close
+     * that waits for nothing fails the test); the engine is then idle, and every session ends.
+     */
+    closed: async (t: T, limitMs = 60_000) => {
+      await clock.run(engine.close(), limitMs);
+      t.ok(engine.idle, 'closed: the engine is idle');
+      t.equal(engine.counters.closeIdleByCheck, 0, 'closed: told by its actors, not found by its own check');
+      // close() does not wait for the QUITs' replies: a second later every line is closed.
+      await clock.advance(1_000);
+      t.equal(smtp.activeTotal, 0, 'closed: every session ended');
+    },
+  };
+}
+
 function setup(servers: Record<string, FakeServer>, config: Partial<EngineConfig> = {}) {
-  const smtp = new FakeSmtp(servers);
+  const clock = new ManualClock();
+  const smtp = new FakeSmtp(servers, clock);
   const dns = new FakeDns(ADDRESSES);
   const cache = new MemoryCache();
   // close()'s own periodic idle check out of reach: every test sees the actors' reports alone.
-  const engine = new Engine({ dns, smtp, cache, config: { ...CONFIG, ...config }, randomLocal: probeLocals(), closeCheckMs: 600_000 });
+  const engine = new Engine({ dns, smtp, cache, clock, config: { ...CONFIG, ...config }, randomLocal: probeLocals(), closeCheckMs: 600_000 });
   const check = (domain: string, local: string, o: { hosts?: MxHost[]; retries?: number; utf8?: boolean; deadlineMs?: number } = {}) =>
     engine.check({ domain, hosts: o.hosts ?? SHARED, local, utf8: o.utf8 ?? false, retries: o.retries ?? 0, ...(o.deadlineMs !== undefined ? { deadlineMs: o.deadlineMs } : {}) });
-  return { smtp, dns, cache, engine, check };
+  /** One check, the clock run until it is answered. */
+  const one = (...args: Parameters<typeof check>) => clock.run(check(...args));
+  return { clock, smtp, dns, cache, engine, check, one, ...harness(clock, smtp, engine) };
 }
 
 const UNKNOWN = reply('550 5.1.1 <x>: Recipient address rejected: User unknown in virtual mailbox table');
@@ -50,9 +78,9 @@ const answer = (o: ProbeOutcome) => {
 const classes = (os: ProbeOutcome[]) => os.map((o) => (o.kind === 'answer' ? o.cls : o.kind === 'failure' ? `failure:${o.failure.kind}` : o.kind));
 
 t.test('three domains on one MX host share its sessions: one transaction each, pipelined, no RSET', async (t) => {
-  const { smtp, engine, check } = setup({ 'mx.shared.test': {} });
+  const { smtp, engine, check, all, one, closed, clock } = setup({ 'mx.shared.test': {} });
   const domains = ['a.test', 'b.test', 'c.test'];
-  const outcomes = await Promise.all(domains.flatMap((d) => Array.from({ length: 20 }, (_, i) => check(d, `u${i}`))));
+  const outcomes = await all(domains.flatMap((d) => Array.from({ length: 20 }, (_, i) => check(d, `u${i}`))));
   t.strictSame(new Set(classes(outcomes)), new Set(['accepted']));
   t.ok(outcomes.every((o) => answer(o).catchall?.catchall === false), 'every answer carries its domain catch-all evidence');
   t.ok(smtp.sessions.length <= 2, `at most the MX limit of sessions (${smtp.sessions.length})`);
@@ -67,27 +95,27 @@ t.test('three domains on one MX host share its sessions: one transaction each, p
   const domainsPerSession = smtp.sessions.map((s) => new Set(s.commands.filter((c) => c.domain).map((c) => c.domain)).size);
   t.ok(domainsPerSession.some((n) => n > 1), `a session served several domains (${domainsPerSession})`);
   t.ok(smtp.sessions.every((s) => s.pipelined[0]! >= 2 && s.commands[0]!.verb === 'MAIL'), 'MAIL FROM goes out with the first RCPT batch');
-  await engine.close();
+  await closed(t);
   t.equal(smtp.activeTotal, 0, 'every session ended');
 });
 
 t.test('rejections stay below the error budget: sessions retire before the soft limit', async (t) => {
-  const { smtp, engine, check } = setup({ 'mx.shared.test': { handle: (c) => (c.verb === 'RCPT' && c.local?.startsWith('nobody') ? UNKNOWN : undefined) } }, { maxConnectionsPerMx: 1, errorBudget: 9 });
+  const { smtp, engine, check, all, one, closed, clock } = setup({ 'mx.shared.test': { handle: (c) => (c.verb === 'RCPT' && c.local?.startsWith('nobody') ? UNKNOWN : undefined) } }, { maxConnectionsPerMx: 1, errorBudget: 9 });
   const locals = [...Array.from({ length: 30 }, (_, i) => `nobody${i}`), ...Array.from({ length: 10 }, (_, i) => `real${i}`)];
-  const outcomes = await Promise.all(locals.map((l) => check('a.test', l)));
+  const outcomes = await all(locals.map((l) => check('a.test', l)));
   t.strictSame(classes(outcomes), [...Array(30).fill('rejected'), ...Array(10).fill('accepted')]);
   for (const s of smtp.sessions) {
     const rejected = s.commands.filter((c) => c.verb === 'RCPT' && (c.local?.startsWith('nobody') || c.local?.startsWith(PROBE_PREFIX))).length;
     t.ok(rejected <= 9, `session ${s.id}: ${rejected} rejections`);
   }
   t.equal(smtp.sessions.length, 4, '31 rejections (with the probe) need 4 sessions of 9');
-  await engine.close();
+  await closed(t);
 });
 
 t.test('replies a second late after N rejections lower the budget for the host', async (t) => {
   // A server whose soft error limit is 4: every reply after the 4th error sleeps.
   const errors = new Map<number, number>();
-  const { smtp, engine, check } = setup(
+  const { smtp, engine, check, all, one, closed, clock } = setup(
     {
       'mx.shared.test': {
         delay: (c, s) => ((errors.get(s.id) ?? 0) >= 4 ? 900 : 0),
@@ -102,19 +130,19 @@ t.test('replies a second late after N rejections lower the budget for the host',
     },
     { maxConnectionsPerMx: 1, pipelineDepth: 1 },
   );
-  const outcomes = await Promise.all(Array.from({ length: 16 }, (_, i) => check('a.test', `nobody${i}`)));
+  const outcomes = await all(Array.from({ length: 16 }, (_, i) => check('a.test', `nobody${i}`)));
   t.strictSame(new Set(classes(outcomes)), new Set(['rejected']));
   t.equal(engine.mxState('mx.shared.test')?.budget.errors, 3, 'learnt: stay at 3 rejections per session');
   t.ok(engine.counters.slowReplies >= 1);
   const later = smtp.sessions.slice(1);
   t.ok(later.length >= 3);
   for (const s of later) t.ok((errors.get(s.id) ?? 0) <= 3, `session ${s.id} kept below the limit (${errors.get(s.id)})`);
-  await engine.close();
+  await closed(t);
 });
 
 for (const capReply of ['452 4.5.3 Error: too many recipients', '451 4.5.3 Too many recipients, try again later']) {
   t.test(`a recipient cap (${capReply.slice(0, 9)}) continues in a new transaction, never costs a verdict`, async (t) => {
-    const { smtp, engine, check } = setup(
+    const { smtp, engine, check, all, one, closed, clock } = setup(
       {
         'mx.shared.test': {
           handle: (c, s) => {
@@ -128,28 +156,28 @@ for (const capReply of ['452 4.5.3 Error: too many recipients', '451 4.5.3 Too m
       },
       { maxConnectionsPerMx: 1 },
     );
-    const outcomes = await Promise.all(Array.from({ length: 20 }, (_, i) => check('a.test', `u${i}`)));
+    const outcomes = await all(Array.from({ length: 20 }, (_, i) => check('a.test', `u${i}`)));
     t.strictSame(new Set(classes(outcomes)), new Set(['accepted']));
     t.ok(outcomes.every((o) => answer(o).attempts === 1), 'no attempt counted for a cap');
     t.equal(engine.mxState('mx.shared.test')?.budget.rcptsPerTransaction, 3, 'cap learnt');
     t.ok(smtp.count('RSET') >= 6, 'RSET + MAIL between transactions');
     t.ok(engine.counters.requeuedForCap >= 1);
-    await engine.close();
+    await closed(t);
   });
 }
 
 t.test('a per-client connection cap (421 at the banner) lowers the session limit; nobody gets unknown', async (t) => {
-  const { smtp, engine, check } = setup({ 'mx.shared.test': { maxSessions: 2, latencyMs: 5 } }, { maxConnectionsPerMx: 5 });
-  const outcomes = await Promise.all(Array.from({ length: 60 }, (_, i) => check(`d${i % 6}.test`, `u${i}`)));
+  const { smtp, engine, check, all, one, closed, clock } = setup({ 'mx.shared.test': { maxSessions: 2, latencyMs: 5 } }, { maxConnectionsPerMx: 5 });
+  const outcomes = await all(Array.from({ length: 60 }, (_, i) => check(`d${i % 6}.test`, `u${i}`)));
   t.strictSame(new Set(classes(outcomes)), new Set(['accepted']));
   t.ok(smtp.refusedAtBanner >= 1, 'the server refused some connections');
   t.equal(engine.mxState('mx.shared.test')?.limit, 2, `the limit came down to what the server allows (${JSON.stringify(engine.mxState('mx.shared.test'))}, peak ${smtp.peak.get('mx.shared.test')})`);
   t.ok((smtp.peak.get('mx.shared.test') ?? 0) <= 2);
-  await engine.close();
+  await closed(t);
 });
 
 t.test('421 in the middle of a round: the unanswered recipients go to a new session without an attempt', async (t) => {
-  const { smtp, engine, check } = setup({
+  const { smtp, engine, check, all, one, closed, clock } = setup({
     'mx.shared.test': {
       handle: (c, s) => {
         if (c.verb !== 'RCPT') return undefined;
@@ -158,47 +186,47 @@ t.test('421 in the middle of a round: the unanswered recipients go to a new sess
       },
     },
   });
-  const outcomes = await Promise.all(Array.from({ length: 30 }, (_, i) => check('a.test', `u${i}`)));
+  const outcomes = await all(Array.from({ length: 30 }, (_, i) => check('a.test', `u${i}`)));
   t.strictSame(new Set(classes(outcomes)), new Set(['accepted']));
   t.ok(outcomes.every((o) => answer(o).attempts === 1));
   t.ok(smtp.sessions.length >= 6);
-  await engine.close();
+  await closed(t);
 });
 
 t.test('the catch-all probe: accepted means catch-all evidence on every answer, cached once', async (t) => {
-  const { smtp, engine, check, cache } = setup({ 'mx.shared.test': { catchAll: true } });
-  const outcomes = await Promise.all(Array.from({ length: 5 }, (_, i) => check('ca.test', `u${i}`)));
+  const { smtp, engine, check, cache, all, one, closed, clock } = setup({ 'mx.shared.test': { catchAll: true } });
+  const outcomes = await all(Array.from({ length: 5 }, (_, i) => check('ca.test', `u${i}`)));
   t.ok(outcomes.every((o) => answer(o).catchall?.catchall === true && answer(o).catchall?.mxIndex === 0));
   t.strictSame(cache.sets.map((s) => [s.key, s.value]), [['ca:ca.test', { catchall: true, mxIndex: 0 }]]);
-  const again = await check('ca.test', 'later');
+  const again = await one('ca.test', 'later');
   t.equal(answer(again).catchall?.catchall, true);
   t.equal(smtp.rcpts().filter((c) => c.local?.startsWith(PROBE_PREFIX)).length, 1, 'one probe per TTL');
-  await engine.close();
+  await closed(t);
 });
 
 t.test('failover: MX0 refuses connections, MX1 answers; the host is skipped for a while', async (t) => {
-  const { smtp, engine, check } = setup({ 'mx1.alpha.test': { refuseIps: ['192.0.2.1'] }, 'mx2.alpha.test': {} });
-  const o = await check('alpha.test', 'jane', { hosts: ALPHA2 });
+  const { smtp, engine, check, all, one, closed, clock } = setup({ 'mx1.alpha.test': { refuseIps: ['192.0.2.1'] }, 'mx2.alpha.test': {} });
+  const o = await one('alpha.test', 'jane', { hosts: ALPHA2 });
   t.equal(answer(o).mxIndex, 1);
   t.equal(answer(o).cls, 'accepted');
   const opensBefore = smtp.opens.filter((x) => x.servername === 'mx1.alpha.test').length;
-  const o2 = await check('alpha.test', 'john', { hosts: ALPHA2 });
+  const o2 = await one('alpha.test', 'john', { hosts: ALPHA2 });
   t.equal(answer(o2).mxIndex, 1);
   t.equal(smtp.opens.filter((x) => x.servername === 'mx1.alpha.test').length, opensBefore, 'a down host is not asked again at once');
-  await engine.close();
+  await closed(t);
 });
 
 t.test('every MX fails: the recipient gets the last failure', async (t) => {
-  const { engine, check } = setup({});
-  const o = await check('alpha.test', 'jane', { hosts: ALPHA2 });
+  const { engine, check, all, one, closed, clock } = setup({});
+  const o = await one('alpha.test', 'jane', { hosts: ALPHA2 });
   t.equal(o.kind, 'failure');
   if (o.kind === 'failure') t.strictSame([o.failure.phase, o.failure.kind, o.failure.detail], ['connect', 'connection', 'ECONNREFUSED']);
-  await engine.close();
+  await closed(t);
 });
 
 t.test('greylisting: a sync retry goes to a new session and is accepted', async (t) => {
   const seen = new Set<string>();
-  const { smtp, engine, check } = setup({
+  const { smtp, engine, check, all, one, closed, clock } = setup({
     'mx.shared.test': {
       handle: (c) => {
         if (c.verb !== 'RCPT') return undefined;
@@ -211,7 +239,7 @@ t.test('greylisting: a sync retry goes to a new session and is accepted', async 
       },
     },
   });
-  const o = answer(await check('grey.test', 'jane', { retries: 1 }));
+  const o = answer(await one('grey.test', 'jane', { retries: 1 }));
   t.equal(o.cls, 'accepted');
   t.equal(o.attempts, 2);
   t.equal(o.catchall?.catchall, false, 'the probe was asked again with the same local part');
@@ -219,56 +247,56 @@ t.test('greylisting: a sync retry goes to a new session and is accepted', async 
   t.equal(janes.length, 2);
   t.not(janes[0]!.session, janes[1]!.session, 'the retry used a new session');
   t.equal(new Set(smtp.rcpts().filter((c) => c.local?.startsWith(PROBE_PREFIX)).map((c) => c.local)).size, 1);
-  await engine.close();
+  await closed(t);
 });
 
 t.test('greylisting for a job (retries 0): the 4xx is the answer at once', async (t) => {
-  const { engine, check } = setup({ 'mx.shared.test': { handle: (c) => (c.verb === 'RCPT' ? reply('451 4.7.1 Greylisting in action, please come back later') : undefined) } });
-  const o = answer(await check('grey.test', 'jane', { retries: 0 }));
+  const { engine, check, all, one, closed, clock } = setup({ 'mx.shared.test': { handle: (c) => (c.verb === 'RCPT' ? reply('451 4.7.1 Greylisting in action, please come back later') : undefined) } });
+  const o = answer(await one('grey.test', 'jane', { retries: 0 }));
   t.equal(o.cls, 'tempfail');
   t.equal(o.attempts, 1);
-  await engine.close();
+  await closed(t);
 });
 
 t.test('SMTPUTF8 needed but not offered: answered without a RCPT', async (t) => {
-  const { smtp, engine, check } = setup({ 'mx.shared.test': {} });
-  const o = await check('a.test', 'ñandú', { utf8: true });
+  const { smtp, engine, check, all, one, closed, clock } = setup({ 'mx.shared.test': {} });
+  const o = await one('a.test', 'ñandú', { utf8: true });
   t.equal(o.kind, 'smtputf8_unsupported');
   t.equal(smtp.rcpts().filter((c) => c.local === 'ñandú').length, 0);
-  await engine.close();
+  await closed(t);
 });
 
 t.test('MAIL FROM refused: the recipients behind it are never rejected', async (t) => {
-  const { engine, check } = setup({ 'mx.shared.test': { handle: (c) => (c.verb === 'MAIL' ? reply('550 5.1.0 <probe@verifier.test>: Sender address rejected: User unknown') : undefined) } });
-  const outcomes = await Promise.all([check('a.test', 'x'), check('a.test', 'y')]);
+  const { engine, check, all, one, closed, clock } = setup({ 'mx.shared.test': { handle: (c) => (c.verb === 'MAIL' ? reply('550 5.1.0 <probe@verifier.test>: Sender address rejected: User unknown') : undefined) } });
+  const outcomes = await all([check('a.test', 'x'), check('a.test', 'y')]);
   t.strictSame(classes(outcomes), ['unclassified', 'unclassified']);
-  await engine.close();
+  await closed(t);
 });
 
 t.test('a deadline answers a recipient stuck behind a silent server', async (t) => {
-  const { engine, check } = setup({ 'mx.shared.test': { delay: (c) => (c.verb === 'RCPT' ? 400 : 0) } }, { smtpTimeoutMs: 5000 });
-  const t0 = Date.now();
-  const o = await check('slow.test', 'x', { deadlineMs: 100 });
-  t.ok(Date.now() - t0 < 350);
+  const { engine, check, all, one, closed, clock } = setup({ 'mx.shared.test': { delay: (c) => (c.verb === 'RCPT' ? 400 : 0) } }, { smtpTimeoutMs: 5000 });
+  const t0 = clock.now();
+  const o = await one('slow.test', 'x', { deadlineMs: 100 });
+  t.equal(clock.now() - t0, 100, 'answered at its deadline, not when the server would have');
   t.equal(o.kind, 'failure');
   if (o.kind === 'failure') t.strictSame([o.failure.kind, o.failure.detail, o.failure.deadlineMs], ['timeout', 'deadline', 100]);
-  await engine.close();
+  await closed(t);
 });
 
 t.test('a warm session serves later requests; close() ends it with QUIT', async (t) => {
-  const { smtp, engine, check } = setup({ 'mx.shared.test': {} }, { idleMs: 5_000 });
-  t.equal(answer(await check('a.test', 'one')).cls, 'accepted');
-  t.equal(answer(await check('b.test', 'two')).cls, 'accepted');
+  const { smtp, engine, check, all, one, closed, clock } = setup({ 'mx.shared.test': {} }, { idleMs: 5_000 });
+  t.equal(answer(await one('a.test', 'one')).cls, 'accepted');
+  t.equal(answer(await one('b.test', 'two')).cls, 'accepted');
   t.equal(smtp.sessions.length, 1, 'the second request reused the warm session');
   t.equal(smtp.count('MAIL'), 1, 'and its open transaction');
-  await engine.close();
+  await closed(t);
   t.equal(smtp.sessions[0]!.quits, 1);
   t.equal(smtp.activeTotal, 0);
 });
 
 t.test('a dropped line: the recipients are asked again on a new session', async (t) => {
   let drops = 0;
-  const { engine, check } = setup({
+  const { engine, check, all, one, closed, clock } = setup({
     'mx.shared.test': {
       handle: (c) => {
         if (c.verb === 'RCPT' && c.local === 'u3' && drops < 1) {
@@ -279,9 +307,9 @@ t.test('a dropped line: the recipients are asked again on a new session', async 
       },
     },
   });
-  const outcomes = await Promise.all(Array.from({ length: 8 }, (_, i) => check('a.test', `u${i}`)));
+  const outcomes = await all(Array.from({ length: 8 }, (_, i) => check('a.test', `u${i}`)));
   t.strictSame(new Set(classes(outcomes)), new Set(['accepted']));
-  await engine.close();
+  await closed(t);
 });
 
 t.test('the catch-all probe local part is the same for a domain through its TTL window, keyed by the salt', async (t) => {
@@ -293,40 +321,43 @@ t.test('the catch-all probe local part is the same for a domain through its TTL 
   t.not(probeLocalFor('salt-two', 'grey.test', 3_600_000, 7_200_000), a, 'another salt, another local part');
   t.not(probeLocalFor('salt-one', 'other.test', 3_600_000, 7_200_000), a);
   // Two actors of the same domain (the first went idle in between) ask the same probe address.
-  const smtp = new FakeSmtp({ 'mx.shared.test': { handle: (c) => (c.verb === 'RCPT' && c.local?.startsWith('svc-') ? reply('450 4.2.0 Greylisted') : undefined) } });
-  const engine = new Engine({ dns: new FakeDns(ADDRESSES), smtp, cache: new MemoryCache(), config: CONFIG, probeSalt: 'salt-one' });
-  await engine.check({ domain: 'grey.test', hosts: SHARED, local: 'a', utf8: false, retries: 0 });
+  const clock = new ManualClock(7_200_000);
+  const smtp = new FakeSmtp({ 'mx.shared.test': { handle: (c) => (c.verb === 'RCPT' && c.local?.startsWith('svc-') ? reply('450 4.2.0 Greylisted') : undefined) } }, clock);
+  const engine = new Engine({ dns: new FakeDns(ADDRESSES), smtp, cache: new MemoryCache(), clock, config: CONFIG, probeSalt: 'salt-one' });
+  const { closed } = harness(clock, smtp, engine);
+  await clock.run(engine.check({ domain: 'grey.test', hosts: SHARED, local: 'a', utf8: false, retries: 0 }));
   t.equal(engine.activeDomains, 0);
-  await engine.check({ domain: 'grey.test', hosts: SHARED, local: 'b', utf8: false, retries: 0 });
+  await clock.run(engine.check({ domain: 'grey.test', hosts: SHARED, local: 'b', utf8: false, retries: 0 }));
   const probes = smtp.rcpts().filter((c) => c.local?.startsWith('svc-')).map((c) => c.local);
   t.equal(probes.length, 2);
   t.equal(probes[0], probes[1]);
-  await engine.close();
+  t.equal(probes[0], a, 'the probe local part of the clock\'s window');
+  await closed(t);
 });
 
 t.test('a probe refused as a bad address (553 5.1.3) or a disabled mailbox is catch-all evidence: not catch-all', async (t) => {
   for (const refusal of ['553 5.1.3 <x>: Bad recipient address syntax', '550 5.2.1 Mailbox disabled']) {
-    const { engine, check } = setup({ 'mx.shared.test': { handle: (c) => (c.verb === 'RCPT' && c.local?.startsWith(PROBE_PREFIX) ? reply(refusal) : undefined) } });
-    const o = answer(await check('bad.test', 'jane'));
+    const { engine, check, all, one, closed, clock } = setup({ 'mx.shared.test': { handle: (c) => (c.verb === 'RCPT' && c.local?.startsWith(PROBE_PREFIX) ? reply(refusal) : undefined) } });
+    const o = answer(await one('bad.test', 'jane'));
     t.equal(o.cls, 'accepted');
     t.strictSame(o.catchall, { catchall: false, mxIndex: 0 }, refusal);
-    await engine.close();
+    await closed(t);
   }
 });
 
 t.test('sessions retiring under a connection cap: reconnects refused while the old sockets close never fail the host', async (t) => {
   // The server counts a session until its QUIT lands (latency), allows 1, and every session
   // retires after 2 rejections: new connections race the closing ones.
-  const { smtp, engine, check } = setup(
+  const { smtp, engine, check, all, one, closed, clock } = setup(
     { 'mx.shared.test': { maxSessions: 1, latencyMs: 15, handle: (c) => (c.verb === 'RCPT' && (c.local?.startsWith('nobody') || c.local?.startsWith(PROBE_PREFIX)) ? UNKNOWN : undefined) } },
     { maxConnectionsPerMx: 5, errorBudget: 2 },
   );
   const locals = Array.from({ length: 40 }, (_, i) => (i % 2 ? `nobody${i}` : `real${i}`));
-  const outcomes = await Promise.all(locals.map((l) => check('cap.test', l)));
+  const outcomes = await all(locals.map((l) => check('cap.test', l)));
   t.strictSame(classes(outcomes), locals.map((l) => (l.startsWith('nobody') ? 'rejected' : 'accepted')));
   t.ok(smtp.refusedAtBanner >= 1, `the race happened (${smtp.refusedAtBanner} refusals at the banner)`);
   t.ok((smtp.peak.get('mx.shared.test') ?? 0) <= 1);
-  await engine.close();
+  await closed(t);
 });
 
 // ------------------------------------------------------------------------------------------------
@@ -334,11 +365,6 @@ t.test('sessions retiring under a connection cap: reconnects refused while the o
 // Redis throttle can make an open wait for a permit that another process holds, which the
 // in-process one never does (an actor never asks it for more than its own limit).
 
-/** The promise, or a rejection naming what did not happen within `ms`. */
-function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms)))]).finally(() => clearTimeout(timer));
-}
 
 /**
  * A session limit shared with other processes, as RedisMxThrottle is: `free` permits per host
@@ -351,6 +377,7 @@ class SharedThrottle {
   granted = 0;
   cancelled = 0;
   constructor(
+    readonly clock: ManualClock,
     free: Record<string, number>,
     readonly ignoreSignal = false,
   ) {
@@ -381,7 +408,7 @@ class SharedThrottle {
       return Promise.reject(new Error('no permit free; not waiting'));
     }
     return new Promise((resolve, reject) => {
-      const w = { host, grant: () => void setTimeout(() => resolve(permit()), 5) };
+      const w = { host, grant: () => void this.clock.setTimeout(() => resolve(permit()), 5) };
       this.waiting.push(w);
       if (!this.ignoreSignal)
         signal?.addEventListener('abort', () => {
@@ -395,12 +422,18 @@ class SharedThrottle {
   }
 }
 
-function setupShared(throttle: SharedThrottle, servers: Record<string, FakeServer>, config: Partial<EngineConfig> = {}) {
-  const smtp = new FakeSmtp(servers);
-  const engine = new Engine({ dns: new FakeDns(ADDRESSES), smtp, cache: new MemoryCache(), throttle, config: { ...CONFIG, ...config }, randomLocal: probeLocals(), closeCheckMs: 600_000 });
+function setupShared(free: Record<string, number>, ignoreSignal: boolean, servers: Record<string, FakeServer>, config: Partial<EngineConfig> = {}) {
+  const clock = new ManualClock();
+  const throttle = new SharedThrottle(clock, free, ignoreSignal);
+  const smtp = new FakeSmtp(servers, clock);
+  const engine = new Engine({ dns: new FakeDns(ADDRESSES), smtp, cache: new MemoryCache(), clock, throttle, config: { ...CONFIG, ...config }, randomLocal: probeLocals(), closeCheckMs: 600_000 });
   const check = (domain: string, local: string, o: { hosts?: MxHost[]; retries?: number; deadlineMs?: number } = {}) =>
     engine.check({ domain, hosts: o.hosts ?? SHARED, local, utf8: false, retries: o.retries ?? 0, ...(o.deadlineMs !== undefined ? { deadlineMs: o.deadlineMs } : {}) });
-  return { smtp, engine, check };
+  /** Moves the clock on in 5 ms steps until an open waits for a permit (at most 250 ms). */
+  const untilWaiting = async () => {
+    for (let i = 0; i < 50 && throttle.waiting.length === 0; i++) await clock.advance(5);
+  };
+  return { clock, throttle, smtp, engine, check, untilWaiting, ...harness(clock, smtp, engine) };
 }
 
 t.test('close(): an open whose permit comes after its work went to another session still lets the engine go idle', async (t) => {
@@ -408,12 +441,11 @@ t.test('close(): an open whose permit comes after its work went to another sessi
   // everything and stays warm. close() ends it, its permit goes to the waiting open, which finds
   // no work: the actor is idle, and close() must hear of it. (The throttle ignores the signal, so
   // the permit really comes.)
-  const throttle = new SharedThrottle({ 'mx.shared.test': 1 }, true);
-  const { smtp, engine, check } = setupShared(throttle, { 'mx.shared.test': {} }, { idleMs: 60_000 });
-  const outcomes = await Promise.all(['a', 'b', 'c', 'd', 'e'].map((l) => check('a.test', l)));
+  const { throttle, smtp, engine, check, all, closed } = setupShared({ 'mx.shared.test': 1 }, true, { 'mx.shared.test': {} }, { idleMs: 60_000 });
+  const outcomes = await all(['a', 'b', 'c', 'd', 'e'].map((l) => check('a.test', l)));
   t.strictSame(classes(outcomes), ['accepted', 'accepted', 'accepted', 'accepted', 'accepted']);
   t.equal(throttle.waiting.length, 1, 'a second open waits for a permit');
-  await within(engine.close(), 3000, 'close()');
+  await closed(t, 3000);
   t.equal(throttle.granted, 2, 'the waiting open got the permit after all');
   t.equal(throttle.held, 0, 'and gave it back');
   t.equal(smtp.sessions.length, 1, 'without opening a session for nothing');
@@ -422,13 +454,12 @@ t.test('close(): an open whose permit comes after its work went to another sessi
 
 t.test('close() never waits for a permit: the wait is cancelled and the recipients no session can take are answered', async (t) => {
   // Every permit of the host is held by other processes (free 0), for as long as they like.
-  const throttle = new SharedThrottle({ 'mx.shared.test': 0 });
-  const { smtp, engine, check } = setupShared(throttle, { 'mx.shared.test': {} });
+  const { clock, throttle, smtp, engine, check, closed, untilWaiting } = setupShared({ 'mx.shared.test': 0 }, false, { 'mx.shared.test': {} });
   const pending = Promise.all([check('a.test', 'x'), check('b.test', 'y')]);
-  for (let i = 0; i < 50 && throttle.waiting.length === 0; i++) await new Promise((r) => setTimeout(r, 5));
+  await untilWaiting();
   t.ok(throttle.waiting.length >= 1, 'an open waits for a permit');
-  await within(engine.close(), 3000, 'close()');
-  const outcomes = await within(pending, 1000, 'the recipients are answered');
+  await closed(t, 3000);
+  const outcomes = await clock.run(pending, 1000);
   t.strictSame(classes(outcomes), ['failure:connection', 'failure:connection'], 'as a connection failure (unknown), not left hanging');
   t.match((outcomes[0] as { failure: { detail: string } }).failure.detail, /permit/);
   t.equal(throttle.waiting.length, 0, 'no wait is left behind');
@@ -440,22 +471,22 @@ t.test('close() never waits for a permit: the wait is cancelled and the recipien
 t.test('close() after a permit wait was cancelled: a free permit is still used, the sessions still open take the queue', async (t) => {
   // One permit here, the actor wants two sessions: one waits. close() while the recipients are in
   // flight (each RCPT takes 30 ms): the wait is cancelled, the open session answers everyone.
-  const throttle = new SharedThrottle({ 'mx.shared.test': 1 });
-  const { smtp, engine, check } = setupShared(throttle, { 'mx.shared.test': { latencyMs: 30 } }, { pipelineDepth: 2 });
+  const { clock, throttle, smtp, engine, check, closed, untilWaiting } = setupShared({ 'mx.shared.test': 1 }, false, { 'mx.shared.test': { latencyMs: 30 } }, { pipelineDepth: 2 });
   const pending = Promise.all(['a', 'b', 'c', 'd', 'e', 'f'].map((l) => check('a.test', l)));
-  for (let i = 0; i < 50 && throttle.waiting.length === 0; i++) await new Promise((r) => setTimeout(r, 5));
+  await untilWaiting();
   t.equal(throttle.waiting.length, 1, 'a second open waits');
-  await within(engine.close(), 5000, 'close()');
-  t.strictSame(classes(await pending), ['accepted', 'accepted', 'accepted', 'accepted', 'accepted', 'accepted']);
+  await closed(t, 5000);
+  t.strictSame(classes(await clock.run(pending, 1000)), ['accepted', 'accepted', 'accepted', 'accepted', 'accepted', 'accepted']);
   t.equal(smtp.sessions.length, 1);
   t.equal(throttle.held, 0);
 });
 
 t.test('close(): a greylist retry whose recipient ran out of time does not keep its domain open', async (t) => {
-  const { engine, check } = setup({ 'mx.shared.test': { handle: (c) => (c.verb === 'RCPT' && !c.local?.startsWith(PROBE_PREFIX) ? reply('450 4.2.0 <x>: Recipient address rejected: Greylisted') : undefined) } }, { smtpRetryDelayMs: 150 });
-  const o = await check('grey.test', 'jane', { retries: 1, deadlineMs: 60 });
+  const { clock, engine, one, closed } = setup({ 'mx.shared.test': { handle: (c) => (c.verb === 'RCPT' && !c.local?.startsWith(PROBE_PREFIX) ? reply('450 4.2.0 <x>: Recipient address rejected: Greylisted') : undefined) } }, { smtpRetryDelayMs: 150 });
+  const o = await one('grey.test', 'jane', { retries: 1, deadlineMs: 60 });
   t.equal(o.kind, 'failure', 'the deadline answered before the retry');
-  await new Promise((r) => setTimeout(r, 250)); // the retry timer fires on a recipient that is done
+  t.equal(engine.activeDomains, 1, 'its retry timer still holds the domain actor');
+  await clock.advance(250); // the retry timer fires on a recipient that is done
   t.equal(engine.activeDomains, 0, 'the domain actor is gone');
-  await within(engine.close(), 3000, 'close()');
+  await closed(t, 3000);
 });

@@ -1,12 +1,12 @@
 // Scripted fakes for the verifier's ports: an SMTP connector whose servers answer from a script
 // and record every command, a DNS port from a table, and an in-memory cache that records writes.
+// The servers' delays run on the engine's clock (a ManualClock in the tests), never on the real one.
 
 import { parseReply, type CachePort, type DnsPort, type MxAnswer, type SendResult, type SessionFailure, type SmtpConnectOptions, type SmtpConnector, type SmtpPhase, type SmtpReply, type SmtpSession } from '@svc/verifier';
 
 /** A reply from its wire lines (without CRLF), parsed the real way. */
 export const reply = (...lines: string[]): SmtpReply => parseReply(lines);
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+import type { ManualClock } from '../src/clock.ts';
 
 export class MemoryCache implements CachePort {
   readonly map = new Map<string, unknown>();
@@ -110,7 +110,7 @@ export class FakeSession implements SmtpSession {
 
   #record(phase: SmtpPhase, line: string): Command {
     const verb = line.split(/[\s:]/)[0]!.toUpperCase();
-    const cmd: Command = { server: this.server, session: this.id, phase, line, verb, at: performance.now() };
+    const cmd: Command = { server: this.server, session: this.id, phase, line, verb, at: this.smtp.clock.now() };
     const m = /^RCPT TO:<(.*)@([^@>]*)>/.exec(line);
     if (m) {
       cmd.local = m[1]!;
@@ -155,10 +155,10 @@ export class FakeSession implements SmtpSession {
     if (this.closed) return { ok: false, failure: { phase, kind: 'connection', detail: 'send on a closed session' } };
     if (/[\r\n]/.test(line)) throw new Error(`line break in command: ${JSON.stringify(line)}`);
     const cmd = this.#record(phase, line);
-    if (this.spec.latencyMs) await sleep(this.spec.latencyMs);
+    if (this.spec.latencyMs) await this.smtp.clock.sleep(this.spec.latencyMs);
     else await Promise.resolve();
     const extra = this.spec.delay?.(cmd, this) ?? 0;
-    if (extra > 0) await sleep(extra);
+    if (extra > 0) await this.smtp.clock.sleep(extra);
     if (this.closed) return { ok: false, failure: { phase, kind: 'connection', detail: 'closed while waiting' } };
     const answer = this.spec.handle?.(cmd, this) ?? this.#default(cmd);
     if (answer === 'drop') {
@@ -188,7 +188,7 @@ export class FakeSession implements SmtpSession {
   async quit(): Promise<void> {
     if (this.closed) return;
     this.#record('quit', 'QUIT');
-    if (this.spec.latencyMs) await sleep(this.spec.latencyMs);
+    if (this.spec.latencyMs) await this.smtp.clock.sleep(this.spec.latencyMs);
     this.quits++;
     this.#close();
   }
@@ -210,12 +210,15 @@ export class FakeSmtp implements SmtpConnector {
   refusedAtBanner = 0;
   peakTotal = 0;
 
-  constructor(readonly servers: Record<string, FakeServer>) {}
+  constructor(
+    readonly servers: Record<string, FakeServer>,
+    readonly clock: ManualClock,
+  ) {}
 
   async open(opts: SmtpConnectOptions): Promise<{ ok: true; session: SmtpSession } | { ok: false; failure: SessionFailure }> {
     this.opens.push({ ...opts });
     const spec = this.servers[opts.servername];
-    if (spec?.latencyMs) await sleep(spec.latencyMs);
+    if (spec?.latencyMs) await this.clock.sleep(spec.latencyMs);
     if (!spec) return { ok: false, failure: { phase: 'connect', kind: 'connection', detail: 'ECONNREFUSED' } };
     if (spec.connectFailure) return { ok: false, failure: spec.connectFailure };
     if (spec.refuseIps?.includes(opts.host)) return { ok: false, failure: { phase: 'connect', kind: 'connection', detail: 'ECONNREFUSED' } };

@@ -9,7 +9,7 @@ import { CatchallRecovery, createCsvPool, CsvJobs, InProcessBus, isKafkaWarmup, 
 import { Engine, ENGINE_DEFAULTS, type MxThrottle } from '@svc/engine';
 import { Verifier, verifierConfig, type CachePort } from '@svc/verifier';
 import { HostedMcp } from '@svc/mcp';
-import { nodeDns, netSmtpConnector, tcpReachable } from '@svc/verifier/adapters';
+import { createNetSmtpConnector, nodeDns, tcpReachable } from '@svc/verifier/adapters';
 import { isConnectionFailure, LocalProcessor, StripeProcessor, SubscriptionService } from '@svc/billing';
 import { ConfigError, redactUrl, type Config } from './config.ts';
 import { clickhouseSelect1, Readiness } from './readiness.ts';
@@ -159,7 +159,8 @@ export async function createServices(config: Config, opts: { store?: Store } = {
     dns,
     probeSalt: secret,
     ...(throttle ? { throttle } : {}),
-    smtp: netSmtpConnector,
+    // Its own TLS context and session cache: nothing of an engine is kept at module level.
+    smtp: createNetSmtpConnector(),
     cache,
     config: {
       ...ENGINE_DEFAULTS,

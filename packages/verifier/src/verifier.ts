@@ -89,6 +89,18 @@ export interface RunOptions {
   deadlineMs?: number;
 }
 
+/** Where an address's SMTP probe goes, and the MX answer that says so (plain data: it can ride on a bus message). */
+export interface Route {
+  /** The ASCII domain (lower case): the key of `verifyRouted`'s answers. */
+  domain: string;
+  /** Its first MX host (lower case); null when no SMTP probe would be made. */
+  host: string | null;
+  mx: MxAnswer;
+}
+
+/** MX answers already known, by ASCII domain (lower case). Only `mx` and `implicit` answers are used. */
+export type KnownMx = Readonly<Record<string, MxAnswer | undefined>>;
+
 export interface PlanItem {
   email: string;
   parsed: ParsedAddress;
@@ -159,7 +171,11 @@ export class Verifier {
   }
 
   /** Verdicts in input order, one per submitted string. */
-  async run(plan: Plan, opts: RunOptions = {}): Promise<Verdict[]> {
+  run(plan: Plan, opts: RunOptions = {}): Promise<Verdict[]> {
+    return this.#run(plan, opts, undefined);
+  }
+
+  async #run(plan: Plan, opts: RunOptions, known: KnownMx | undefined): Promise<Verdict[]> {
     const started = planStarts.get(plan) ?? performance.now();
     const traced = (item: PlanItem, v: Verdict, mxHost: string | null): Verdict => {
       const p = item.parsed;
@@ -170,7 +186,7 @@ export class Verifier {
     return Promise.all(
       plan.items.map(async (item) => {
         if (item.verdict) return traced(item, item.verdict, null);
-        const fresh = await this.#verifyKey(item.key!, item.parsed, opts);
+        const fresh = await this.#verifyKey(item.key!, item.parsed, opts, known);
         return traced(item, withEmail(item.email, fresh.stored), fresh.mxHost);
       }),
     );
@@ -181,20 +197,39 @@ export class Verifier {
   }
 
   /**
+   * verify() for addresses whose MX answers are already known (from routes(), on another stage
+   * or process): the SMTP probe goes to the hosts given, with no second MX lookup. A domain
+   * missing from `mx`, or whose answer is not `mx`/`implicit` (a failed lookup is worth asking
+   * again), is looked up as verify() does. Same verdicts, same caching.
+   */
+  async verifyRouted(emails: readonly string[], mx: KnownMx, opts: RunOptions = {}): Promise<Verdict[]> {
+    return this.#run(await this.plan(emails), opts, mx);
+  }
+
+  /**
    * Where each address's SMTP probe would go: its domain's first MX host (lower case), or null
    * when no SMTP probe would be made (bad syntax, a DNS answer with no mail host, a failed lookup).
-   * The job pipeline keys its MX work by it, so one worker owns each host's sessions (DESIGN 4).
+   * The job pipeline keys its MX work by it, so one worker owns each host's sessions.
    * Reads the MX cache and DNS as verify() does (one lookup per domain at a time), not the verdict
    * cache: a cached verdict is answered wherever the address is routed.
    */
   async route(emails: readonly string[]): Promise<Array<string | null>> {
+    return (await this.routes(emails)).map((r) => r?.host ?? null);
+  }
+
+  /**
+   * route() with the MX answer each host came from, for a later verifyRouted() (keyed by
+   * `domain`); null for bad syntax or a lookup that threw.
+   */
+  async routes(emails: readonly string[]): Promise<Array<Route | null>> {
     return Promise.all(
-      emails.map(async (email) => {
+      emails.map(async (email): Promise<Route | null> => {
         const parsed = this.#parse(email);
         if (!parsed.ok) return null;
         try {
           const mx = await this.#mx(parsed.asciiDomain);
-          return mx.kind === 'mx' || mx.kind === 'implicit' ? (mx.hosts[0]?.exchange.toLowerCase() ?? null) : null;
+          const host = mx.kind === 'mx' || mx.kind === 'implicit' ? (mx.hosts[0]?.exchange.toLowerCase() ?? null) : null;
+          return { domain: parsed.asciiDomain, host, mx };
         } catch {
           return null;
         }
@@ -202,20 +237,21 @@ export class Verifier {
     );
   }
 
-  #verifyKey(key: string, parsed: ParsedAddress, opts: RunOptions): Promise<Fresh> {
+  #verifyKey(key: string, parsed: ParsedAddress, opts: RunOptions, known: KnownMx | undefined): Promise<Fresh> {
     // Jobs (no in-session greylist retry) and sync requests do not share a probe in flight.
     const flightKey = opts.smtpRetries === undefined && opts.deadlineMs === undefined ? key : `${key}\u0000${opts.smtpRetries}\u0000${opts.deadlineMs}`;
     let p = this.#inflight.get(flightKey);
     if (!p) {
-      p = this.#fresh(key, parsed, opts).finally(() => this.#inflight.delete(flightKey));
+      p = this.#fresh(key, parsed, opts, known).finally(() => this.#inflight.delete(flightKey));
       this.#inflight.set(flightKey, p);
     }
     return p;
   }
 
-  async #fresh(key: string, parsed: ParsedAddress, opts: RunOptions): Promise<Fresh> {
+  async #fresh(key: string, parsed: ParsedAddress, opts: RunOptions, known: KnownMx | undefined): Promise<Fresh> {
     const ok = parsed as Extract<ParsedAddress, { ok: true }>;
-    const mx = await this.#mx(ok.asciiDomain);
+    const given = known?.[ok.asciiDomain];
+    const mx = given && (given.kind === 'mx' || given.kind === 'implicit') ? given : await this.#mx(ok.asciiDomain);
     let verdict: Verdict;
     let mxHost: string | null = null;
     if (mx.kind === 'mx' || mx.kind === 'implicit') {

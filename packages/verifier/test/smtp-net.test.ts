@@ -424,3 +424,21 @@ t.test('a 554 greeting is answered with QUIT before closing', async (t) => {
   if (!r.ok) t.same([r.failure.phase, r.failure.kind, r.failure.reply?.code], ['greeting', 'reply', 554]);
   t.strictSame(got, ['QUIT']);
 });
+
+t.test('TLS caches belong to their connector: sessions kept per host, bounded, never shared', async (t) => {
+  const { TlsCache, createNetSmtpConnector } = await import('../src/adapters/smtp-net.ts');
+  const a = new TlsCache(2);
+  const b = new TlsCache(2);
+  a.remember('mx1.test', Buffer.from('one'));
+  t.equal(a.session('mx1.test')?.toString(), 'one');
+  t.equal(b.session('mx1.test'), undefined, 'another cache knows nothing of it');
+  t.not(a.context, b.context, 'each has its own TLS context');
+  a.remember('mx2.test', Buffer.from('two'));
+  a.remember('mx3.test', Buffer.from('three'));
+  t.equal(a.size, 1, 'past the bound the cache starts again');
+  t.equal(a.session('mx3.test')?.toString(), 'three');
+  const srv = await serve(t);
+  const r = await createNetSmtpConnector(b).open(options(srv.port));
+  t.equal(r.ok, true, 'a connector built on a cache opens sessions');
+  if (r.ok) r.session.destroy();
+});

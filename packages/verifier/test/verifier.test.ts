@@ -3,7 +3,7 @@
 
 import t from 'tap';
 import type { CachePort, DnsPort, ProbePort } from '../src/ports.ts';
-import { Verifier, verifierConfig } from '../src/verifier.ts';
+import { Verifier, verdictTrace, verifierConfig } from '../src/verifier.ts';
 
 const noDns: DnsPort = { resolveMail: async () => ({ kind: 'nxdomain' }), resolveAddresses: async () => [] };
 const noProbe: ProbePort = { check: async () => ({ kind: 'failure', failure: { phase: 'connect', kind: 'connection', detail: 'unused' } }), close: async () => {} };
@@ -62,4 +62,56 @@ t.test('route: the first MX host of each address that needs SMTP, null for the o
   const routes = await v.route(['a@x.test', 'b@X.TEST', 'c@bare.test', 'd@null.test', 'e@gone.test', 'f@slow.test', 'g@broken.test', 'not an address']);
   t.strictSame(routes, ['mx1.shared.test', 'mx1.shared.test', 'bare.test', null, null, null, null, null]);
   t.strictSame(lookups.sort(), ['bare.test', 'broken.test', 'gone.test', 'null.test', 'slow.test', 'x.test'], 'one lookup per domain, none for bad syntax');
+});
+
+t.test('routes then verifyRouted: the MX answer travels with the route, no second lookup, same verdicts', async (t) => {
+  const lookups: string[] = [];
+  const answers: Record<string, Awaited<ReturnType<DnsPort['resolveMail']>>> = {
+    'x.test': { kind: 'mx', hosts: [{ exchange: 'MX1.x.test', priority: 10 }, { exchange: 'mx2.x.test', priority: 20 }] },
+    'bare.test': { kind: 'implicit', hosts: [{ exchange: 'bare.test', priority: 0 }] },
+    'slow.test': { kind: 'timeout' },
+  };
+  const dns: DnsPort = {
+    resolveMail: async (domain) => {
+      lookups.push(domain);
+      return answers[domain] ?? { kind: 'nxdomain' };
+    },
+    resolveAddresses: async () => [],
+  };
+  const checks: Array<{ domain: string; hosts: string[] }> = [];
+  const probe: ProbePort = {
+    check: async (req) => {
+      checks.push({ domain: req.domain, hosts: req.hosts.map((h) => h.exchange) });
+      return { kind: 'answer', cls: 'accepted', reply: { code: 250, enhanced: '2.1.5', text: 'Ok', lines: ['250 2.1.5 Ok'] }, mxIndex: 0, attempts: 1 };
+    },
+    close: async () => {},
+  };
+  const cache: CachePort = { get: () => undefined, set: () => {} };
+  const routing = new Verifier({ dns, probe: noProbe, cache, config: verifierConfig() });
+  const emails = ['a@X.test', 'b@bare.test', 'c@slow.test', 'not an address'];
+  const routes = await routing.routes(emails);
+  t.strictSame(routes, [
+    { domain: 'x.test', host: 'mx1.x.test', mx: answers['x.test'] },
+    { domain: 'bare.test', host: 'bare.test', mx: answers['bare.test'] },
+    { domain: 'slow.test', host: null, mx: { kind: 'timeout' } },
+    null,
+  ]);
+  t.strictSame(await routing.route(emails), ['mx1.x.test', 'bare.test', null, null], 'route() is routes() reduced to the host');
+  // Another process probes with the answers it was handed.
+  lookups.length = 0;
+  const known = Object.fromEntries(routes.flatMap((r) => (r ? [[r.domain, r.mx]] : [])));
+  const probing = new Verifier({ dns, probe, cache, config: verifierConfig() });
+  const routed = await probing.verifyRouted(emails, known, { smtpRetries: 0, deadlineMs: 0 });
+  t.strictSame(lookups, ['slow.test'], 'only the failed lookup is asked again');
+  t.strictSame(checks, [
+    { domain: 'x.test', hosts: ['MX1.x.test', 'mx2.x.test'] },
+    { domain: 'bare.test', hosts: ['bare.test'] },
+  ]);
+  const fresh = await new Verifier({ dns, probe, cache, config: verifierConfig() }).verify(emails, { smtpRetries: 0, deadlineMs: 0 });
+  t.strictSame(
+    routed.map((v) => [v.email, v.result, v.reason_code]),
+    fresh.map((v) => [v.email, v.result, v.reason_code]),
+    'the same verdicts as verify()',
+  );
+  t.strictSame(routed.map((v) => verdictTrace(v)?.mx_host ?? null), ['mx1.x.test', 'bare.test', null, null]);
 });

@@ -1,20 +1,42 @@
-// The socket side of an SMTP probe, on node:net / node:tls. A thin driver: it writes one command,
-// waits for exactly one reply within the phase's timeout (STYLE 9), and reports anything else
-// (an unsolicited reply, a closed line, a timeout) as a SessionFailure. It decides nothing about
-// mailboxes: that is smtp/classify.ts.
+// The socket side of an SMTP probe, on node:net / node:tls. A thin driver: it writes commands,
+// matches each reply to the oldest one in flight within the phase's timeout, and reports anything
+// else (an unsolicited reply, a closed line, a timeout) as a SessionFailure. It decides nothing:
+// which command comes next is smtp/opening.ts (then the engine's session driver over
+// smtp/conversation.ts), what a reply says about a mailbox is smtp/classify.ts.
 
 import net from 'node:net';
 import tls from 'node:tls';
 import { StringDecoder } from 'node:string_decoder';
 import type { SendResult, SessionFailure, SmtpConnectOptions, SmtpConnector, SmtpPhase, SmtpSession } from '../ports.ts';
-import { command, ehloKeywords, ReplyReader, SmtpProtocolError } from '../smtp/reply.ts';
+import { openingStart, openingStep, type OpeningInput } from '../smtp/opening.ts';
+import { command, ReplyReader, SmtpProtocolError } from '../smtp/reply.ts';
 import type { SmtpReply } from '../types.ts';
 
-// One TLS context for every probe, and the last TLS session per MX host for resumption: a
-// full handshake is most of a probe's CPU (bench/RESULTS.md).
-const TLS_CONTEXT = tls.createSecureContext({});
-const TLS_SESSIONS = new Map<string, Buffer>();
-const MAX_TLS_SESSIONS = 10_000;
+/**
+ * One TLS context for every probe of a connector, and the last TLS session per MX host for
+ * resumption: a full handshake is most of a probe's CPU (bench/RESULTS.md). One per engine (its
+ * connector's), never shared through the module: two engines in a process keep their own.
+ */
+export class TlsCache {
+  readonly context = tls.createSecureContext({});
+  readonly #sessions = new Map<string, Buffer>();
+
+  constructor(readonly maxSessions = 10_000) {}
+
+  /** The last session of `host`, to resume. */
+  session(host: string): Buffer | undefined {
+    return this.#sessions.get(host);
+  }
+
+  remember(host: string, session: Buffer): void {
+    if (this.#sessions.size >= this.maxSessions) this.#sessions.clear();
+    this.#sessions.set(host, session);
+  }
+
+  get size(): number {
+    return this.#sessions.size;
+  }
+}
 
 type Waiter = { phase: SmtpPhase; resolve: (r: SendResult) => void; timer?: NodeJS.Timeout };
 
@@ -31,6 +53,7 @@ class NetSession implements SmtpSession {
   constructor(
     socket: net.Socket,
     readonly opts: SmtpConnectOptions,
+    readonly tlsCache: TlsCache,
   ) {
     this.#socket = socket;
     this.#attach(socket);
@@ -121,7 +144,7 @@ class NetSession implements SmtpSession {
     const stray = this.#pending.shift();
     if (stray) {
       // A reply nobody asked for: the dialogue is out of step, so every later reply would be
-      // matched to the wrong command. Write nothing more; end the session (STYLE 2).
+      // matched to the wrong command. Write nothing more; end the session.
       const failure: SessionFailure = { phase, kind: 'protocol', detail: `unexpected reply before command: ${stray.code}`, reply: stray };
       this.#fail(failure);
       this.#socket.destroy();
@@ -146,12 +169,9 @@ class NetSession implements SmtpSession {
     plain.removeAllListeners('error');
     return new Promise((resolve) => {
       const name = this.opts.servername;
-      const resume = TLS_SESSIONS.get(name);
-      const secure = tls.connect({ socket: plain, servername: net.isIP(name) ? undefined : name, rejectUnauthorized: false, secureContext: TLS_CONTEXT, ...(resume ? { session: resume } : {}) });
-      secure.on('session', (session: Buffer) => {
-        if (TLS_SESSIONS.size >= MAX_TLS_SESSIONS) TLS_SESSIONS.clear();
-        TLS_SESSIONS.set(name, session);
-      });
+      const resume = this.tlsCache.session(name);
+      const secure = tls.connect({ socket: plain, servername: net.isIP(name) ? undefined : name, rejectUnauthorized: false, secureContext: this.tlsCache.context, ...(resume ? { session: resume } : {}) });
+      secure.on('session', (session: Buffer) => this.tlsCache.remember(name, session));
       const timer = setTimeout(() => {
         secure.destroy();
         resolve({ ok: false, failure: { phase: 'starttls', kind: 'timeout', detail: 'TLS handshake timed out' } });
@@ -205,57 +225,50 @@ function connectSocket(opts: SmtpConnectOptions): Promise<{ ok: true; socket: ne
   });
 }
 
-const fail = (failure: SessionFailure) => ({ ok: false as const, failure });
+/**
+ * A connector on node:net with its own TLS cache (give each engine its own). Opens a session:
+ * connect, then the opening reducer (smtp/opening.ts) decides every command (greeting, EHLO or
+ * HELO, STARTTLS when offered, EHLO again); this only performs its effects.
+ */
+export function createNetSmtpConnector(tlsCache: TlsCache = new TlsCache()): SmtpConnector {
+  return { open: (opts) => openSession(opts, tlsCache) };
+}
 
-/** Opens a session: connect, greeting, EHLO (HELO fallback), STARTTLS when offered, EHLO again. */
-export const netSmtpConnector: SmtpConnector = {
-  async open(opts) {
-    const c = await connectSocket(opts);
-    if (!c.ok) return c;
-    const s = new NetSession(c.socket, opts);
-    const bail = (failure: SessionFailure) => {
-      s.destroy();
-      return fail(failure);
-    };
-    const greeting = await s.next('greeting');
-    if (!greeting.ok) return bail(greeting.failure);
-    if (greeting.reply.code !== 220) {
-      // RFC 5321 3.1: after a 554 greeting the client should still send QUIT; a 421 closes at once.
-      if (greeting.reply.code !== 421) await s.quit();
-      return bail({ phase: 'greeting', kind: 'reply', detail: 'server refused the session', reply: greeting.reply });
-    }
+/** A connector with a TLS cache of its own, for callers that build one engine (tests, benchmarks). */
+export const netSmtpConnector: SmtpConnector = createNetSmtpConnector();
 
-    const hello = async (): Promise<SessionFailure | undefined> => {
-      const ehlo = await s.send('ehlo', `EHLO ${opts.heloName}`);
-      if (!ehlo.ok) return ehlo.failure;
-      if (ehlo.reply.code === 250) {
-        s.extensions = ehloKeywords(ehlo.reply);
-        return undefined;
+async function openSession(opts: SmtpConnectOptions, tlsCache: TlsCache): ReturnType<SmtpConnector['open']> {
+  const c = await connectSocket(opts);
+  if (!c.ok) return c;
+  const s = new NetSession(c.socket, opts, tlsCache);
+  let { state, effects } = openingStart(opts.heloName);
+  for (;;) {
+    let input: OpeningInput | undefined;
+    for (const e of effects) {
+      switch (e.type) {
+        case 'read':
+        case 'send': {
+          const r = e.type === 'read' ? await s.next(e.phase) : await s.send(e.phase, e.line);
+          input = r.ok ? { type: 'reply', reply: r.reply } : { type: 'failure', failure: r.failure };
+          break;
+        }
+        case 'upgrade': {
+          const up = await s.upgrade();
+          input = up && !up.ok ? { type: 'tls', failure: up.failure } : { type: 'tls' };
+          break;
+        }
+        case 'quit':
+          await s.quit();
+          break;
+        case 'ready':
+          s.extensions = new Set(e.extensions);
+          return { ok: true, session: s };
+        case 'failed':
+          s.destroy();
+          return { ok: false, failure: e.failure };
       }
-      if (ehlo.reply.code === 421) return { phase: 'ehlo', kind: 'reply', detail: 'server closing', reply: ehlo.reply };
-      // RFC 5321 4.1.4: a server that does not know EHLO answers 500/502; fall back to HELO.
-      const helo = await s.send('helo', `HELO ${opts.heloName}`);
-      if (!helo.ok) return helo.failure;
-      if (helo.reply.code !== 250) return { phase: 'helo', kind: 'reply', detail: 'HELO refused', reply: helo.reply };
-      s.extensions = new Set();
-      return undefined;
-    };
-    const f1 = await hello();
-    if (f1) {
-      if (f1.kind === 'reply' && f1.reply?.code !== 421) await s.quit(); // refused HELO: end politely
-      return bail(f1);
     }
-    if (s.extensions.has('STARTTLS')) {
-      const st = await s.send('starttls', 'STARTTLS');
-      if (!st.ok) return bail(st.failure);
-      if (st.reply.code === 220) {
-        const up = await s.upgrade();
-        if (up && !up.ok) return bail(up.failure);
-        const f2 = await hello();
-        if (f2) return bail(f2);
-      }
-      // A refused STARTTLS (454) leaves the plain session usable: go on without TLS.
-    }
-    return { ok: true, session: s };
-  },
-};
+    if (!input) throw new Error('smtp-net: the opening asked for nothing');
+    ({ state, effects } = openingStep(state, input));
+  }
+}

@@ -1,0 +1,66 @@
+// What waits for a session to an MX host: the MX actor's own record of each recipient, in a deque.
+
+import type { RcptRequest } from './types.ts';
+
+/** A recipient as the MX actor holds it: the request, and what the actor learnt about it. */
+export interface Entry {
+  readonly req: RcptRequest;
+  /** Sessions that ended under it without an answer (dropped line, protocol error, 421). */
+  interruptions: number;
+  /** Withdrawn by its domain actor (answered elsewhere, past its deadline): skipped wherever it is found. */
+  withdrawn: boolean;
+}
+
+/** Entries waiting for a session, oldest first: a ring-free deque (push back, take front, put back at the front). */
+export class Queue {
+  #items: Entry[] = [];
+  #head = 0;
+
+  get length(): number {
+    return this.#items.length - this.#head;
+  }
+
+  push(item: Entry): void {
+    this.#items.push(item);
+  }
+
+  /** Puts entries back at the front, in the order given. */
+  unshift(items: Entry[]): void {
+    if (items.length === 0) return;
+    this.#items = [...items, ...this.#items.slice(this.#head)];
+    this.#head = 0;
+  }
+
+  /** Takes up to `n` entries that `ok` accepts, front first; skips (drops) withdrawn ones. */
+  take(n: number, ok: (item: Entry) => boolean): Entry[] {
+    const out: Entry[] = [];
+    const skipped: Entry[] = [];
+    while (out.length < n && this.#head < this.#items.length) {
+      const item = this.#items[this.#head++]!;
+      if (item.withdrawn) continue;
+      if (ok(item)) out.push(item);
+      else skipped.push(item);
+      if (skipped.length > 1000) break; // leave the rest for another session
+    }
+    if (this.#head > 1024 && this.#head * 2 > this.#items.length) {
+      this.#items = this.#items.slice(this.#head);
+      this.#head = 0;
+    }
+    this.unshift(skipped);
+    return out;
+  }
+
+  /** Removes and returns everything not withdrawn. */
+  drain(): Entry[] {
+    const out = this.#items.slice(this.#head).filter((i) => !i.withdrawn);
+    this.#items = [];
+    this.#head = 0;
+    return out;
+  }
+
+  /** Drops withdrawn entries from the front (cheap housekeeping). */
+  live(): number {
+    while (this.#head < this.#items.length && this.#items[this.#head]!.withdrawn) this.#head++;
+    return this.length;
+  }
+}
