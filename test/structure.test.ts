@@ -16,7 +16,7 @@ import { specifiers } from './helpers/imports.ts';
 const ROOT = path.resolve(import.meta.dirname, '..');
 const PKGS = path.join(ROOT, 'packages');
 
-/** What each package may import (besides itself). The order is the one of DESIGN 2. */
+/** What each package may import (besides itself), lowest layer first (docs/architecture.md). */
 const ALLOWED: Record<string, string[]> = {
   contracts: [],
   verifier: ['contracts'],

@@ -1,5 +1,5 @@
-// Validation decisions for analytics (DESIGN 4: "every validation decision also goes to
-// analytics"; docs/decisions.md "Analytics"). A decision row names the address only by the
+// Validation decisions for analytics (every validation decision also goes to analytics:
+// docs/decisions/storage-and-cluster.md). A decision row names the address only by the
 // SHA-256 of its normalised form, never the address itself. Its id makes a redelivery count
 // once: `<request id>:<index>` for a sync request, `<job id>:<row index>` for a job.
 //

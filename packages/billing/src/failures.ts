@@ -1,4 +1,4 @@
-// Bugs are not outages (STYLE 15). Only a failure to reach the database is a temporary
+// Bugs are not outages. Only a failure to reach the database is a temporary
 // dependency failure (503 validation_upstream_failed, retried by clients); anything else that
 // the store throws (a CHECK constraint, a broken invariant, bad SQL) is a bug: it stays an
 // unexpected error (500 internal_error) and is logged.

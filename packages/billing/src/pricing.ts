@@ -1,4 +1,4 @@
-// Pricing (spec core 1, 2.1): one credit per High-Value Validation, and a stable reason for every
+// Pricing (docs/api.md, "Credits"): one credit per High-Value Validation, and a stable reason for every
 // result that is not charged.
 
 import type { BulkSummary, ChargeReason, ValidationResultBody } from '@svc/contracts';

@@ -1,4 +1,4 @@
-// The Stripe adapter of the PaymentProcessor port (issue 9), on the official `stripe` SDK:
+// The Stripe adapter of the PaymentProcessor port, on the official `stripe` SDK:
 // outbound, `subscriptions.update(id, {cancel_at_period_end})`; inbound, webhook events verified
 // with Stripe's signature scheme (the SDK's `webhooks.constructEvent`: HMAC-SHA256 of
 // `timestamp.body` under the endpoint's `whsec_` secret, 5 minutes' tolerance) and applied once

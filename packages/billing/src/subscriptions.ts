@@ -1,4 +1,4 @@
-// Subscriptions (issue 9; spec core 2.4, 3.2, DESIGN 6): cancel and reactivate, and the payment
+// Subscriptions (docs/api.md, "Subscriptions"): cancel and reactivate, and the payment
 // processor's events, which are the only way a subscription's state and its credits change.
 //
 // The port, PaymentProcessor, has two adapters: LocalProcessor (the embedded profile's: plans as
@@ -32,7 +32,7 @@ export interface PaymentProcessor {
   setCancelAtPeriodEnd(sub: SubscriptionRecord, cancel: boolean): Promise<SubscriptionState>;
 }
 
-/** The cancellation response of spec core 2.4 (reactivation: the same shape, DESIGN 6). */
+/** The cancellation response (reactivation answers the same shape). */
 export interface CancellationResponse {
   subscription_id: string;
   status: string;
@@ -76,12 +76,12 @@ export class SubscriptionService {
     private readonly processor: PaymentProcessor,
   ) {}
 
-  /** POST /v1/subscriptions/cancel (spec core 3.2 rows 1-3). */
+  /** POST /v1/subscriptions/cancel (cancel at the period end, or now). */
   cancel(accountId: string): Promise<CancellationResponse> {
     return this.#setCancel(accountId, true);
   }
 
-  /** POST /v1/subscriptions/reactivate (spec core 3.2 row 4). */
+  /** POST /v1/subscriptions/reactivate: undoes a cancellation at the period end. */
   reactivate(accountId: string): Promise<CancellationResponse> {
     return this.#setCancel(accountId, false);
   }

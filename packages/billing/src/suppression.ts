@@ -1,4 +1,4 @@
-// The account's suppression list in front of the verifier (DESIGN 6 "Suppression"): an address
+// The account's suppression list in front of the verifier (docs/decisions/outcomes.md): an address
 // the account suppressed after a confirmed hard bounce, a complaint or an unsubscribe is answered
 // from that evidence, without probing, and never charged. Sync requests apply it to their plan;
 // the job worker to each MX message.

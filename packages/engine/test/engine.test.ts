@@ -361,7 +361,7 @@ t.test('sessions retiring under a connection cap: reconnects refused while the o
 });
 
 // ------------------------------------------------------------------------------------------------
-// close() with a shared session limit (issue 7: a front's close hung with REDIS_URL set). The
+// close() with a shared session limit (a front's close once hung with REDIS_URL set). The
 // Redis throttle can make an open wait for a permit that another process holds, which the
 // in-process one never does (an actor never asks it for more than its own limit).
 

@@ -51,7 +51,7 @@ export interface SmtpReply {
 }
 
 /**
- * The verdict on one address: the validation result of spec core 2.1 before pricing (billing adds
+ * The verdict on one address: the validation result (docs/api.md) before pricing (billing adds
  * `credits_charged` and `charge_reason`), plus whether it is a High-Value Validation.
  */
 export type Verdict = Omit<ValidationResultBody, 'credits_charged' | 'charge_reason'> & {

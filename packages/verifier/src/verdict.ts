@@ -1,4 +1,4 @@
-// From evidence to a verdict: the result table of spec core 2.1, in one place.
+// From evidence to a verdict: the result table of docs/api.md, in one place.
 
 import { isDisposable, isFreeProvider, roleType } from './lists.ts';
 import type { ProbeOutcome } from './ports.ts';
@@ -14,7 +14,7 @@ export type Evidence =
   | { layer: 'syntax'; reason: string }
   | { layer: 'dns'; answer: Exclude<MxAnswer, { kind: 'mx' } | { kind: 'implicit' }> }
   | { layer: 'smtp'; outcome: ProbeOutcome; implicitMx: boolean }
-  /** The account suppressed the address after delivery evidence it imported (DESIGN 6 "Suppression"): answered without probing. */
+  /** The account suppressed the address after delivery evidence it imported (docs/decisions/outcomes.md): answered without probing. */
   | { layer: 'suppression'; kind: 'hard_bounce' | 'complaint' | 'unsubscribed' }
   /** The job pipeline gave up on the address: its message failed every attempt (a dead letter), so no layer answered. */
   | { layer: 'processing' };

@@ -45,7 +45,7 @@ export interface VerifierDeps {
 type Stored = Omit<Verdict, 'email'>;
 
 /**
- * How a verdict returned by Verifier.run was reached, for analytics (DESIGN 4: every decision
+ * How a verdict returned by Verifier.run was reached, for analytics (every decision
  * goes to analytics). Kept beside the verdict (verdictTrace), never on it: the verdict is what
  * the API serialises and the cache stores.
  */

@@ -1,4 +1,4 @@
-// What one RCPT reply says about a mailbox (DESIGN 5): real-world wording from the big providers
+// What one RCPT reply says about a mailbox: real-world wording from the big providers
 // and common MTAs, parsed from the wire form so enhanced codes are extracted the real way.
 
 import t from 'tap';

@@ -1,4 +1,4 @@
-// Lint-like guard (STYLE 1): the verifier core never imports a socket, DNS or database client.
+// Lint-like guard: the verifier core never imports a socket, DNS or database client.
 // Only src/adapters/ may; everything else reaches the outside world through ports.ts.
 
 import t from 'tap';

@@ -1,4 +1,4 @@
-// Byte-exact fixtures for the SMTP reply parser (STYLE 3): RFC 5321 4.2 replies, RFC 3463
+// Byte-exact fixtures for the SMTP reply parser: RFC 5321 4.2 replies, RFC 3463
 // enhanced codes, chunking, the byte cap, and the CR/LF lock on outgoing commands.
 
 import t from 'tap';

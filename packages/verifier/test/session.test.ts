@@ -1,4 +1,4 @@
-// The session reducer without sockets (STYLE 2): budgets, pipelined rounds, caps, 421, refused MAIL.
+// The session reducer without sockets: budgets, pipelined rounds, caps, 421, refused MAIL.
 
 import t from 'tap';
 import { parseReply } from '../src/smtp/reply.ts';

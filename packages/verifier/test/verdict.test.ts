@@ -1,4 +1,4 @@
-// The result table of spec core 2.1, row by row: result, quality, credits, layer and flags.
+// The result table (docs/api.md), row by row: result, quality, credits, layer and flags.
 
 import t from 'tap';
 import type { SessionFailure } from '../src/ports.ts';

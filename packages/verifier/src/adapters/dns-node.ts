@@ -1,5 +1,5 @@
 // DNS adapter on Node's c-ares resolver, which keeps the answers apart that matter here:
-// NXDOMAIN (ENOTFOUND) is a fact about the domain, SERVFAIL and timeouts are not (DESIGN 5).
+// NXDOMAIN (ENOTFOUND) is a fact about the domain, SERVFAIL and timeouts are not.
 
 import { Resolver } from 'node:dns/promises';
 import { isIP } from 'node:net';

@@ -1,4 +1,4 @@
-// What one SMTP reply to RCPT TO says about a mailbox (DESIGN 5). Deciding is kept apart from
+// What one SMTP reply to RCPT TO says about a mailbox. Deciding is kept apart from
 // parsing (reply.ts) and from the socket (adapters/smtp-net.ts).
 
 import type { SmtpReply } from '../types.ts';

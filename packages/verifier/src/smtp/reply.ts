@@ -1,4 +1,4 @@
-// SMTP reply parsing, apart from any decision (STYLE 3). RFC 5321 4.2: a reply is one or more
+// SMTP reply parsing, apart from any decision. RFC 5321 4.2: a reply is one or more
 // lines "NNN-text" ending with a line "NNN text" (or bare "NNN"); RFC 3463 enhanced status codes
 // ("5.1.1") may start the text when the server advertises ENHANCEDSTATUSCODES (RFC 2034).
 
@@ -99,8 +99,8 @@ export function ehloKeywords(reply: SmtpReply): Set<string> {
 }
 
 /**
- * Formats an SMTP command. Refuses CR, LF and NUL anywhere (STYLE 3: never write line breaks from
- * user input into a command): the syntax layer already rejects them, this is the second lock.
+ * Formats an SMTP command. Refuses CR, LF and NUL anywhere (never write line breaks from user
+ * input into a command): the syntax layer already rejects them, this is the second lock.
  */
 export function command(verb: string, arg?: string): string {
   const line = arg === undefined ? verb : `${verb}${arg}`;

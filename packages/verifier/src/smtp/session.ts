@@ -1,5 +1,5 @@
 // The SMTP conversation of one probe session after EHLO, as a reducer over parsed replies
-// (STYLE 2): `plan` says which commands to write next, `step` takes each reply in order and says
+// (no sockets here): `plan` says which commands to write next, `step` takes each reply in order and says
 // what it means for the recipients. No socket, no timer: the engine's session driver writes the
 // commands (pipelined, RFC 2920) and feeds the replies back one at a time.
 //
