@@ -19,15 +19,17 @@ const PKGS = path.join(ROOT, 'packages');
 /** What each package may import (besides itself). The order is the one of DESIGN 2. */
 const ALLOWED: Record<string, string[]> = {
   contracts: [],
+  // The job transport (Bus, Scheduler) and its adapters: infrastructure, below the domain.
+  bus: ['contracts'],
   verifier: ['contracts'],
   engine: ['contracts', 'verifier'],
   store: ['contracts', 'verifier'],
   outcomes: ['contracts', 'verifier'],
   billing: ['contracts', 'verifier', 'store', 'outcomes'],
-  jobs: ['contracts', 'verifier', 'store', 'outcomes', 'billing'],
-  mcp: ['contracts', 'verifier', 'store', 'outcomes', 'billing', 'jobs'],
-  api: ['contracts', 'verifier', 'store', 'outcomes', 'billing', 'jobs', 'mcp'],
-  runtime: ['contracts', 'verifier', 'engine', 'store', 'outcomes', 'billing', 'jobs', 'mcp', 'api'],
+  jobs: ['contracts', 'bus', 'verifier', 'store', 'outcomes', 'billing'],
+  mcp: ['contracts', 'bus', 'verifier', 'store', 'outcomes', 'billing', 'jobs'],
+  api: ['contracts', 'bus', 'verifier', 'store', 'outcomes', 'billing', 'jobs', 'mcp'],
+  runtime: ['contracts', 'bus', 'verifier', 'engine', 'store', 'outcomes', 'billing', 'jobs', 'mcp', 'api'],
   // The official client stands alone (fetch only); the CLI is built on it.
   client: [],
   cli: ['client'],

@@ -8,7 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import t from 'tap';
 import { Kafka, logLevel } from 'kafkajs';
-import { KafkaBus } from '@svc/jobs';
+import { KafkaBus } from '@svc/bus';
 import { startStack } from '../helpers/stack.ts';
 import { dropKafkaPrefix } from '../helpers/cluster.ts';
 

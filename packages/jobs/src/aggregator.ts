@@ -10,7 +10,7 @@
 import { addressIdentity } from '@svc/billing';
 import type { BlobStore, Decision, InFinalTx, JobDecisions, JobRecord, JobResultInput, Store } from '@svc/store';
 import { RESULTS_TOPIC, isResultsMessage, type ResultItem } from './messages.ts';
-import type { Bus, BusMessage, Scheduler } from './ports.ts';
+import type { Bus, BusMessage, Scheduler } from '@svc/bus';
 import { resultsCsv, type RowRenderer } from './results-csv.ts';
 import { resultsKey } from './rows.ts';
 import { failedResult } from './worker.ts';

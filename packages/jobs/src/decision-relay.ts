@@ -7,7 +7,7 @@
 
 import type { Analytics, Store } from '@svc/store';
 import type { JobsLogger } from './aggregator.ts';
-import { MAX_RETRY_DELAY_MS, retryDelay } from './ports.ts';
+import { MAX_RETRY_DELAY_MS, retryDelay } from '@svc/bus';
 
 /** Decisions per analytics write. */
 export const RELAY_BATCH = 1_000;

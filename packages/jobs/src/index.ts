@@ -9,7 +9,6 @@ export { intake, dedupeKey, newJobId, type IntakeInput, type IntakeRow, type Int
 export { jobStatus, downloadable, CREDITS_PER_HIGH_VALUE_VALIDATION, type JobStatus } from './status.ts';
 export { resultsCsv, type RowRenderer, type ResultsCsvDeps } from './results-csv.ts';
 export { rowsKey, dupsKey, resultsKey, openRows, type RowsHeader, type StoredRow, type StoredRows } from './rows.ts';
-export { InProcessBus, TimerScheduler, fnv1a, type Bus, type BusMessage, type BusHandler, type PublishOptions, type DeadLetter, type DeadLetterSink, type DeadLetterHandler, type SubscribeOptions, type Scheduler, type DelayedWork, type InProcessBusOptions, type TimerSchedulerOptions } from './ports.ts';
 export { WORK_TOPIC, MX_TOPIC, RESULTS_TOPIC, WORK_CHUNK, DOMAIN_BUCKETS, publishWork, bucketKey, type WorkItem, type WorkMessageV1, type ResultItem, type ResultsMessageV1 } from './messages.ts';
 export { signQuery, verifyQuery, type SignatureCheck, type SignedQuery } from './signing.ts';
 export { readCsv, parseCsvChunk, serializeFields, formatCell, findEmailColumn, detectDelimiter, MAX_FIELD_CHARS, MAX_RECORD_BYTES, type CsvChunk, type CsvFailure, type CsvRow, type CsvErrorCode, type ChunkParser, type LineEnd, type ParseTask, type ParseResult, type ReadCsvOptions } from './csv.ts';
@@ -17,7 +16,6 @@ export { createCsvPool, type CsvPool, type CsvPoolOptions } from './csv-pool.ts'
 export type { RenderTask, RenderResult } from './csv-task.ts';
 export { RESULT_COLUMNS, renderHeader, renderRows, parseSegments, type RenderRow, type ResultCells, type SegmentsResult } from './render.ts';
 export { webhookSignature, verifyWebhookSignature } from './signing.ts';
-export { KafkaBus, isKafkaWarmup, DEAD_LETTER_TOPIC, type KafkaBusOptions } from './kafka-bus.ts';
 export { OutcomesService, outcomeCsvRows, connectorWebhookPath, encodeEventCursor, decodeEventCursor, MAX_OUTCOME_ROWS, OUTCOME_BODY_LIMIT, CONNECTOR_PLATFORMS, type ConnectorPlatform, type ImportResponse, type RowError, type EventView, type OutcomesDeps, type InboundSummary } from './outcomes.ts';
 export { emailBisonEvents, EMAILBISON_EVENTS, type EmailBisonEvent, type InboundEvent } from './emailbison.ts';
 export { CatchallRecovery, learnPattern, localShape, PATTERN_MIN_CONFIRMED, PATTERN_SHARE, RECOVERED_LISTED, type RecoveryDeps, type RecoveryResponse } from './recovery.ts';

@@ -16,7 +16,7 @@ import { DEFAULT_CLAIM_LEASE_MS, keepRenewing, type BlobStore, type IdempotentCo
 import { parseAddress } from '@svc/verifier';
 import { refusal } from '@svc/billing';
 import { publishWork, type WorkItem } from './messages.ts';
-import { fnv1a, type Bus } from './ports.ts';
+import { fnv1a, type Bus } from '@svc/bus';
 import { BitSet, dupsKey, rowLine, rowsKey, type RowsHeader } from './rows.ts';
 
 /** One input row: its cells (the input columns of the results CSV) and its email, trimmed. */

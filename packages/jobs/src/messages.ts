@@ -9,7 +9,7 @@
 // Dates travel as ISO 8601 strings.
 
 import type { ValidationResultBody } from '@svc/contracts';
-import { fnv1a, type Bus, type PublishOptions } from './ports.ts';
+import { fnv1a, type Bus, type PublishOptions } from '@svc/bus';
 
 export const WORK_TOPIC = 'jobs.work';
 export const MX_TOPIC = 'jobs.mx';

@@ -19,7 +19,7 @@ import type { SuppressionKind } from '@svc/contracts';
 import type { Store } from '@svc/store';
 import { parseAddress, processingFailedVerdict, Semaphore, verdictTrace, type RunOptions, type Verdict } from '@svc/verifier';
 import { MX_TOPIC, RESULTS_TOPIC, WORK_CHUNK, WORK_TOPIC, bucketKey, isWorkMessage, jobLane, type ResultItem, type ResultsMessageV1, type WorkItem, type WorkMessageV1 } from './messages.ts';
-import type { Bus, BusMessage } from './ports.ts';
+import type { Bus, BusMessage } from '@svc/bus';
 
 /**
  * Answers a job probes again later instead of keeping their `unknown`: a 4xx (greylisting) after

@@ -15,7 +15,7 @@ import { CsvJobs, START_CHUNK_ROWS, uploadKey } from '../src/csv-jobs.ts';
 import { parseCsvChunk, type ChunkParser } from '../src/csv.ts';
 import { DedupeIndex, INDEX_SHARDS, intake, LINE_BATCH, type IntakeDeps, type IntakeInput, type IntakeRow } from '../src/intake.ts';
 import { DOMAIN_BUCKETS, ITEMS_TURN, PUBLISH_TURN, WORK_CHUNK, publishWork, type WorkItem } from '../src/messages.ts';
-import type { Bus, BusMessage } from '../src/ports.ts';
+import type { Bus, BusMessage } from '@svc/bus';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'svc-ingest-turns-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
