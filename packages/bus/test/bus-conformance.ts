@@ -1,13 +1,13 @@
-// One conformance suite for the Bus port (STYLE 7), run against both adapters: InProcessBus
+// One conformance suite for the Bus port (every adapter keeps the same promises), run against both adapters: InProcessBus
 // (bus-inprocess.test.ts) and KafkaBus on a real broker (bus-kafka.test.ts). Each adapter's test
 // file supplies an `Adapter` that makes a fresh bus isolated from every other one (Kafka: its own
 // topic prefix, so its own topics and consumer groups). Everything here is written once against
-// `Bus` and the port's doc comments. Waits are on events with a timeout, never bare sleeps
-// (STYLE 19); handlers sleep only to stand for work that takes time.
+// `Bus` and the port's doc comments. Waits are on events with a timeout, never bare sleeps;
+// handlers sleep only to stand for work that takes time.
 
 import tap from 'tap';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Bus, BusMessage, DeadLetter } from '../src/ports.ts';
+import type { Bus, BusMessage, DeadLetter } from '../src/index.ts';
 
 /** The type of a tap test object (the `t` of a subtest callback). */
 export type Tap = Parameters<Parameters<typeof tap.test>[0]>[0];

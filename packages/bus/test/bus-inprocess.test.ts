@@ -2,8 +2,7 @@
 // details (pending(), the scheduler) stay in ports.test.ts.
 
 import t from 'tap';
-import { InProcessBus } from '../src/index.ts';
-import type { DeadLetter } from '../src/ports.ts';
+import { InProcessBus, type DeadLetter } from '../src/index.ts';
 import { busConformance, type Adapter } from './bus-conformance.ts';
 
 const adapter: Adapter = {

@@ -1,7 +1,7 @@
 // The in-process adapters of the Bus and Scheduler ports: ordering per key, parallelism across
 // partitions, at-least-once delivery of a message whose handler threw, plain-data copies, and a
 // scheduler that takes its wake-ups from durable work (so a restart loses nothing). Waits are on
-// events with a timeout, never bare sleeps (STYLE 19).
+// events with a timeout, never bare sleeps.
 
 import t from 'tap';
 import { fnv1a, InProcessBus, isKafkaWarmup, TimerScheduler, type BusMessage } from '../src/index.ts';

@@ -9,7 +9,8 @@
 
 import { addressIdentity } from '@svc/billing';
 import type { BlobStore, Decision, InFinalTx, JobDecisions, JobRecord, JobResultInput, Store } from '@svc/store';
-import { RESULTS_TOPIC, isResultsMessage, type ResultItem } from './messages.ts';
+import { isResultsMessage, type ResultItem } from '@svc/contracts';
+import { RESULTS_TOPIC } from '@svc/bus';
 import type { Bus, BusMessage, Scheduler } from '@svc/bus';
 import { resultsCsv, type RowRenderer } from './results-csv.ts';
 import { resultsKey } from './rows.ts';

@@ -9,7 +9,7 @@ export { intake, dedupeKey, newJobId, type IntakeInput, type IntakeRow, type Int
 export { jobStatus, downloadable, CREDITS_PER_HIGH_VALUE_VALIDATION, type JobStatus } from './status.ts';
 export { resultsCsv, type RowRenderer, type ResultsCsvDeps } from './results-csv.ts';
 export { rowsKey, dupsKey, resultsKey, openRows, type RowsHeader, type StoredRow, type StoredRows } from './rows.ts';
-export { WORK_TOPIC, MX_TOPIC, RESULTS_TOPIC, WORK_CHUNK, DOMAIN_BUCKETS, publishWork, bucketKey, type WorkItem, type WorkMessageV1, type ResultItem, type ResultsMessageV1 } from './messages.ts';
+export { WORK_CHUNK, DOMAIN_BUCKETS, publishWork, bucketKey } from './publish.ts';
 export { signQuery, verifyQuery, type SignatureCheck, type SignedQuery } from './signing.ts';
 export { readCsv, parseCsvChunk, serializeFields, formatCell, findEmailColumn, detectDelimiter, MAX_FIELD_CHARS, MAX_RECORD_BYTES, type CsvChunk, type CsvFailure, type CsvRow, type CsvErrorCode, type ChunkParser, type LineEnd, type ParseTask, type ParseResult, type ReadCsvOptions } from './csv.ts';
 export { createCsvPool, type CsvPool, type CsvPoolOptions } from './csv-pool.ts';

@@ -15,7 +15,8 @@ import { ServiceError } from '@svc/contracts';
 import { DEFAULT_CLAIM_LEASE_MS, keepRenewing, type BlobStore, type IdempotentCompletion, type JobRecord, type JobSource, type Store } from '@svc/store';
 import { parseAddress } from '@svc/verifier';
 import { refusal } from '@svc/billing';
-import { publishWork, type WorkItem } from './messages.ts';
+import type { WorkItem } from '@svc/contracts';
+import { publishWork } from './publish.ts';
 import { fnv1a, type Bus } from '@svc/bus';
 import { BitSet, dupsKey, rowLine, rowsKey, type RowsHeader } from './rows.ts';
 

@@ -16,7 +16,8 @@ import { DEFAULT_CLAIM_LEASE_MS, keepRenewing, type Analytics, type BlobStore, t
 import type { Readable } from 'node:stream';
 import { JobAggregator, silentLogger, type JobsLogger, type OnFinal } from './aggregator.ts';
 import { intake, type IntakeInput, type IntakeRow } from './intake.ts';
-import { publishWork, type WorkItem } from './messages.ts';
+import type { WorkItem } from '@svc/contracts';
+import { publishWork } from './publish.ts';
 import { validateWebhookUrl } from './net-guard.ts';
 import { TimerScheduler, type Bus, type Scheduler } from '@svc/bus';
 import { parseSegments } from './render.ts';

@@ -18,7 +18,9 @@ import { chargeReasonFor, suppressedVerdict, type ChargedResult } from '@svc/bil
 import type { SuppressionKind } from '@svc/contracts';
 import type { Store } from '@svc/store';
 import { parseAddress, processingFailedVerdict, Semaphore, verdictTrace, type RunOptions, type Verdict } from '@svc/verifier';
-import { MX_TOPIC, RESULTS_TOPIC, WORK_CHUNK, WORK_TOPIC, bucketKey, isWorkMessage, jobLane, type ResultItem, type ResultsMessageV1, type WorkItem, type WorkMessageV1 } from './messages.ts';
+import { isWorkMessage, type ResultItem, type ResultsMessageV1, type WorkItem, type WorkMessageV1 } from '@svc/contracts';
+import { MX_TOPIC, RESULTS_TOPIC, WORK_TOPIC } from '@svc/bus';
+import { WORK_CHUNK, bucketKey, jobLane } from './publish.ts';
 import type { Bus, BusMessage } from '@svc/bus';
 
 /**

@@ -10,8 +10,8 @@ import path from 'node:path';
 import { ServiceError } from '@svc/contracts';
 import { DirBlobStore, Store, type JobRecord } from '@svc/store';
 import type { Verdict } from '@svc/verifier';
-import { InProcessBus, type BusMessage } from '@svc/bus';
-import { JobWorker, JobsService, MX_TOPIC, RESULTS_TOPIC, WORK_TOPIC, dedupeKey, intake, resultsPath, type JobsServiceOptions, type JobVerifier } from '../src/index.ts';
+import { InProcessBus, MX_TOPIC, RESULTS_TOPIC, WORK_TOPIC, type BusMessage } from '@svc/bus';
+import { JobWorker, JobsService, dedupeKey, intake, resultsPath, type JobsServiceOptions, type JobVerifier } from '../src/index.ts';
 import { migratedPglite } from '../../../test/helpers/pglite.ts';
 
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0];

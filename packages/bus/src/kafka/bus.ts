@@ -1,5 +1,6 @@
-// The cluster adapter of the Bus port (DESIGN 3: job transport via Kafka, key = domain bucket or
-// job id), on kafkajs. It keeps the port's promises exactly as InProcessBus does; the choices:
+// The cluster adapter of the Bus port (the job transport via Kafka, key = domain bucket or job id;
+// docs/decisions.md, "Kafka bus"), on kafkajs. It keeps the port's promises exactly as
+// InProcessBus does; the choices:
 //
 // - Topics and groups. The topic of port topic `t` is `${topicPrefix}${t}`; it is created
 //   explicitly (admin.createTopics, `partitions[t] ?? defaultPartitions` partitions,
@@ -111,110 +112,17 @@
 //   consumers drain, so a handler in progress can still publish its output (the worker publishes
 //   results) rather than fail and have its work redone by the next owner; after close() it rejects.
 
-import { Kafka, logLevel as LogLevel, Partitioners, type Admin, type ConsumerConfig, type Consumer, type EachBatchPayload, type KafkaConfig, type Producer } from 'kafkajs';
-import { buryUntilDone, DEFAULT_MAX_ATTEMPTS, errorText, retryDelay, wakeableSleep, type Bus, type BusHandler, type BusMessage, type DeadLetterHandler, type PublishOptions, type SubscribeOptions } from './ports.ts';
+//
+// The producer side is kafka/producer.ts, the topics and the readiness ping kafka/admin.ts, the
+// options and fixed tunings kafka/options.ts, kafkajs' errors told apart in kafka/errors.ts.
 
-export interface KafkaBusOptions {
-  brokers: string[];
-  clientId: string;
-  /** Consumer group id = `${groupPrefix}.${topic}` (the port's topic name, unprefixed): a prefix of the deployment's own. */
-  groupPrefix: string;
-  /** Prepended to every topic name (tests isolate themselves with a unique one). Default ''. */
-  topicPrefix?: string;
-  /** Partition count per port topic (unprefixed name), for topics this adapter creates. */
-  partitions?: Record<string, number>;
-  /** Partition count of a topic not in `partitions` (default 16). */
-  defaultPartitions?: number;
-  /** Replication factor of created topics (default 1: kafkajs' CreateTopics v3 cannot ask for the broker's default; set 3 on a real cluster). */
-  replicationFactor?: number;
-  /** A handler failed (its message is retried after a back-off), or a consumer failed to start or crashed. */
-  onError?: (err: unknown, topic: string, key?: string) => void;
-  /** First retry delay of a failed message; doubled per failure of the same message, capped at 30 s (default 500 ms). */
-  retryDelayMs?: number;
-  /** Deliveries of a failing message before it is dead-lettered (default DEFAULT_MAX_ATTEMPTS). */
-  maxAttempts?: number;
-  /** Consumer tuning (kafkajs defaults: sessionTimeout 30 s, heartbeatInterval 3 s, rebalanceTimeout 60 s, maxWaitTimeInMs 5 s). */
-  consumer?: Pick<ConsumerConfig, 'sessionTimeout' | 'heartbeatInterval' | 'rebalanceTimeout' | 'maxWaitTimeInMs' | 'maxBytesPerPartition'>;
-  /** kafkajs log level (default WARN) or a log creator of its own. */
-  logLevel?: LogLevel;
-  logCreator?: KafkaConfig['logCreator'];
-  /** Client-level retry of kafkajs (connections, metadata, admin); default kafkajs' (5 retries from 300 ms). */
-  retry?: KafkaConfig['retry'];
-  /** The idempotent producer (default true). */
-  idempotent?: boolean;
-}
-
-/** The port topic dead letters are parked on (prefixed as every topic): `{v: 1, topic, key, message, error, attempts, at}`, keyed as the message was. */
-export const DEAD_LETTER_TOPIC = 'dead-letters';
-/** The consumers' kafkajs client retry: see "Broker outages" in the header. */
-const CLIENT_RETRY = { initialRetryTime: 250, maxRetryTime: 2_000, retries: 30 } as const;
-/**
- * The producer's: the same back-off but 5 retries (about 6 s), after which a send returns to the
- * publish queue, which sends the batch again (so a bus closing during an outage stops retrying
- * within CLOSE_PUBLISH_WAIT_MS plus about 6 s).
- */
-const PRODUCER_RETRY = { initialRetryTime: 250, maxRetryTime: 2_000, retries: 5 } as const;
-/** A recreated consumer's back-off between failed starts: doubling from 1 s up to this. */
-const CONSUMER_RESTART_MAX_MS = 5_000;
-/** One send of the publish queue: at most this many messages, and this many bytes of values (a broker takes 1 MiB batches by default). */
-const MAX_BATCH_MESSAGES = 200;
-const MAX_BATCH_BYTES = 256 * 1024;
-/** Back-off of a batch that failed to send: doubling from the first up to the last. */
-const PUBLISH_RETRY_FIRST_MS = 100;
-const PUBLISH_RETRY_MAX_MS = 2_000;
-/** Broker answers no retry cures (kafkajs error `type`s): the publish fails. */
-const PERMANENT_PUBLISH_ERRORS = new Set(['MESSAGE_TOO_LARGE', 'RECORD_LIST_TOO_LARGE', 'INVALID_TOPIC_EXCEPTION', 'INVALID_RECORD', 'CORRUPT_MESSAGE', 'TOPIC_AUTHORIZATION_FAILED', 'CLUSTER_AUTHORIZATION_FAILED', 'UNSUPPORTED_FOR_MESSAGE_FORMAT', 'INVALID_REQUIRED_ACKS']);
-/** Answers that mean the producer's idempotence state is lost or refused: a new producer sends the retry. */
-const PRODUCER_STATE_ERRORS = new Set(['UNKNOWN_PRODUCER_ID', 'OUT_OF_ORDER_SEQUENCE_NUMBER', 'INVALID_PRODUCER_EPOCH', 'INVALID_PRODUCER_ID_MAPPING', 'PRODUCER_FENCED']);
-
-/** The error and its causes (kafkajs wraps: NonRetriable → NumberOfRetriesExceeded → the broker's answer). */
-function errorChain(err: unknown): Array<{ name?: string; type?: string; message?: string }> {
-  const out: Array<{ name?: string; type?: string; message?: string }> = [];
-  for (let e = err as { cause?: unknown; originalError?: unknown } | null | undefined, i = 0; e && typeof e === 'object' && i < 8; i++) {
-    out.push(e as { name?: string; type?: string });
-    e = (e.cause ?? e.originalError) as typeof e;
-  }
-  return out;
-}
-const chainHas = (err: unknown, types: ReadonlySet<string>): boolean => errorChain(err).some((e) => types.has(String(e.type)));
-
-/** Answers of a cluster that is still settling: a topic being created, a leader or group coordinator being elected, a group rebalancing. */
-const WARMUP_ERRORS = new Set(['UNKNOWN_TOPIC_OR_PARTITION', 'LEADER_NOT_AVAILABLE', 'NOT_LEADER_FOR_PARTITION', 'GROUP_COORDINATOR_NOT_AVAILABLE', 'COORDINATOR_NOT_AVAILABLE', 'COORDINATOR_LOAD_IN_PROGRESS', 'NOT_COORDINATOR_FOR_GROUP', 'REBALANCE_IN_PROGRESS']);
-
-/**
- * Whether a consumer's failure is the cluster settling (processes starting together create the
- * topics and join the groups: "This server does not host this topic-partition" until a topic's
- * leader is known), which the consumer rides out by retrying: not an error.
- */
-export const isKafkaWarmup = (err: unknown): boolean => chainHas(err, WARMUP_ERRORS) || errorChain(err).some((e) => /does not host this topic-partition|rebalanc/i.test(String(e.message)));
-/** A programming error or a refusal no retry cures (see PERMANENT_PUBLISH_ERRORS). */
-const isPermanentPublishError = (err: unknown): boolean => chainHas(err, PERMANENT_PUBLISH_ERRORS) || errorChain(err).some((e) => ['TypeError', 'RangeError', 'ReferenceError', 'SyntaxError'].includes(String(e.name)) || /Invalid topic/.test(String(e.message)));
-
-/** A message waiting in the publish queue. */
-interface Outgoing {
-  readonly topic: string;
-  readonly name: string;
-  readonly key: string;
-  readonly value: string;
-  readonly resolve: () => void;
-  readonly reject: (err: unknown) => void;
-}
-/** close(): how long it waits for a member still joining its group, then for the members to leave. */
-const CLOSE_JOIN_WAIT_MS = 5_000;
-const CLOSE_LEAVE_WAIT_MS = 10_000;
-/** close(): how long after it began a publish that keeps failing (a broker outage) is still retried. */
-const CLOSE_PUBLISH_WAIT_MS = 5_000;
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-
-/** Waits until every promise settled, or `ms` passed. */
-async function settledWithin(ps: ReadonlyArray<Promise<unknown> | undefined>, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  await Promise.race([Promise.allSettled(ps), new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]);
-  clearTimeout(timer);
-}
-const REBALANCE_ERRORS = new Set(['REBALANCE_IN_PROGRESS', 'NOT_COORDINATOR_FOR_GROUP', 'ILLEGAL_GENERATION']);
-const isRebalance = (err: unknown): boolean => REBALANCE_ERRORS.has(String((err as { type?: unknown } | null)?.type));
+import type { Consumer, EachBatchPayload, Kafka } from 'kafkajs';
+import { buryUntilDone, DEFAULT_MAX_ATTEMPTS, errorText, retryDelay, wakeableSleep, type Bus, type BusHandler, type BusMessage, type DeadLetterHandler, type PublishOptions, type SubscribeOptions } from '../port.ts';
+import { KafkaTopics } from './admin.ts';
+import { isPermanentPublishError, isRebalance } from './errors.ts';
+import { CLIENT_RETRY, CLOSE_JOIN_WAIT_MS, CLOSE_LEAVE_WAIT_MS, CLOSE_PUBLISH_WAIT_MS, CONSUMER_RESTART_MAX_MS, kafkaClient, PRODUCER_RETRY, settledWithin, type KafkaBusOptions } from './options.ts';
+import { publishBackoff, PublishQueue } from './producer.ts';
+import { DEAD_LETTER_TOPIC } from '../topics.ts';
 
 /** One subscribed topic: its handler and its consumers (group members) in this process. */
 interface Subscription {
@@ -249,9 +157,9 @@ interface Member {
 
 /** The cluster adapter of the Bus port: see the header comment for its semantics. */
 export class KafkaBus implements Bus {
-  /** The producer's client (PRODUCER_RETRY); the admin's (kafkajs' retry), unless opts.retry sets both. */
-  readonly #kafka: Kafka;
-  readonly #adminKafka: Kafka;
+  /** The producer's publish queue (client retry PRODUCER_RETRY); the admin client's topics (kafkajs' retry), unless opts.retry sets both. */
+  readonly #queue: PublishQueue;
+  readonly #topics: KafkaTopics;
   /** A client for one consumer (see "One client per consumer" in the header). */
   readonly #consumerClient: () => Kafka;
   readonly #opts: KafkaBusOptions;
@@ -260,14 +168,8 @@ export class KafkaBus implements Bus {
   readonly #retryDelayMs: number;
   readonly #maxAttempts: number;
   readonly #heartbeatMs: number;
-  #producer: Promise<Producer> | undefined;
-  #admin: Promise<Admin> | undefined;
-  #topics = new Map<string, Promise<void>>();
   #subs = new Map<string, Subscription>();
   #publishing = new Set<Promise<unknown>>();
-  /** The publish queue and its sender (see "Idempotent producer"). */
-  #outbox: Outgoing[] = [];
-  #pumping: Promise<void> | undefined;
   #handling = new Set<Promise<unknown>>();
   /** Resume timers of paused partitions and back-off sleeps, cut short by close(). */
   #timers = new Map<NodeJS.Timeout, () => void>();
@@ -284,29 +186,9 @@ export class KafkaBus implements Bus {
     this.#retryDelayMs = opts.retryDelayMs ?? 500;
     this.#maxAttempts = Math.max(1, Math.floor(opts.maxAttempts ?? DEFAULT_MAX_ATTEMPTS));
     this.#heartbeatMs = opts.consumer?.heartbeatInterval ?? 3000;
-    // kafkajs warns that the idempotent producer's retries are limited: they are, on purpose (the
-    // publish queue retries the batch itself, see "Idempotent producer"); that line is dropped.
-    const given = opts.logCreator;
-    const logCreator: KafkaConfig['logCreator'] | undefined =
-      given &&
-      ((level) => {
-        const log = given(level);
-        return (entry) => {
-          if (entry.namespace === 'Producer' && String(entry.log.message).startsWith('Limiting retries for the idempotent producer')) return;
-          log(entry);
-        };
-      });
-    const client = (retry: KafkaConfig['retry'] | undefined) =>
-      new Kafka({
-        clientId: opts.clientId,
-        brokers: opts.brokers,
-        logLevel: opts.logLevel ?? LogLevel.WARN,
-        ...(logCreator ? { logCreator } : {}),
-        ...(retry ? { retry } : {}),
-      });
-    this.#kafka = client(opts.retry ?? PRODUCER_RETRY);
-    this.#adminKafka = client(opts.retry);
-    this.#consumerClient = () => client(opts.retry ?? CLIENT_RETRY);
+    this.#queue = new PublishQueue(kafkaClient(opts, opts.retry ?? PRODUCER_RETRY), { idempotent: opts.idempotent ?? true, onError: this.#onError, givesUp: (err) => this.#givesUp(err) });
+    this.#topics = new KafkaTopics(kafkaClient(opts, opts.retry), opts, (topic) => this.topicName(topic));
+    this.#consumerClient = () => kafkaClient(opts, opts.retry ?? CLIENT_RETRY);
   }
 
   /** The broker's name of port topic `topic`. */
@@ -321,7 +203,7 @@ export class KafkaBus implements Bus {
 
   /** Connects the producer and the admin client now instead of at the first publish or subscribe. */
   async connect(): Promise<void> {
-    await Promise.all([this.#getProducer(), this.#getAdmin()]);
+    await Promise.all([this.#queue.producer(), this.#topics.admin()]);
   }
 
   /**
@@ -330,8 +212,7 @@ export class KafkaBus implements Bus {
    */
   async ping(): Promise<boolean> {
     if (this.#closing) throw new Error('bus closed');
-    const admin = await this.#getAdmin();
-    return (await admin.describeCluster()).brokers.length > 0;
+    return this.#topics.ping();
   }
 
   /** Resolves once every consumer subscribed so far has joined its group and got its assignment. */
@@ -380,18 +261,15 @@ export class KafkaBus implements Bus {
       // The topic exists before its first message is queued (an outage: tried again until it does).
       for (let attempt = 0; ; attempt++) {
         try {
-          await this.#ensureTopic(topic);
+          await this.#topics.ensure(topic);
           break;
         } catch (err) {
           if (this.#givesUp(err)) throw err;
           if (attempt === 0) this.#onError(err, topic, key);
-          await sleep(Math.min(PUBLISH_RETRY_MAX_MS, PUBLISH_RETRY_FIRST_MS * 2 ** Math.min(attempt, 10)));
+          await publishBackoff(attempt);
         }
       }
-      await new Promise<void>((resolve, reject) => {
-        this.#outbox.push({ topic, name, key, value, resolve, reject });
-        this.#pump();
-      });
+      await this.#queue.push({ topic, name, key, value });
     })();
     this.#publishing.add(sending);
     const untrack = () => void this.#publishing.delete(sending);
@@ -399,72 +277,9 @@ export class KafkaBus implements Bus {
     await sending;
   }
 
-  /** Sends the queued messages, one batch at a time, in the order published (see "Idempotent producer"). */
-  #pump(): void {
-    if (this.#pumping) return;
-    const run = (async () => {
-      while (this.#outbox.length > 0) {
-        let bytes = 0;
-        let n = 0;
-        while (n < this.#outbox.length && n < MAX_BATCH_MESSAGES && (n === 0 || bytes + this.#outbox[n]!.value.length <= MAX_BATCH_BYTES)) bytes += this.#outbox[n++]!.value.length;
-        const batch = this.#outbox.splice(0, n);
-        try {
-          await this.#send(batch);
-          for (const m of batch) m.resolve();
-        } catch (err) {
-          if (batch.length === 1 || !isPermanentPublishError(err)) {
-            for (const m of batch) m.reject(err);
-            continue;
-          }
-          // Refused for good (a message too large?): each message alone, so only the bad one fails.
-          for (const m of batch) {
-            try {
-              await this.#send([m]);
-              m.resolve();
-            } catch (e) {
-              m.reject(e);
-            }
-          }
-        }
-      }
-    })();
-    this.#pumping = run;
-    void run.finally(() => {
-      this.#pumping = undefined;
-      if (this.#outbox.length > 0) this.#pump();
-    });
-  }
-
   /** A failed publish is not retried: the bus is closed (or closing for CLOSE_PUBLISH_WAIT_MS already: a handler draining must end), or the error is permanent. */
   #givesUp(err: unknown): boolean {
     return this.#closed || (this.#closing && Date.now() - this.#closingAt >= CLOSE_PUBLISH_WAIT_MS) || isPermanentPublishError(err);
-  }
-
-  /** Sends `batch` until it lands (see "Idempotent producer"); throws when the bus is closed or the error is permanent. */
-  async #send(batch: readonly Outgoing[]): Promise<void> {
-    const topicMessages: Array<{ topic: string; messages: Array<{ key: string; value: string }> }> = [];
-    for (const m of batch) {
-      let entry = topicMessages.find((x) => x.topic === m.name);
-      if (!entry) topicMessages.push((entry = { topic: m.name, messages: [] }));
-      entry.messages.push({ key: m.key, value: m.value });
-    }
-    for (let attempt = 0; ; attempt++) {
-      try {
-        const producer = await this.#getProducer();
-        await producer.sendBatch({ acks: -1, topicMessages });
-        return;
-      } catch (err) {
-        if (this.#givesUp(err)) throw err;
-        if (attempt === 0) this.#onError(err, batch[0]!.topic, batch[0]!.key);
-        if (chainHas(err, PRODUCER_STATE_ERRORS)) {
-          // The broker no longer takes this producer's sequence: a new producer (a new id) sends the retry.
-          const old = this.#producer;
-          this.#producer = undefined;
-          void old?.then((p) => p.disconnect()).catch(() => {});
-        }
-        await sleep(Math.min(PUBLISH_RETRY_MAX_MS, PUBLISH_RETRY_FIRST_MS * 2 ** Math.min(attempt, 10)));
-      }
-    }
   }
 
   subscribe(topic: string, handler: BusHandler, opts: SubscribeOptions = {}): void {
@@ -524,66 +339,7 @@ export class KafkaBus implements Bus {
     await settledWithin(leaving, CLOSE_LEAVE_WAIT_MS);
     this.#closed = true;
     await Promise.allSettled([...this.#publishing]);
-    const producer = this.#producer?.catch(() => undefined);
-    const admin = this.#admin?.catch(() => undefined);
-    await Promise.allSettled([(async () => (await producer)?.disconnect())(), (async () => (await admin)?.disconnect())()]);
-  }
-
-  #partitionsOf(topic: string): number {
-    return this.#opts.partitions?.[topic] ?? this.#opts.defaultPartitions ?? 16;
-  }
-
-  #getProducer(): Promise<Producer> {
-    if (!this.#producer) {
-      const idempotent = this.#opts.idempotent ?? true;
-      const producer = this.#kafka.producer({
-        idempotent,
-        maxInFlightRequests: idempotent ? 1 : undefined,
-        allowAutoTopicCreation: false,
-        createPartitioner: Partitioners.DefaultPartitioner,
-      });
-      const p = producer.connect().then(() => producer);
-      p.catch(() => {
-        if (this.#producer === p) this.#producer = undefined;
-      });
-      this.#producer = p;
-    }
-    return this.#producer;
-  }
-
-  #getAdmin(): Promise<Admin> {
-    if (!this.#admin) {
-      const admin = this.#adminKafka.admin();
-      const p = admin.connect().then(() => admin);
-      p.catch(() => {
-        if (this.#admin === p) this.#admin = undefined;
-      });
-      this.#admin = p;
-    }
-    return this.#admin;
-  }
-
-  /** Creates the topic once per process (an existing topic is left as it is). */
-  #ensureTopic(topic: string): Promise<void> {
-    const name = this.topicName(topic);
-    let p = this.#topics.get(name);
-    if (!p) {
-      p = (async () => {
-        const admin = await this.#getAdmin();
-        // Asked first: kafkajs logs a CreateTopics answered "already exists" as an ERROR.
-        if ((await admin.listTopics()).includes(name)) return;
-        await admin.createTopics({
-          waitForLeaders: true,
-          topics: [{ topic: name, numPartitions: this.#partitionsOf(topic), replicationFactor: this.#opts.replicationFactor ?? 1 }],
-        });
-      })();
-      const created = p;
-      created.catch(() => {
-        if (this.#topics.get(name) === created) this.#topics.delete(name);
-      });
-      this.#topics.set(name, p);
-    }
-    return p;
+    await Promise.allSettled([this.#queue.disconnect(), this.#topics.disconnect()]);
   }
 
   /** Sleeps `ms`, or less if the bus closes meanwhile. */
@@ -615,7 +371,7 @@ export class KafkaBus implements Bus {
 
   async #run(member: Member): Promise<void> {
     const { sub } = member;
-    await this.#ensureTopic(sub.topic);
+    await this.#topics.ensure(sub.topic);
     if (this.#closing) return;
     const consumer = this.#consumerClient().consumer({
       groupId: sub.groupId,

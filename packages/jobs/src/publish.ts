@@ -1,19 +1,9 @@
-// The messages of the job pipeline (STYLE 6: versioned plain data, keyed for partitioning):
-// - `jobs.work` (key: a bucket of the recipient domain, so one partition owner sees every address
-//   of a domain, as the domain actors need): unique emails of one job to route. The worker resolves
-//   each domain's MX and republishes the emails on
-// - `jobs.mx` (key: the first MX host of the emails' domains, so one worker at a time owns a
-//   host's SMTP sessions, for every domain the host serves; emails decided without SMTP are keyed
-//   by their domain bucket): the same shape, to probe;
-// - `jobs.results` (key: the job id, so one aggregator owns a job): their priced results.
-// Dates travel as ISO 8601 strings.
+// Publishing a job's work on the bus: its unique emails grouped by a bucket of their domain (the
+// work topic's key, so one partition owner sees every address of a domain), in the job's own
+// fairness lane. The message shapes are @svc/contracts' (messages.ts), the topics @svc/bus's.
 
-import type { ValidationResultBody } from '@svc/contracts';
-import { fnv1a, type Bus, type PublishOptions } from '@svc/bus';
-
-export const WORK_TOPIC = 'jobs.work';
-export const MX_TOPIC = 'jobs.mx';
-export const RESULTS_TOPIC = 'jobs.results';
+import type { WorkItem, WorkMessageV1 } from '@svc/contracts';
+import { fnv1a, WORK_TOPIC, type Bus, type PublishOptions } from '@svc/bus';
 
 /** Unique emails per work message. */
 export const WORK_CHUNK = 500;
@@ -21,41 +11,6 @@ export const WORK_CHUNK = 500;
 export const PUBLISH_TURN = 4;
 /** Domain buckets: the work topic's keys (`d0` … `d63`). */
 export const DOMAIN_BUCKETS = 64;
-
-/** [idx, email, probes made before this one] */
-export type WorkItem = [idx: number, email: string, attempts: number];
-
-export interface WorkMessageV1 {
-  v: 1;
-  job_id: string;
-  /** The job's account (absent from older producers): the fairness group of the job's lane. */
-  account_id?: string;
-  items: WorkItem[];
-}
-
-export interface ResultItem {
-  idx: number;
-  email: string;
-  verdict: ValidationResultBody;
-  chargeable: boolean;
-  /** Probes made for this email, this one included. */
-  attempts: number;
-  state: 'done' | 'deferred';
-  /** For a deferred email: when to probe it again (ISO 8601). */
-  next_attempt_at?: string;
-  /** For analytics (absent from older producers): the MX host whose SMTP answer decided it, null when none did. */
-  mx_host?: string | null;
-  /** For analytics: how long the verification took, in milliseconds. */
-  latency_ms?: number;
-}
-
-export interface ResultsMessageV1 {
-  v: 1;
-  job_id: string;
-  /** The job's account (absent from older producers): the fairness group of the job's lane. */
-  account_id?: string;
-  results: ResultItem[];
-}
 
 /** The bus lanes of a job's messages: its own lane, in its account's group (PublishOptions). */
 export const jobLane = (jobId: string, accountId: string | undefined): PublishOptions => ({ lane: jobId, ...(accountId ? { group: accountId } : {}) });
@@ -103,15 +58,4 @@ export async function publishWork(bus: Bus, jobId: string, items: Iterable<WorkI
   }
   for (const [key, chunk] of open) await flush(key, chunk);
   return sent;
-}
-
-/** Whether a bus message is a work message this code understands. */
-export function isWorkMessage(m: { v: number }): m is WorkMessageV1 {
-  const w = m as Partial<WorkMessageV1>;
-  return w.v === 1 && typeof w.job_id === 'string' && Array.isArray(w.items);
-}
-
-export function isResultsMessage(m: { v: number }): m is ResultsMessageV1 {
-  const r = m as Partial<ResultsMessageV1>;
-  return r.v === 1 && typeof r.job_id === 'string' && Array.isArray(r.results);
 }
