@@ -22,15 +22,17 @@ const ALLOWED: Record<string, string[]> = {
   contracts: [],
   // The job transport (Bus, Scheduler) and its adapters: infrastructure, below the domain.
   bus: ['contracts'],
+  // Outbound HTTP safety (the SSRF guard), for whatever connects where a customer says.
+  egress: ['contracts'],
   verifier: ['contracts'],
   engine: ['contracts', 'verifier'],
   store: ['contracts', 'verifier'],
-  outcomes: ['contracts', 'verifier'],
-  billing: ['contracts', 'verifier', 'store', 'outcomes'],
-  jobs: ['contracts', 'bus', 'verifier', 'store', 'outcomes', 'billing'],
-  mcp: ['contracts', 'bus', 'verifier', 'store', 'outcomes', 'billing', 'jobs'],
-  api: ['contracts', 'bus', 'verifier', 'store', 'outcomes', 'billing', 'jobs', 'mcp'],
-  runtime: ['contracts', 'bus', 'verifier', 'engine', 'store', 'outcomes', 'billing', 'jobs', 'mcp', 'api'],
+  outcomes: ['contracts', 'egress', 'verifier'],
+  billing: ['contracts', 'egress', 'verifier', 'store', 'outcomes'],
+  jobs: ['contracts', 'bus', 'egress', 'verifier', 'store', 'outcomes', 'billing'],
+  mcp: ['contracts', 'bus', 'egress', 'verifier', 'store', 'outcomes', 'billing', 'jobs'],
+  api: ['contracts', 'bus', 'egress', 'verifier', 'store', 'outcomes', 'billing', 'jobs', 'mcp'],
+  runtime: ['contracts', 'bus', 'egress', 'verifier', 'engine', 'store', 'outcomes', 'billing', 'jobs', 'mcp', 'api'],
   // The official client stands alone (fetch only); the CLI is built on it.
   client: [],
   cli: ['client'],

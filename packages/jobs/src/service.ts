@@ -18,7 +18,7 @@ import { JobAggregator, silentLogger, type JobsLogger, type OnFinal } from './ag
 import { intake, type IntakeInput, type IntakeRow } from './intake.ts';
 import type { WorkItem } from '@svc/contracts';
 import { publishWork } from './publish.ts';
-import { validateWebhookUrl } from './net-guard.ts';
+import { validateWebhookUrl } from '@svc/egress';
 import { TimerScheduler, type Bus, type Scheduler } from '@svc/bus';
 import { parseSegments } from './render.ts';
 import { resultsCsv, type RowRenderer } from './results-csv.ts';

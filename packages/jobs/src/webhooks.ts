@@ -15,7 +15,7 @@
 import { ServiceError, type Network } from '@svc/contracts';
 import { Agent, request, type Dispatcher } from 'undici';
 import { webhookEventId, DEFAULT_WEBHOOK_LEASE_MS, MAX_GRACE_MS, type NewWebhookEvent, type WebhookEvent, type WebhookEventType, type WebhookSecretsRepo, type WebhooksRepo } from '@svc/store';
-import { guardTarget, pinnedLookup, type Resolver } from './net-guard.ts';
+import { guardTarget, pinnedLookup, type Resolver } from '@svc/egress';
 import { webhookSignature } from './signing.ts';
 
 export type { WebhookEventType } from '@svc/store';
