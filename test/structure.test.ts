@@ -27,7 +27,7 @@ const ALLOWED: Record<string, string[]> = {
   verifier: ['contracts'],
   engine: ['contracts', 'verifier'],
   store: ['contracts', 'verifier'],
-  outcomes: ['contracts', 'egress', 'verifier'],
+  outcomes: ['contracts', 'egress', 'verifier', 'store'],
   billing: ['contracts', 'egress', 'verifier', 'store', 'outcomes'],
   jobs: ['contracts', 'bus', 'egress', 'verifier', 'store', 'outcomes', 'billing'],
   mcp: ['contracts', 'bus', 'egress', 'verifier', 'store', 'outcomes', 'billing', 'jobs'],

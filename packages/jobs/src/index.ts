@@ -15,6 +15,4 @@ export { createCsvPool, type CsvPool, type CsvPoolOptions } from './csv-pool.ts'
 export type { RenderTask, RenderResult } from './csv-task.ts';
 export { RESULT_COLUMNS, renderHeader, renderRows, parseSegments, type RenderRow, type ResultCells, type SegmentsResult } from './render.ts';
 export { webhookSignature, verifyWebhookSignature } from './signing.ts';
-export { OutcomesService, outcomeCsvRows, connectorWebhookPath, encodeEventCursor, decodeEventCursor, MAX_OUTCOME_ROWS, OUTCOME_BODY_LIMIT, CONNECTOR_PLATFORMS, type ConnectorPlatform, type ImportResponse, type RowError, type EventView, type OutcomesDeps, type InboundSummary } from './outcomes.ts';
-export { emailBisonEvents, EMAILBISON_EVENTS, type EmailBisonEvent, type InboundEvent } from './emailbison.ts';
 export { CatchallRecovery, learnPattern, localShape, PATTERN_MIN_CONFIRMED, PATTERN_SHARE, RECOVERED_LISTED, type RecoveryDeps, type RecoveryResponse } from './recovery.ts';

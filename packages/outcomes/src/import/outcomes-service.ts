@@ -5,8 +5,8 @@
 // Outcome operations charge 0 credits.
 
 import { createHash, randomBytes } from 'node:crypto';
-import { ServiceError, type OutcomeRowError, type OutcomeSource, type SuppressionKind } from '@svc/contracts';
-import { parseOutcomeRow, type OutcomeEvent } from '@svc/outcomes';
+import { ServiceError, type OutcomeEvent, type OutcomeRowError, type OutcomeSource, type SuppressionKind } from '@svc/contracts';
+import { parseOutcomeRow } from '../parse/evidence.ts';
 import { OutcomeWriteError, type ConnectorRecord, type OutcomeFact, type StoredOutcomeEvent, type Store } from '@svc/store';
 import { parse as parseCsvSync } from 'csv-parse/sync';
 import { emailBisonEvents, type EmailBisonEvent } from './emailbison.ts';
