@@ -1,8 +1,8 @@
-// Where a webhook may be sent (DESIGN 6 "Webhook targets"). A job's webhook_url is chosen by the
-// customer, and the service POSTs to it from inside the operator's network: without a guard it
-// could be pointed at 127.0.0.1, a database on 10.x, or a cloud metadata service on
-// 169.254.169.254 (server-side request forgery). So, unless the operator allows private targets
-// (SVC_WEBHOOK_ALLOW_PRIVATE=true):
+// Where the service may send a request on a customer's behalf (docs/decisions.md, "Webhooks"): a
+// job's webhook_url is chosen by the customer, and the service POSTs to it from inside the
+// operator's network: without a guard it could be pointed at 127.0.0.1, a database on 10.x, or a
+// cloud metadata service on 169.254.169.254 (server-side request forgery). So, unless the operator
+// allows private targets (SVC_WEBHOOK_ALLOW_PRIVATE=true):
 // Addresses in SVC_OUTBOUND_ALLOW_NETWORKS (e.g. 127.0.0.0/8,::1/128 for a receiver on the same
 // machine) are allowed besides public ones, whatever range they are in.
 // - validateWebhookUrl (at intake) refuses what can never be delivered: not http/https, no
@@ -12,7 +12,7 @@
 //   refused range, and returns the checked addresses; pinnedLookup then makes the connection use
 //   exactly those, so a DNS answer that changes between the check and the connect (DNS rebinding)
 //   cannot reach an address that was not checked.
-// Results are plain data (STYLE 4, 6): a refusal is an answer, not an exception.
+// Results are plain data: a refusal is an answer, not an exception.
 
 import { lookup as dnsLookup } from 'node:dns/promises';
 import type { LookupAddress, LookupOneOptions } from 'node:dns';
