@@ -310,13 +310,13 @@ function brokerRestarts(t: Tap): void {
     // One publisher per key, each publishing its next message when the last one resolved.
     const rejected: string[] = [];
     const sent = new Map<string, number>(keys.map((k) => [k, 0]));
-    /** When each key's publish in progress began. */
-    const publishing = new Map<string, number>();
+    /** The keys with a publish in progress. */
+    const publishing = new Set<string>();
     publishers = keys.map(async (key) => {
       while (!stop) {
         const n = sent.get(key)!;
         try {
-          publishing.set(key, Date.now());
+          publishing.add(key);
           await pub.publish('stream', key, { v: 1, n }).finally(() => publishing.delete(key));
           sent.set(key, n + 1);
         } catch (err) {
@@ -339,7 +339,8 @@ function brokerRestarts(t: Tap): void {
       const sendsFailed = failedSends;
       await broker.stop(signal);
       const downAt = Date.now();
-      await until(`every publisher waiting on the stopped broker (${signal})`, () => keys.every((k) => (publishing.get(k) ?? -1) >= downAt), WAIT_MS);
+      // stop() returns once the broker exited: a publish still in progress now waits on it.
+      await until(`every publisher waiting on the stopped broker (${signal})`, () => keys.every((k) => publishing.has(k)), WAIT_MS);
       if (outlastRetries) await until('a send failed after kafkajs’ own retries', () => failedSends > sendsFailed, 60_000);
       const downMs = Date.now() - downAt;
       const startMs = await broker.start();
