@@ -1,16 +1,15 @@
-// The EmailBison connector's inbound events (spec outcomes 6; DESIGN 6 "Connector shapes"),
-// turned into outcome rows for the same parser and store as imports. Shapes accepted (written in
-// docs/decisions.md): the platform's envelope `{event: {type, ...}, data: {scheduled_email: {id,
+// The EmailBison connector's inbound events (docs/decisions.md, "Outcomes"), turned into outcome
+// rows for the same parser and store as imports. Shapes accepted: the platform's envelope `{event: {type, ...}, data: {scheduled_email: {id,
 // ...}, lead: {id, email, ...}, campaign_event: {created_at}, reply: {...}, ...}}`, or a flat
 // `{event | type | event_type, lead_email | email, scheduled_email_id, ...}`; one event or an array.
 //
-// Only the six events of part 6 are taken; any other type is answered 2xx and counted as ignored.
+// Only the six events below are taken; any other type is answered 2xx and counted as ignored.
 // Nothing but the address, the ids and the known DSN fields is read: campaign bodies, subjects,
 // names and arbitrary platform metadata are never copied into a row, let alone stored.
 
 import { OUTCOME_EVIDENCE_FIELDS } from '@svc/contracts';
 
-/** The six inbound events (spec outcomes 6) and the outcome each becomes (DESIGN 6 outcome values). */
+/** The six inbound events and the outcome each becomes. */
 export const EMAILBISON_EVENTS = {
   email_sent: 'sent',
   email_opened: 'opened',

@@ -1,7 +1,7 @@
-// The outcome use cases (spec outcomes 1-3, 4.1, 6; DESIGN 6): import rows (JSON or CSV records),
+// The outcome use cases (docs/decisions.md, "Outcomes"): import rows (JSON or CSV records),
 // read an address's events, and the sender-platform connector (create, status, revoke, inbound
-// events). The parser (@svc/outcomes) labels each row; the store keeps the events and applies the
-// suppressions in one transaction; analytics gets one fact per accepted event for the reports.
+// events). The parser (parse/evidence.ts) labels each row; the store keeps the events and applies
+// the suppressions in one transaction; analytics gets one fact per accepted event for the reports.
 // Outcome operations charge 0 credits.
 
 import { createHash, randomBytes } from 'node:crypto';
@@ -11,22 +11,22 @@ import { OutcomeWriteError, type ConnectorRecord, type OutcomeFact, type StoredO
 import { parse as parseCsvSync } from 'csv-parse/sync';
 import { emailBisonEvents, type EmailBisonEvent } from './emailbison.ts';
 
-/** Rows per import request (spec outcomes 8). */
+/** Rows per import request. */
 export const MAX_OUTCOME_ROWS = 10_000;
-/** Import body limit (spec outcomes 8: 5 MB, taken as 5 MiB). */
+/** Import body limit (5 MB, taken as 5 MiB). */
 export const OUTCOME_BODY_LIMIT = 5 * 1024 * 1024;
-/** The platforms a connector serves (DESIGN 6: first `emailbison`). */
+/** The platforms a connector serves (the first: `emailbison`). */
 export const CONNECTOR_PLATFORMS = ['emailbison'] as const;
 export type ConnectorPlatform = (typeof CONNECTOR_PLATFORMS)[number];
 
-/** One row error of the import response (spec outcomes 2.2): never the address. */
+/** One row error of the import response: never the address. */
 export interface RowError {
   index: number;
   code: OutcomeRowError;
   reason: string;
 }
 
-/** The import response (spec outcomes 2.2). */
+/** The import response. */
 export interface ImportResponse {
   received: number;
   accepted: number;
@@ -42,7 +42,7 @@ export interface ImportResponse {
   imported_at: string;
 }
 
-/** An event as GET /v1/outcomes/email/events shows it (DESIGN 6). */
+/** An event as GET /v1/outcomes/email/events shows it. */
 export interface EventView {
   email: string;
   outcome: string;

@@ -1,6 +1,5 @@
-// The two date-time syntaxes of outcome rows (spec outcomes 2.4 rules 8 and 9): RFC 3339 for
-// `occurred_at`, and the RFC 5322 (822) date-time of DSN fields (Last-Attempt-Date, Arrival-Date,
-// Will-Retry-Until). Pure; never throws.
+// The two date-time syntaxes of outcome rows: RFC 3339 for `occurred_at`, and the RFC 5322 (822)
+// date-time of DSN fields (Last-Attempt-Date, Arrival-Date, Will-Retry-Until). Pure; never throws.
 
 export interface Instant {
   /** Epoch microseconds. */

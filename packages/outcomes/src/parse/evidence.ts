@@ -1,11 +1,10 @@
-// One outcome row → a labelled event or a coded row error (spec outcomes 2.1-2.5; DESIGN 6 rows
-// "Outcome values", "Outcome sources", "Outcome labels left open", "DSN syntax left open",
-// "Timestamps left open", "Import counting"). Pure, no I/O, never throws (a last-resort catch
+// One outcome row → a labelled event or a coded row error (the rows "Outcome evidence: …" of
+// docs/decisions.md, "Outcomes"). Pure, no I/O, never throws (a last-resort catch
 // answers `invalid_row`). The raw diagnostic text is read for classification only: nothing of it
 // is in the event (the fingerprint is a hash).
 //
-// Decisions where the spec is open (docs/decisions.md "Outcome evidence"):
-// - Keys: the 2.1 fields and aliases, case-sensitive names; `lead_email` is `email`, `bounced_at`
+// Decisions (docs/decisions.md, "Outcome evidence: …"):
+// - Keys: the row fields and aliases, case-sensitive names; `lead_email` is `email`, `bounced_at`
 //   is `occurred_at`, `enhanced_status` is `smtp_enhanced_code`. Strings are trimmed; an empty
 //   string (a CSV's empty cell) is absent; a number is taken as its decimal text; any other type
 //   in a recognized field is `invalid_row`. Unknown keys are ignored.
@@ -40,7 +39,7 @@ import { deliveryStatusOf, textPartOf } from './mime.ts';
 import { DSN_STATUS, fieldGroups, mtaHost, recipientAddress, smtpDiagnostic, stripComments, typed, type FieldGroup } from './rfc3464.ts';
 import type { OutcomeEvent, ParseOptions, ParseResult } from './types.ts';
 
-/** The keys a row may carry (spec 2.1). */
+/** The keys a row may carry. */
 const FIELDS = ['email', 'lead_email', 'outcome', 'source', 'external_id', 'occurred_at', 'bounced_at', 'emailbison_lead_id', ...OUTCOME_EVIDENCE_FIELDS] as const;
 type Field = (typeof FIELDS)[number];
 
@@ -228,7 +227,7 @@ const LEAD_LINE = /^[ \t]*<?([^\s<>:@]+@[^\s<>:@]+?)>?:(?:[ \t]|$)/;
  * with the address and a colon (`<a@example.com>:` or `a@example.com: 550 …`) and ending at the
  * next such line or a blank line. Text with no such line is read whole; text whose lead lines all
  * name other addresses says nothing about this one (''): another recipient's reply is no evidence
- * about the row's mailbox (spec 2.3: a hard bounce is confirmed evidence about that mailbox).
+ * about the row's mailbox (a hard bounce is confirmed evidence about that mailbox only).
  */
 export function ownSection(text: string, addresses: string[]): string {
   const mine = new Set(addresses.map((a) => a.toLowerCase()));
@@ -247,7 +246,7 @@ export function ownSection(text: string, addresses: string[]): string {
   return leads === 0 ? text : kept.join('\n');
 }
 
-/** What a code says (DESIGN 6 labels, decisions at the top). */
+/** What a code says (the labels of codes, decisions at the top). */
 function labelOfCode(code: string): { label: OutcomeLabel; evidence: string } {
   const [cls, subject, detail] = code.split('.').map(Number) as [number, number, number];
   if (cls === 4) return { label: 'bounced_soft', evidence: 'temporary_status' };
@@ -517,7 +516,7 @@ function outcomeOnly(outcome: OutcomeValue, f: Partial<Record<Field, string>>, s
   }
 }
 
-/** One raw row → a labelled event, or a row error with a code of spec 2.5. Never throws. */
+/** One raw row → a labelled event, or a row error with its code (OUTCOME_ROW_ERRORS). Never throws. */
 export function parseOutcomeRow(row: unknown, opts: ParseOptions = {}): ParseResult {
   try {
     return { ok: true, event: parse(row, opts) };

@@ -6,7 +6,7 @@
 //
 // Decisions:
 // - Lines end at CRLF, LF or a bare CR (stored and classic-Mac messages are read too); the
-//   parts keep their line breaks as they are, for the DSN parser to judge (spec 2.4 rule 4).
+//   parts keep their line breaks as they are, for the DSN parser to judge (it refuses bad folding).
 // - Headers are unfolded (a line starting with SP or HTAB continues the one before); names are
 //   case-insensitive; the first occurrence of a header wins.
 // - A part whose text starts with a blank line has no headers (RFC 2046 5.1.1: text/plain).

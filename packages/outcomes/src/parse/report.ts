@@ -1,6 +1,6 @@
-// The accuracy report arithmetic (issue 8 item 6; DESIGN 6 "Report routes"): from the counts of
-// the Analytics port (each outcome joined to the validation decision made before it) to the
-// report the API answers. Pure.
+// The accuracy report arithmetic (the report routes of the API): from the counts of the Analytics
+// port (each outcome joined to the validation decision made before it) to the report the API
+// answers. Pure.
 //
 // - matrix: claim outcomes (not the `sent`/`open` signals) per predicted result × label;
 //   `not_validated` holds outcomes of addresses the account never validated before them.

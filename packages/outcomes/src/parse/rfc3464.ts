@@ -1,7 +1,6 @@
-// RFC 3464 delivery-status fields (spec outcomes 2.4 rules 2-7): the field block of a
-// message/delivery-status body split into its per-message and per-recipient groups, header
-// folding checked, comments removed, and the typed values (address, MTA, status, diagnostic)
-// parsed. Pure; never throws: problems come back as values.
+// RFC 3464 delivery-status fields: the field block of a message/delivery-status body split into
+// its per-message and per-recipient groups, header folding checked, comments removed, and the
+// typed values (address, MTA, status, diagnostic) parsed. Pure; never throws: problems come back as values.
 
 /** Why structured evidence was refused (the parser maps these to row error codes). */
 export type DsnProblem = { kind: 'folding'; reason: string } | { kind: 'comment'; reason: string };
