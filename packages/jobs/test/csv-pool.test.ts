@@ -3,9 +3,9 @@
 // thread boundary, and rendering.
 
 import t from 'tap';
-import { createCsvPool, workerExecArgv } from '../src/csv-pool.ts';
-import { readCsv, type ReadCsvOptions } from '../src/csv.ts';
-import { renderRows, type ResultCells } from '../src/render.ts';
+import { createCsvPool, workerExecArgv } from '../src/csv/csv-pool.ts';
+import { readCsv, type ReadCsvOptions } from '../src/csv/csv.ts';
+import { renderRows, type ResultCells } from '../src/csv/render.ts';
 
 async function collect(input: string, opts: ReadCsvOptions) {
   const rows: string[][] = [];

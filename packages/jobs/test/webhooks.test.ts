@@ -13,7 +13,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { migrate, openPglite, openPostgres, Store, webhookEventId, type Db, type WebhookEvent } from '@svc/store';
-import { buildJobEvent, jobWebhookEvent, webhookRetryDelayMs, WebhookDispatcher, type WebhookDispatcherOptions, type WebhookLogger } from '../src/webhooks.ts';
+import { buildJobEvent, jobWebhookEvent, webhookRetryDelayMs, WebhookDispatcher, type WebhookDispatcherOptions, type WebhookLogger } from '../src/webhooks/webhooks.ts';
 import type { Resolver } from '@svc/egress';
 import { freshPglite, migratedPglite } from '../../../test/helpers/pglite.ts';
 import { freshSchema, PG_SHOWN, pgUnreachable } from '../../../test/helpers/postgres.ts';

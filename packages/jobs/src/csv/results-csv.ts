@@ -12,7 +12,7 @@ import type { BlobStore, JobRecord, Store, StoredResult } from '@svc/store';
 import type { RenderResult, RenderTask } from './csv-task.ts';
 import { serializeFields } from './csv.ts';
 import { RESULT_COLUMNS, renderHeader, renderRows, type RenderRow, type ResultCells } from './render.ts';
-import { dupsKey, hasBit, openRows, readDups } from './rows.ts';
+import { dupsKey, hasBit, openRows, readDups } from '../pipeline/rows.ts';
 
 /** Renders rows off the event loop (csv-pool.ts CsvPool); inline when absent. */
 export interface RowRenderer {

@@ -12,7 +12,7 @@ import type { BlobStore, Decision, InFinalTx, JobDecisions, JobRecord, JobResult
 import { isResultsMessage, type ResultItem } from '@svc/contracts';
 import { RESULTS_TOPIC } from '@svc/bus';
 import type { Bus, BusMessage, Scheduler } from '@svc/bus';
-import { resultsCsv, type RowRenderer } from './results-csv.ts';
+import { resultsCsv, type RowRenderer } from '../csv/results-csv.ts';
 import { resultsKey } from './rows.ts';
 import { failedResult } from './worker.ts';
 

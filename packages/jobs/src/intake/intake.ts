@@ -16,9 +16,9 @@ import { DEFAULT_CLAIM_LEASE_MS, keepRenewing, type BlobStore, type IdempotentCo
 import { parseAddress } from '@svc/verifier';
 import { refusal } from '@svc/billing';
 import type { WorkItem } from '@svc/contracts';
-import { publishWork } from './publish.ts';
+import { publishWork } from '../pipeline/publish.ts';
 import { fnv1a, type Bus } from '@svc/bus';
-import { BitSet, dupsKey, rowLine, rowsKey, type RowsHeader } from './rows.ts';
+import { BitSet, dupsKey, rowLine, rowsKey, type RowsHeader } from '../pipeline/rows.ts';
 
 /** One input row: its cells (the input columns of the results CSV) and its email, trimmed. */
 export interface IntakeRow {

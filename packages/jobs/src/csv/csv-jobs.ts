@@ -29,9 +29,9 @@ import { isJobId, notPrintable, ServiceError } from '@svc/contracts';
 import { BlobTooLargeError, DEFAULT_CLAIM_LEASE_MS, keepRenewing, type BlobStore, type IdempotentCompletion, type JobRecord, type Store } from '@svc/store';
 import type { Readable } from 'node:stream';
 import { readCsv, type ChunkParser, type CsvChunk, type CsvFailure } from './csv.ts';
-import { newJobId, type IntakeRow } from './intake.ts';
-import { MAX_JOB_EMAILS, type JobsService } from './service.ts';
-import { signQuery, verifyQuery } from './signing.ts';
+import { newJobId, type IntakeRow } from '../intake/intake.ts';
+import { MAX_JOB_EMAILS, type JobsService } from '../intake/service.ts';
+import { signQuery, verifyQuery } from '../webhooks/signing.ts';
 
 /** The signed path a CSV is PUT to (no API key: the signature authorises it). */
 export const uploadPath = (jobId: string): string => `/v1/csv/uploads/${jobId}`;
