@@ -1,5 +1,5 @@
 // @svc/jobs: job intake (JSON, CSV), dedupe, reservation, aggregation, finalization, result CSV, webhooks.
-export { WebhookDispatcher, rotateWebhookSecret, listWebhookSecrets, DEFAULT_SECRET_GRACE_S, MAX_SECRET_GRACE_S, type RotatedSecretBody, type SecretListBody, buildJobEvent, jobWebhookEvent, webhookRetryDelayMs, WEBHOOK_FIRST_RETRY_MS, WEBHOOK_MAX_RETRY_MS, WEBHOOK_RETRY_FOR_MS, type WebhookDispatcherOptions, type DeliveryOutcome, type JobWebhookBody, type WebhookLogger } from './webhooks/webhooks.ts';
+export { WebhookDispatcher, rotateWebhookSecret, listWebhookSecrets, DEFAULT_SECRET_GRACE_S, MAX_SECRET_GRACE_S, type RotatedSecretBody, type SecretListBody, buildJobEvent, jobWebhookEvent, enqueueJobWebhook, webhookRetryDelayMs, WEBHOOK_FIRST_RETRY_MS, WEBHOOK_MAX_RETRY_MS, WEBHOOK_RETRY_FOR_MS, type WebhookDispatcherOptions, type DeliveryOutcome, type JobWebhookBody, type WebhookLogger } from './webhooks/webhooks.ts';
 export { JobsService, MAX_JOB_EMAILS, resultsPath, type JobsServiceOptions, type DownloadLink } from './intake/service.ts';
 export { CsvJobs, csvError, uploadPath, uploadKey, MAX_FILENAME_CHARS, type CsvJobsOptions, type PreparedUpload, type UploadReceipt } from './csv/csv-jobs.ts';
 export { JobAggregator, jobDecisions, silentLogger, type JobsLogger, type OnFinal } from './pipeline/aggregator.ts';

@@ -14,8 +14,9 @@
 
 import { ServiceError, type Network } from '@svc/contracts';
 import { Agent, request, type Dispatcher } from 'undici';
-import { webhookEventId, DEFAULT_WEBHOOK_LEASE_MS, MAX_GRACE_MS, type NewWebhookEvent, type WebhookEvent, type WebhookEventType, type WebhookSecretsRepo, type WebhooksRepo } from '@svc/store';
+import { webhookEventId, DEFAULT_WEBHOOK_LEASE_MS, MAX_GRACE_MS, type InFinalTx, type NewWebhookEvent, type WebhookEvent, type WebhookEventType, type WebhookSecretsRepo, type WebhooksRepo } from '@svc/store';
 import { guardTarget, pinnedLookup, type Resolver } from '@svc/egress';
+import { jobStatus } from '../intake/status.ts';
 import { webhookSignature } from './signing.ts';
 
 export type { WebhookEventType } from '@svc/store';
@@ -43,6 +44,20 @@ export function buildJobEvent<J extends { id: string }>(event: WebhookEventType,
 export function jobWebhookEvent<J extends { id: string }>(e: { accountId: string; url: string; event: WebhookEventType; job: J; createdAt: Date }): NewWebhookEvent {
   const body = buildJobEvent(e.event, e.job, e.createdAt);
   return { id: body.id, accountId: e.accountId, jobId: e.job.id, url: e.url, event: e.event, payload: JSON.stringify(body), createdAt: e.createdAt };
+}
+
+/**
+ * The job service's onFinalTx for job webhooks: a job that completed or failed with a webhook_url
+ * gets its event written to the outbox in the transaction that finalises it, so a crash can
+ * neither lose it nor make a second one (its id is derived from the job and the event); the
+ * dispatcher delivers it, signed, with back-off for 24 h.
+ */
+export function enqueueJobWebhook(webhooks: Pick<WebhooksRepo, 'enqueueIn'>, publicUrl: string): InFinalTx {
+  return async (tx, job) => {
+    if (!job.webhook_url || (job.status !== 'completed' && job.status !== 'failed')) return;
+    const event = job.status === 'completed' ? 'job.completed' : 'job.failed';
+    await webhooks.enqueueIn(tx, jobWebhookEvent({ accountId: job.account_id, url: job.webhook_url, event, job: jobStatus(job, publicUrl), createdAt: new Date(job.completed_at ?? Date.now()) }));
+  };
 }
 
 export const WEBHOOK_FIRST_RETRY_MS = 30_000;
