@@ -1,6 +1,5 @@
-// CSV jobs (spec core 4; DESIGN 6 "prepare-upload response", "start-processing response", "Job
-// errors"): prepare-upload makes a job awaiting its upload and a signed PUT URL served by the
-// service itself; the PUT streams the body into the blob store; start-processing reads the
+// CSV jobs (docs/decisions.md, "CSV jobs"): prepare-upload makes a job awaiting its upload and a
+// signed PUT URL served by the service itself; the PUT streams the body into the blob store; start-processing reads the
 // upload in chunks (csv.ts, on the CSV pool when one is given) straight into the job intake
 // (intake.ts), which dedupes, stores the rows with their input columns, holds the credits and
 // publishes the work. From then on a CSV job is any job: the results CSV is the stored input
@@ -74,7 +73,7 @@ export interface CsvJobsOptions {
   now?: () => number;
 }
 
-/** The prepare-upload response (DESIGN 6). */
+/** The prepare-upload response. */
 export interface PreparedUpload {
   batch_id: string;
   upload_url: string;

@@ -1,7 +1,7 @@
-// A Piscina pool for the CPU-bound CSV steps (DESIGN 4: "Piscina runs the CPU-bound steps (CSV
-// parsing … result CSV rendering) so the front's event loop stays responsive"). The worker file
-// is csv-task.ts. The pool is an instance with options (STYLE 16): whoever composes the service
-// creates one, shares it, and closes it on shutdown.
+// A Piscina pool for the CPU-bound CSV steps (CSV parsing, results CSV rendering), so the front's
+// event loop stays responsive. The worker file is csv-task.ts. The pool is an instance with
+// options, not a module-level singleton: whoever composes the service creates one, shares it, and
+// closes it on shutdown.
 //
 // The worker is TypeScript run by tsx, like the rest of the service. A worker thread does not
 // inherit the main thread's module hooks, only its execArgv, so each worker loads tsx itself:

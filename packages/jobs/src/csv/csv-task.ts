@@ -1,5 +1,5 @@
 // The Piscina worker file of csv-pool.ts: the CPU-bound CSV steps, one named export per task.
-// Tasks take and return plain data (STYLE 6): an Error would lose its class and code crossing
+// Tasks take and return plain data: an Error would lose its class and code crossing
 // the thread boundary, so every expected outcome is `{ ok: true, … } | { ok: false, code, message }`;
 // a throw here is a bug and rejects the caller's promise.
 

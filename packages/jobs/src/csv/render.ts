@@ -1,4 +1,4 @@
-// The results CSV (DESIGN 6 "Results CSV"): the input columns, then the result columns, one
+// The results CSV: the input columns, then the result columns, one
 // line per input row in input order; `?segment=` keeps only some results. Pure string building:
 // csv-pool.ts runs it on a worker thread for large jobs, and it runs inline for small ones.
 //
@@ -98,7 +98,7 @@ export function renderRows(inputHeader: readonly string[], rows: readonly Render
 export type SegmentsResult = { ok: true; segments: ReadonlySet<ValidationResult> | null } | { ok: false; code: 'invalid_request'; message: string };
 
 /**
- * The download's `?segment=valid,risky` (DESIGN 6): a comma list of result values (repeated
+ * The download's `?segment=valid,risky`: a comma list of result values (repeated
  * `segment` parameters are joined); absent → every row. Names are the `result` values
  * (`valid`, `valid_role_based`, `risky`, `invalid`, `unknown`), exact and lower case; spaces
  * around the commas are allowed. Empty or unknown names → `invalid_request`, so a typo never

@@ -1,4 +1,4 @@
-// The results CSV of a job (DESIGN 6 "Results CSV"), produced in one streaming pass: the stored
+// The results CSV of a job, produced in one streaming pass: the stored
 // input rows (rows.ts) merged with the stored results read in idx order, a batch of rows at a
 // time, rendered by render.ts (inline, or on the CSV pool's threads). In memory at any moment: one
 // batch of rows, one page of results, and the results of emails repeated later in the input

@@ -1,10 +1,10 @@
-// Job intake (DESIGN 4): rows in input order → dedupe → the input stored in the blob store
+// Job intake: rows in input order → dedupe → the input stored in the blob store
 // (rows.ts) → the job recorded with its credits held (one transaction) → work published on the
 // bus. JSON jobs and CSV jobs come through the same function; rows arrive in chunks and are
 // written out as they come, so nothing but the dedupe index (one entry per unique email) grows
 // with the input.
 //
-// Dedupe (spec core 3.1, docs/decisions.md "Jobs"): two strings are the same email when the
+// Dedupe (docs/decisions.md, "Jobs"): two strings are the same email when the
 // verifier's parser gives them the same mailbox (exact local part, canonical form of a quoted one;
 // the domain case-insensitive, in ASCII): the same key sync pricing uses, so one mailbox is never
 // probed or charged twice in a job. Strings that are not addresses are deduplicated by their exact

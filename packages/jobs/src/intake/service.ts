@@ -1,7 +1,7 @@
 // The job pipeline of one process, composed over its ports (store, blob store, bus, scheduler,
 // verifier): intake, worker, aggregator, the greylist scheduler, restart recovery, and the use
 // cases the API translates to HTTP (create, read, list, cancel, download). A route never touches
-// the pipeline's parts directly (STYLE 14).
+// the pipeline's parts directly.
 //
 // Restart recovery (start()): every queued or processing job is resumed from the store alone.
 // Its unique emails without a result row are published again; its deferred emails are due at
@@ -27,7 +27,7 @@ import { signQuery, verifyQuery } from '../webhooks/signing.ts';
 import { jobStatus, downloadable, type JobStatus } from './status.ts';
 import { JobWorker, type JobVerifier } from '../pipeline/worker.ts';
 
-/** Emails per JSON job (spec core 8). */
+/** Emails per JSON job. */
 export const MAX_JOB_EMAILS = 500_000;
 
 export interface JobsServiceOptions {

@@ -1,12 +1,12 @@
-// The job status resource: exactly spec core 2.2 (id, status, progress, results,
-// credit_reservation) plus the DESIGN 6 extras (created_at, started_at, completed_at, source,
+// The job status resource: id, status, progress, results and credit_reservation, plus
+// created_at, started_at, completed_at, source,
 // filename, webhook_url, download). GET /v1/csv/jobs/{id}, the list items, the cancel response
 // and the webhook body all show this shape.
 
 import type { JobState } from '@svc/contracts';
 import type { JobRecord, JobSource } from '@svc/store';
 
-/** One credit per High-Value Validation (spec core 1). */
+/** One credit per High-Value Validation. */
 export const CREDITS_PER_HIGH_VALUE_VALIDATION = 1;
 
 export interface JobStatus {

@@ -1,4 +1,4 @@
-// The job aggregator (DESIGN 4; key = job id): writes results idempotently (job + row), wakes
+// The job aggregator (key = job id, so one aggregator owns a job): writes results idempotently (job + row), wakes
 // the scheduler for greylisted emails, and once every unique email is done renders the results
 // CSV into the blob store and finalizes the job exactly once (credits settled, `completed`, and the
 // in-transaction hook: a webhook outbox row), then calls the after-commit hook.

@@ -1,4 +1,4 @@
-// The job worker, in two stages (DESIGN 4's domain and MX actors):
+// The job worker, in two stages (one owner per domain bucket, then one per MX host):
 // - route: takes work messages (unique emails of one job, keyed by domain bucket), resolves each
 //   domain's MX through the verifier (cached, one lookup per domain at a time) and republishes the
 //   emails on the MX topic keyed by their first MX host, so one worker at a time owns a host's
@@ -9,7 +9,7 @@
 //   partition holds several hosts, and a host's sessions are kept busy by more than one message.
 // A failover to a host's next MX is made by the worker that owns the first one.
 //
-// Greylisting (DESIGN 4, docs/decisions.md "Jobs"): a result with reason_code `smtp_tempfail` is
+// Greylisting (docs/decisions.md, "Jobs"): a result with reason_code `smtp_tempfail` is
 // stored deferred, to be probed again after `greylistDelayMs` by the scheduler (durably: the due
 // time is in the store), up to `greylistAttempts` probes in all; the last one's `unknown` stands.
 // A DNS timeout or SERVFAIL is deferred the same way, after at most DNS_RETRY_DELAY_MS.

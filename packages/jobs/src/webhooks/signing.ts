@@ -1,5 +1,5 @@
-// Signed URLs (DESIGN 6: the CSV upload and the results download are served by the service
-// itself, authorised by the URL alone): HMAC-SHA256 with SVC_SECRET over the method, the path,
+// Signed URLs (the CSV upload and the results download are served by the service itself,
+// authorised by the URL alone): HMAC-SHA256 with SVC_SECRET over the method, the path,
 // the expiry and every other query parameter, so none of them can be changed without breaking
 // the signature. Plain functions of (secret, request parts, clock): no state, no I/O.
 
@@ -55,7 +55,7 @@ export function verifyQuery(secret: string, method: string, path: string, query:
 }
 
 /**
- * The `X-Signature` header of a job webhook (DESIGN 6 "Job webhook"): `t=<unix>,v1=<hex
+ * The `X-Signature` header of a job webhook (docs/decisions.md, "Webhooks"): `t=<unix>,v1=<hex
  * HMAC-SHA256(secret, t + "." + body)>`, over the exact bytes sent as the body, with one `v1` per
  * secret given (an account's secrets during a rotation's grace period, newest first). The MAC
  * input starts with digits and a URL's with a method name, so one can never stand for the other.

@@ -1,6 +1,6 @@
-// Job webhooks (DESIGN 6 "Job webhook", "Webhook targets"; issue 6 item 5). The job finalizer
-// puts the event in the outbox (store.webhooks.enqueueIn, in the transaction that completes the
-// job, with the body built here); a WebhookDispatcher claims due events and POSTs them with undici:
+// Job webhooks (docs/decisions.md, "Webhooks"). The job finalizer puts the event in the outbox
+// (store.webhooks.enqueueIn, in the transaction that completes the job, with the row built here:
+// enqueueJobWebhook); a WebhookDispatcher claims due events and POSTs them with undici:
 //   Content-Type: application/json
 //   X-Webhook-Id: <event id>                 the same on every attempt: receivers dedupe on it
 //   X-Signature: t=<unix>,v1=<hex>[,v1=<hex>] HMAC-SHA256(secret, t + "." + body), t = send time,
@@ -21,7 +21,7 @@ import { webhookSignature } from './signing.ts';
 
 export type { WebhookEventType } from '@svc/store';
 
-/** The body of a job webhook (DESIGN 6), `id` included so a receiver can dedupe on the body alone. */
+/** The body of a job webhook, `id` included so a receiver can dedupe on the body alone. */
 export interface JobWebhookBody<J extends { id: string } = { id: string }> {
   id: string;
   event: WebhookEventType;
