@@ -1,6 +1,5 @@
 // The job status resource: id, status, progress, results and credit_reservation, plus
-// created_at, started_at, completed_at, source,
-// filename, webhook_url, download). GET /v1/csv/jobs/{id}, the list items, the cancel response
+// created_at, started_at, completed_at, source, filename, webhook_url and download. GET /v1/csv/jobs/{id}, the list items, the cancel response
 // and the webhook body all show this shape.
 
 import type { JobState } from '@svc/contracts';

@@ -1,5 +1,5 @@
-// Catch-all recovery (docs/decisions.md, "Outcomes", row "Catch-all recovery"): an opt-in pass over a
-// completed job's risky catch-all rows with the account's own evidence.
+// Catch-all recovery (docs/decisions.md, "Outcomes", row "Catch-all recovery"): an opt-in pass
+// over a completed job's risky catch-all rows with the account's own evidence.
 //
 // Per catch-all row (result `risky`, reason_code `catch_all`), in order:
 //  1. the account's newest decision-grade outcome for the mailbox: delivered (a delivery or a
