@@ -95,6 +95,9 @@ t.test('render on the pool equals render inline', async (t) => {
 
 t.test('close() is idempotent', async (t) => {
   const pool = createCsvPool({ threads: 1 });
-  await Promise.all([pool.close(), pool.close()]);
-  t.pass('closed twice');
+  const first = pool.close();
+  const second = pool.close();
+  t.equal(second, first, 'a second close() is the first one, not another shutdown');
+  await t.resolves(Promise.all([first, second]), 'both resolve once the pool is closed');
+  t.equal(pool.close(), first, 'and so is a close() after it ended');
 });
