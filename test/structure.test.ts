@@ -1,6 +1,7 @@
 // The layering of the packages, as a test:
-// - packages import each other one way: contracts ← bus, contracts ← verifier ← store ← billing ←
-//   jobs ← api, and runtime composes them; runtime is imported only by entry points (cluster/, test/, bench/),
+// - packages import each other one way (the ALLOWED table): contracts at the bottom, bus and egress
+//   on it alone, verifier ← store ← outcomes ← billing ← jobs ← mcp ← api above, and runtime
+//   composes them; runtime is imported only by entry points (cluster/, test/, bench/),
 //   so api receives its services and settings and never reads the environment;
 // - across packages only through the entries a package exports (no `./*` wildcards, no deep
 //   `src/` paths, no relative paths into another package), and every @svc package a package
