@@ -1,5 +1,5 @@
 // The Bus conformance suite (bus-conformance.ts) on the embedded adapter, InProcessBus. Its own
-// details (pending(), the scheduler) stay in ports.test.ts.
+// details (pending(), the scheduler, lanes) are in embedded.test.ts.
 
 import t from 'tap';
 import { InProcessBus, type DeadLetter } from '../src/index.ts';
