@@ -1,17 +1,19 @@
 // The layering of the packages (docs/architecture.md), as a test:
-// - packages import each other one way: contracts ← verifier ← store ← billing ← jobs ← api, and
-//   runtime composes them; runtime is imported only by entry points (cluster/, test/, bench/),
+// - packages import each other one way (the ALLOWED table): contracts at the bottom, bus and egress
+//   on it alone, verifier ← store ← outcomes ← billing ← jobs ← mcp ← api above, and runtime
+//   composes them; runtime is imported only by entry points (cluster/, test/, bench/),
 //   so api receives its services and settings and never reads the environment;
 // - across packages only through the entries a package exports (no `./*` wildcards, no deep
 //   `src/` paths, no relative paths into another package), and every @svc package a package
 //   imports is declared in its package.json;
 // - no import circles between source files;
-// - only entry points read process.env.
+// - only entry points read process.env;
+// - only @svc/bus speaks kafkajs (the rest asks the bus: its ping, its topics, kafkaAdmin).
 
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
-import { specifiers } from './helpers/imports.ts';
+import { packageOf, specifiers } from './helpers/imports.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const PKGS = path.join(ROOT, 'packages');
@@ -19,17 +21,21 @@ const PKGS = path.join(ROOT, 'packages');
 /** What each package may import (besides itself), lowest layer first (docs/architecture.md). */
 const ALLOWED: Record<string, string[]> = {
   contracts: [],
+  // The job transport (Bus, Scheduler) and its adapters: infrastructure, below the domain.
+  bus: ['contracts'],
+  // Outbound HTTP safety (the SSRF guard), for whatever connects where a customer says.
+  egress: ['contracts'],
   verifier: ['contracts'],
   engine: ['contracts', 'verifier'],
   store: ['contracts', 'verifier'],
-  outcomes: ['contracts', 'verifier'],
-  billing: ['contracts', 'verifier', 'store', 'outcomes'],
-  jobs: ['contracts', 'verifier', 'store', 'outcomes', 'billing'],
-  mcp: ['contracts', 'verifier', 'store', 'outcomes', 'billing', 'jobs'],
-  api: ['contracts', 'verifier', 'store', 'outcomes', 'billing', 'jobs', 'mcp'],
+  outcomes: ['contracts', 'egress', 'verifier', 'store'],
+  billing: ['contracts', 'egress', 'verifier', 'store', 'outcomes'],
+  jobs: ['contracts', 'bus', 'egress', 'verifier', 'store', 'outcomes', 'billing'],
+  mcp: ['contracts', 'bus', 'egress', 'verifier', 'store', 'outcomes', 'billing', 'jobs'],
+  api: ['contracts', 'bus', 'egress', 'verifier', 'store', 'outcomes', 'billing', 'jobs', 'mcp'],
+  runtime: ['contracts', 'bus', 'egress', 'verifier', 'engine', 'store', 'outcomes', 'billing', 'jobs', 'mcp', 'api', 'admin'],
   // The operator CLI runs use cases over the store; runtime serves it on the admin socket.
-  admin: ['contracts', 'verifier', 'store', 'outcomes', 'billing', 'jobs'],
-  runtime: ['contracts', 'verifier', 'engine', 'store', 'outcomes', 'billing', 'jobs', 'mcp', 'api', 'admin'],
+  admin: ['contracts', 'bus', 'egress', 'verifier', 'store', 'outcomes', 'billing', 'jobs'],
   // The official client stands alone (fetch only); the CLI is built on it.
   client: [],
   cli: ['client'],
@@ -145,6 +151,21 @@ t.test('only entry points read process.env', async (t) => {
     const code = readFileSync(file, 'utf8').replace(/\/\*[\s\S]*?\*\//g, '').replace(/(^|[^:'"`])\/\/.*$/gm, '$1');
     t.notOk(/\bprocess\.env\b/.test(code), `${rel(file)} does not read process.env`);
   }
+});
+
+t.test('only packages/bus imports kafkajs', async (t) => {
+  // The verifier's purity test names kafkajs in a source text it scans (a fixture, not an import).
+  const fixtures = new Set(['packages/verifier/test/purity.test.ts']);
+  let seen = 0;
+  for (const { file, specs } of imports) {
+    if (fixtures.has(rel(file))) continue;
+    for (const spec of specs) {
+      if (packageOf(spec) !== 'kafkajs') continue;
+      seen++;
+      t.ok(rel(file).startsWith('packages/bus/'), `${rel(file)} imports kafkajs: only packages/bus may (ask @svc/bus instead)`);
+    }
+  }
+  t.ok(seen > 0, `the scan saw the kafkajs imports of packages/bus (${seen})`);
 });
 
 // Citations a reader of a clone can follow (test/helpers/citations.ts): no comment, test or

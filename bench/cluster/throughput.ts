@@ -29,7 +29,7 @@
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import { pathToFileURL } from 'node:url';
-import { Kafka, logLevel } from 'kafkajs';
+import { kafkaAdmin } from '@svc/bus';
 import pg from 'pg';
 import { parse } from 'csv-parse/sync';
 import { startChild, type Child } from '../lib/children.ts';
@@ -179,7 +179,7 @@ async function clusterPhase(world: World, addrs: readonly WorldAddress[], worker
   } finally {
     await Promise.all(procs.map((p) => p.stop()));
     await pgAdmin(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => {});
-    const admin = new Kafka({ clientId: 'cluster-bench-cleanup', brokers: BROKERS.split(','), logLevel: logLevel.NOTHING }).admin();
+    const admin = kafkaAdmin({ clientId: 'cluster-bench-cleanup', brokers: BROKERS.split(',') });
     await admin.connect();
     const topics = (await admin.listTopics()).filter((t) => t.startsWith(prefix));
     if (topics.length) await admin.deleteTopics({ topics }).catch(() => {});

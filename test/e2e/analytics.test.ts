@@ -8,7 +8,8 @@
 
 import { createHash, randomBytes } from 'node:crypto';
 import t, { type Test } from 'tap';
-import { jobDecisions, type ResultItem } from '@svc/jobs';
+import type { ResultItem } from '@svc/contracts';
+import { jobDecisions } from '@svc/jobs';
 import type { Analytics, Decision } from '@svc/store';
 import { CLUSTER_PROFILE, makeKey, startStack, TEST_PROFILE, type Stack } from '../helpers/stack.ts';
 

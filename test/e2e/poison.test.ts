@@ -9,7 +9,7 @@
 //   and the other accounts' jobs, submitted after it, finish with their exact verdicts.
 
 import t from 'tap';
-import { Kafka, logLevel } from 'kafkajs';
+import { kafkaAdmin } from '@svc/bus';
 import { parseResults, type ResultRow } from '../helpers/jobs.ts';
 import { BROKERS } from '../helpers/cluster.ts';
 import { makeKey, startStack, type Stack } from '../helpers/stack.ts';
@@ -171,8 +171,7 @@ t.test('a job whose results the database refuses: dead-lettered, the row unknown
     t.match(letters[0]!.error, /poisoned row/);
     t.equal(JSON.parse(letters[0]!.message).job_id, id);
   } else {
-    const kafka = new Kafka({ clientId: 'poison-test', brokers: BROKERS, logLevel: logLevel.NOTHING });
-    const admin = kafka.admin();
+    const admin = kafkaAdmin({ clientId: 'poison-test', brokers: BROKERS });
     await admin.connect();
     try {
       const offsets = await admin.fetchTopicOffsets(`${stack.env.SVC_KAFKA_TOPIC_PREFIX}dead-letters`);

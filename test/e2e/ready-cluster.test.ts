@@ -7,8 +7,7 @@
 
 import { randomBytes } from 'node:crypto';
 import t from 'tap';
-import { Kafka, logLevel } from 'kafkajs';
-import { KafkaBus } from '@svc/jobs';
+import { kafkaAdmin, kafkaLogLevel, KafkaBus } from '@svc/bus';
 import { startStack } from '../helpers/stack.ts';
 import { dropKafkaPrefix } from '../helpers/cluster.ts';
 
@@ -27,7 +26,7 @@ async function clickhouseDown(): Promise<string | undefined> {
 }
 
 async function kafkaDown(): Promise<string | undefined> {
-  const admin = new Kafka({ clientId: 'ready-test-probe', brokers: BROKERS.split(','), logLevel: logLevel.NOTHING, retry: { retries: 1 } }).admin();
+  const admin = kafkaAdmin({ clientId: 'ready-test-probe', brokers: BROKERS.split(','), retry: { retries: 1 } });
   try {
     await admin.connect();
     await admin.listTopics();
@@ -91,7 +90,7 @@ t.test('KAFKA_BROKERS and CLICKHOUSE_URL up: kafka and clickhouse ok; a broker t
     // The same check on a bus whose broker is a closed port.
     const readiness = stack.svc.services.readiness;
     const saved = readiness.deps.kafkaPing;
-    const dead = new KafkaBus({ brokers: ['127.0.0.1:1'], clientId: 'ready-test-dead', groupPrefix: 'ready-test', logLevel: logLevel.NOTHING, retry: { retries: 0 } });
+    const dead = new KafkaBus({ brokers: ['127.0.0.1:1'], clientId: 'ready-test-dead', groupPrefix: 'ready-test', logLevel: kafkaLogLevel.NOTHING, retry: { retries: 0 } });
     readiness.deps.kafkaPing = () => dead.ping();
     t.teardown(() => dead.close());
     await readiness.refresh();

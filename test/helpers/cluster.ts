@@ -4,7 +4,7 @@
 
 import t from 'tap';
 import { Redis } from 'ioredis';
-import { Kafka, logLevel } from 'kafkajs';
+import { kafkaAdmin } from '@svc/bus';
 import { pgUnreachable, PG_SHOWN } from './postgres.ts';
 import { BOOTSTRAP_KEY } from './stack.ts';
 
@@ -27,7 +27,7 @@ export async function clusterServersUnreachable(): Promise<string | undefined> {
   );
   redis.disconnect();
   if (!redisUp) return `Redis at ${REDIS_URL} did not answer`;
-  const admin = new Kafka({ clientId: 'cluster-test-probe', brokers: BROKERS, logLevel: logLevel.NOTHING, retry: { retries: 1 } }).admin();
+  const admin = kafkaAdmin({ clientId: 'cluster-test-probe', brokers: BROKERS, retry: { retries: 1 } });
   try {
     await admin.connect();
     await admin.listTopics();
@@ -74,7 +74,7 @@ export async function dropRedisPrefix(prefix: string): Promise<void> {
 
 /** Deletes the topics that start with `prefix` and the consumer groups that name it (once more if the broker was still rebalancing them). */
 export async function dropKafkaPrefix(prefix: string): Promise<void> {
-  const admin = new Kafka({ clientId: 'cluster-test-cleanup', brokers: BROKERS, logLevel: logLevel.NOTHING }).admin();
+  const admin = kafkaAdmin({ clientId: 'cluster-test-cleanup', brokers: BROKERS });
   await admin.connect();
   try {
     const topics = (await admin.listTopics()).filter((n) => n.startsWith(prefix));

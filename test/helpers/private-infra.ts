@@ -21,7 +21,7 @@ import { existsSync, mkdirSync, mkdtempSync, openSync, closeSync, readFileSync, 
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { Kafka, logLevel } from 'kafkajs';
+import { kafkaAdmin } from '@svc/bus';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const INFRA_DIR = process.env.INFRA_DIR ?? path.join(ROOT, '.infra');
@@ -183,7 +183,7 @@ function kafkaCdsKey(): string {
 
 /** A metadata request answered by the broker at `broker`. */
 async function kafkaAnswers(broker: string): Promise<boolean> {
-  const admin = new Kafka({ clientId: 'private-kafka-probe', brokers: [broker], logLevel: logLevel.NOTHING, connectionTimeout: 1000, requestTimeout: 3000, retry: { retries: 0 } }).admin();
+  const admin = kafkaAdmin({ clientId: 'private-kafka-probe', brokers: [broker], connectionTimeout: 1000, requestTimeout: 3000, retry: { retries: 0 } });
   try {
     await admin.connect();
     const meta = await admin.describeCluster();

@@ -2,7 +2,8 @@
 
 import type { ReadinessState } from '@svc/contracts';
 import type { ProcessorEvent, SubscriptionService } from '@svc/billing';
-import type { CatchallRecovery, CsvJobs, JobsService, OutcomesService } from '@svc/jobs';
+import type { CatchallRecovery, CsvJobs, JobsService } from '@svc/jobs';
+import type { OutcomesService } from '@svc/outcomes';
 import type { Analytics, RateLimiterPort, Store } from '@svc/store';
 import type { HostedMcp } from '@svc/mcp';
 import type { Verifier } from '@svc/verifier';

@@ -1,6 +1,6 @@
 // IP networks in CIDR notation (`127.0.0.0/8`, `::1/128`): SVC_OUTBOUND_ALLOW_NETWORKS names the
 // networks besides public addresses that the service's outbound HTTP requests may reach (the net
-// guard of packages/jobs/src/net-guard.ts). Pure parsing and matching: no DNS, no I/O.
+// guard of packages/egress/src/net-guard.ts). Pure parsing and matching: no DNS, no I/O.
 
 import { isIP } from 'node:net';
 

@@ -6,7 +6,7 @@
 //     read back exactly.
 
 import t, { type Test } from 'tap';
-import { readCsv, type CsvFailure } from '../src/csv.ts';
+import { readCsv, type CsvFailure } from '../src/csv/csv.ts';
 import { seededRandom as rng } from '../../../test/helpers/random.ts';
 
 

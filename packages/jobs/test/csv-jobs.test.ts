@@ -13,8 +13,9 @@ import { parse } from 'csv-parse/sync';
 import { ServiceError } from '@svc/contracts';
 import { DirBlobStore, Store, type JobRecord } from '@svc/store';
 import type { Verdict } from '@svc/verifier';
-import { createCsvPool, InProcessBus, JobsService, RESULT_COLUMNS, signQuery, type JobVerifier } from '../src/index.ts';
-import { CsvJobs, uploadKey, uploadPath, type CsvJobsOptions } from '../src/csv-jobs.ts';
+import { InProcessBus } from '@svc/bus';
+import { createCsvPool, JobsService, RESULT_COLUMNS, signQuery, type JobVerifier } from '../src/index.ts';
+import { CsvJobs, uploadKey, uploadPath, type CsvJobsOptions } from '../src/csv/csv-jobs.ts';
 import { migratedPglite } from '../../../test/helpers/pglite.ts';
 
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0];

@@ -3,9 +3,9 @@
 // thread boundary, and rendering.
 
 import t from 'tap';
-import { createCsvPool, workerExecArgv } from '../src/csv-pool.ts';
-import { readCsv, type ReadCsvOptions } from '../src/csv.ts';
-import { renderRows, type ResultCells } from '../src/render.ts';
+import { createCsvPool, workerExecArgv } from '../src/csv/csv-pool.ts';
+import { readCsv, type ReadCsvOptions } from '../src/csv/csv.ts';
+import { renderRows, type ResultCells } from '../src/csv/render.ts';
 
 async function collect(input: string, opts: ReadCsvOptions) {
   const rows: string[][] = [];
@@ -95,6 +95,9 @@ t.test('render on the pool equals render inline', async (t) => {
 
 t.test('close() is idempotent', async (t) => {
   const pool = createCsvPool({ threads: 1 });
-  await Promise.all([pool.close(), pool.close()]);
-  t.pass('closed twice');
+  const first = pool.close();
+  const second = pool.close();
+  t.equal(second, first, 'a second close() is the first one, not another shutdown');
+  await t.resolves(Promise.all([first, second]), 'both resolve once the pool is closed');
+  t.equal(pool.close(), first, 'and so is a close() after it ended');
 });

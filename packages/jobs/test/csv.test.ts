@@ -3,7 +3,7 @@
 // a time, tiny chunks of rows).
 
 import t, { type Test } from 'tap';
-import { formatCell, MAX_FIELD_CHARS, MAX_RECORD_BYTES, readCsv, serializeFields, type CsvChunk, type CsvFailure, type ReadCsvOptions } from '../src/csv.ts';
+import { formatCell, MAX_FIELD_CHARS, MAX_RECORD_BYTES, readCsv, serializeFields, type CsvChunk, type CsvFailure, type ReadCsvOptions } from '../src/csv/csv.ts';
 
 interface Read {
   header?: string[];

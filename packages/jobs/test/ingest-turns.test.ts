@@ -11,11 +11,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { DirBlobStore, type JobRecord } from '@svc/store';
-import { CsvJobs, START_CHUNK_ROWS, uploadKey } from '../src/csv-jobs.ts';
-import { parseCsvChunk, type ChunkParser } from '../src/csv.ts';
-import { DedupeIndex, INDEX_SHARDS, intake, LINE_BATCH, type IntakeDeps, type IntakeInput, type IntakeRow } from '../src/intake.ts';
-import { DOMAIN_BUCKETS, ITEMS_TURN, PUBLISH_TURN, WORK_CHUNK, publishWork, type WorkItem } from '../src/messages.ts';
-import type { Bus, BusMessage } from '../src/ports.ts';
+import { CsvJobs, START_CHUNK_ROWS, uploadKey } from '../src/csv/csv-jobs.ts';
+import { parseCsvChunk, type ChunkParser } from '../src/csv/csv.ts';
+import { DedupeIndex, INDEX_SHARDS, intake, LINE_BATCH, type IntakeDeps, type IntakeInput, type IntakeRow } from '../src/intake/intake.ts';
+import type { WorkItem } from '@svc/contracts';
+import { DOMAIN_BUCKETS, ITEMS_TURN, PUBLISH_TURN, WORK_CHUNK, publishWork } from '../src/pipeline/publish.ts';
+import type { Bus, BusMessage } from '@svc/bus';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'svc-ingest-turns-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));

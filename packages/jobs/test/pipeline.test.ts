@@ -2,6 +2,10 @@
 // in-process bus and timer scheduler) and a scripted verifier: dedupe, exact counters and credits,
 // greylist re-probes, the results CSV byte for byte, cancel, signed downloads, and restart
 // recovery (a second service on the same store finishes what the first left, nothing twice).
+// Every test has a store of its own. Waits are on events or polled conditions that fail the test on
+// timeout; what must not happen is checked after driving the step that would do it (a sweep, the
+// bus drained on close), never after a bare sleep. The only timers left stand for work that takes
+// time (a probe, a slow publish) or are the code's own (greylist delays, claim leases).
 
 import t from 'tap';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -9,9 +13,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { jobCredits } from '@svc/billing';
 import { ServiceError } from '@svc/contracts';
-import { DirBlobStore, Store, type JobRecord } from '@svc/store';
+import { DirBlobStore, Store, type Db, type JobRecord } from '@svc/store';
 import type { Verdict } from '@svc/verifier';
-import { InProcessBus, JobWorker, JobsService, MX_TOPIC, RESULTS_TOPIC, WORK_TOPIC, dedupeKey, intake, resultsPath, type BusMessage, type JobsServiceOptions, type JobVerifier } from '../src/index.ts';
+import { InProcessBus, MX_TOPIC, RESULTS_TOPIC, WORK_TOPIC, type BusMessage } from '@svc/bus';
+import { JobWorker, JobsService, dedupeKey, intake, resultsPath, type JobsServiceOptions, type JobVerifier } from '../src/index.ts';
 import { migratedPglite } from '../../../test/helpers/pglite.ts';
 
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0];
@@ -96,35 +101,29 @@ const dirs: string[] = [];
 t.teardown(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
 
 interface World {
+  db: Db;
   store: Store;
   blobs: DirBlobStore;
   verifier: FakeVerifier;
   service(opts?: Partial<JobsServiceOptions>): Promise<{ svc: JobsService; bus: InProcessBus }>;
 }
 
-// One database and blob directory for the file (a fresh PGlite costs seconds on a busy machine);
-// every test has its own accounts, verifier, bus and services, all stopped when it ends.
-let shared: Promise<{ store: Store; blobs: DirBlobStore }> | undefined;
-function sharedStore(): Promise<{ store: Store; blobs: DirBlobStore }> {
-  shared ??= (async () => {
-    const db = await migratedPglite();
-    t.teardown(() => db.close());
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'svc-jobs-'));
-    dirs.push(dir);
-    return { store: new Store(db), blobs: new DirBlobStore(path.join(dir, 'blobs')) };
-  })();
-  return shared;
-}
-
+/** A test's own database (PGlite from a template: about 0.4 s), blob directory, verifier, buses and services, all stopped when it ends. */
 async function world(t: Tap): Promise<World> {
-  const { store, blobs } = await sharedStore();
+  const db = await migratedPglite();
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'svc-jobs-'));
+  dirs.push(dir);
+  const store = new Store(db);
+  const blobs = new DirBlobStore(path.join(dir, 'blobs'));
   const verifier = fakeVerifier();
   const stops: Array<() => Promise<void>> = [];
   t.teardown(async () => {
     verifier.release();
     for (const s of stops.reverse()) await s();
+    await db.close();
   });
   return {
+    db,
     store,
     blobs,
     verifier,
@@ -149,6 +148,21 @@ async function waitFor(store: Store, id: string, pred: (j: JobRecord) => boolean
     if (Date.now() > end) throw new Error(`job ${id} did not get there: ${JSON.stringify(j && { status: j.status, processed: j.processed, unique: j.unique_emails })}`);
     await new Promise((r) => setTimeout(r, 10));
   }
+}
+
+/** Resolves once `cond()` holds (checked every 10 ms), or fails the test's wait after `ms`. */
+async function until(what: string, cond: () => boolean | Promise<boolean>, ms = 8000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+/** Whether the job's claim on publishing its work ran out (by the database's clock, as claimUnpublished judges it). */
+async function claimRanOut(db: Db, jobId: string): Promise<boolean> {
+  const r = await db.query<{ out: boolean }>(`SELECT publish_claimed_until IS NULL OR publish_claimed_until <= now() AS out FROM jobs WHERE id = $1`, [jobId]);
+  return r[0]?.out === true;
 }
 
 async function text(body: AsyncIterable<unknown>): Promise<string> {
@@ -342,10 +356,11 @@ t.test('restart recovery: a second process finishes the job, every row once, cre
   const emails = ['a@v.test', 'b@v.test', 'c@h.test', 'd@h.test', 'e@x.test', 'g1@g.test', 'a@v.test', 'c@h.test'];
   const job = await first.svc.createJsonJob(acc, emails);
   await waitFor(w.store, job.id, (j) => j.processed === 3);
-  for (let i = 0; i < 300 && !(await w.store.jobs.results(job.id, -1, 100)).some((r) => r.state === 'deferred'); i++) await new Promise((r) => setTimeout(r, 10));
-  // The crash: the first service is never asked again (its bus and scheduler are stopped).
+  await until('the greylisted address deferred', async () => (await w.store.jobs.results(job.id, -1, 100)).some((r) => r.state === 'deferred'), 3000);
+  // The crash: the first service is never asked again (its bus and scheduler are stopped). Its
+  // bus closes once the probes it has in flight (held) finish.
   await first.svc.stop();
-  void first.bus.close();
+  const firstClosed = first.bus.close();
   w.verifier.hold.clear();
   const second = await w.service();
   const done = await waitFor(w.store, job.id, (j) => j.status === 'completed');
@@ -353,7 +368,7 @@ t.test('restart recovery: a second process finishes the job, every row once, cre
   t.equal(w.verifier.tries.get('g1@g.test'), 3, 'the greylisted address kept its attempts across the restart');
   // The probes the first process had in flight finish now: their results change nothing.
   w.verifier.release();
-  await new Promise((r) => setTimeout(r, 100));
+  await firstClosed;
   const after = await w.store.jobs.byId(job.id);
   t.strictSame([after!.processed, after!.valid, after!.credits_charged], [6, 5, 5], 'no row counted twice');
   t.strictSame(await w.store.ledger.totals(acc), { balance: 95, reserved: 0 });
@@ -377,7 +392,7 @@ t.test('a durable bus: a starting process publishes again only the work of jobs 
   // Its process died (a 1 ms claim: already run out when the next process starts).
   const unpublished = await intake({ store: w.store, blobs: w.blobs, bus: refusing, claimLeaseMs: 1, onPublishError: () => {} }, { accountId: acc, source: 'json', columns: ['email'], emailIndex: 0, rows: [[{ fields: ['c@u.test'], email: 'c@u.test' }]] });
   t.equal(await w.store.jobs.workPublished(unpublished.id), false);
-  await new Promise((r) => setTimeout(r, 5));
+  await until('the dead intake’s claim ran out', () => claimRanOut(w.db, unpublished.id));
   await first.svc.stop();
   void first.bus.close();
   // A second process on a bus that kept its messages (Kafka): count what it publishes.
@@ -398,8 +413,6 @@ t.test('a durable bus: a starting process publishes again only the work of jobs 
   });
   t.strictSame(sent, [{ job: unpublished.id, items: 1 }], 'only the unpublished job is published again');
   t.equal(await w.store.jobs.workPublished(unpublished.id), true, 'and is noted as published');
-  // The store is shared by the next tests: leave no unfinished job for their services to resume.
-  for (const id of [published.id, unpublished.id]) t.equal((await w.store.jobs.cancel(acc, id, jobCredits)).ok, true);
 });
 
 t.test('a front that dies mid-publish: a running worker takes its job over once the claim runs out, not before, and publishes it once', async (t) => {
@@ -425,7 +438,10 @@ t.test('a front that dies mid-publish: a running worker takes its job over once 
   // The front's publish fails for good (its process is gone) with a 600 ms claim on the job.
   const refusing = { publish: async () => Promise.reject(new Error('front killed')), subscribe: () => {}, close: async () => {} };
   const orphan = await intake({ store: w.store, blobs: w.blobs, bus: refusing, claimLeaseMs: 600, onPublishError: () => {} }, { accountId: acc, source: 'json', columns: ['email'], emailIndex: 0, rows: rows(['a@v.test', 'b@x.test', 'c@c.test', 'a@v.test']) });
-  await new Promise((r) => setTimeout(r, 250));
+  // Two sweeps of the worker while the claim runs (its own timer sweeps too): neither takes it.
+  await worker.sweepUnpublished();
+  await worker.sweepUnpublished();
+  t.notOk(await claimRanOut(w.db, orphan.id), 'the sweeps ran while the claim held');
   t.strictSame(sent, [], 'while its claim runs, nobody takes the job over');
   t.equal(await w.store.jobs.workPublished(orphan.id), false);
   const done = await waitFor(w.store, orphan.id, (j) => j.status === 'completed');
@@ -433,9 +449,20 @@ t.test('a front that dies mid-publish: a running worker takes its job over once 
   t.strictSame([done.processed, done.unique_emails, done.credits_reserved, done.credits_charged + done.credits_refunded], [3, 3, 3, 3], 'and the job completed with exact credits');
   t.equal(await w.store.jobs.workPublished(orphan.id), true);
 
-  // A slow front publishing for longer than the lease renews its claim: never taken over.
+  // A slow front publishing for longer than the lease renews its claim: never taken over. Its
+  // publish ends only after its first claim would have run out and a sweep ran since.
   sent.length = 0;
-  const slow = { publish: async (topic: string, key: string, m: BusMessage) => { await new Promise((r) => setTimeout(r, 900)); return bus.publish(topic, key, m); }, subscribe: () => {}, close: async () => {} };
+  const slow = {
+    publish: async (topic: string, key: string, m: BusMessage) => {
+      const jobId = String(m.job_id);
+      const claimEnd = (await w.db.query<{ claim_end: Date }>(`SELECT publish_claimed_until AS claim_end FROM jobs WHERE id = $1`, [jobId]))[0]!.claim_end;
+      await until('the first claim’s end', async () => (await w.db.query<{ past: boolean }>(`SELECT now() > $1::timestamptz AS past`, [claimEnd]))[0]!.past === true, 5000);
+      await worker.sweepUnpublished();
+      return bus.publish(topic, key, m);
+    },
+    subscribe: () => {},
+    close: async () => {},
+  };
   const slowJob = await intake({ store: w.store, blobs: w.blobs, bus: slow, claimLeaseMs: 300 }, { accountId: acc, source: 'json', columns: ['email'], emailIndex: 0, rows: rows(['d@v.test']) });
   await waitFor(w.store, slowJob.id, (j) => j.status === 'completed');
   t.strictSame(sent, [`${slowJob.id}:1`], 'a renewed claim holds: published by its intake only');
@@ -443,10 +470,9 @@ t.test('a front that dies mid-publish: a running worker takes its job over once 
   // Two sweeps racing for one job whose claim ran out: one gets it.
   const third = await intake({ store: w.store, blobs: w.blobs, bus: refusing, claimLeaseMs: 1, onPublishError: () => {} }, { accountId: acc, source: 'json', columns: ['email'], emailIndex: 0, rows: rows(['e@x.test']) });
   await worker.stop(); // no sweep of its own meanwhile
-  await new Promise((r) => setTimeout(r, 5));
+  await until('the claim ran out', () => claimRanOut(w.db, third.id));
   const claims = await Promise.all([w.store.jobs.claimUnpublished(60_000, 20), w.store.jobs.claimUnpublished(60_000, 20)]);
   t.strictSame(claims.map((c) => c.filter((j) => j.id === third.id).length).sort(), [0, 1], 'exactly one of two concurrent claims gets it');
-  t.equal((await w.store.jobs.cancel(acc, third.id, jobCredits)).ok, true); // leave nothing running for the next tests
 });
 
 t.test('a DNS timeout or SERVFAIL in a job is probed again later, like greylisting, within the same attempts', async (t) => {
@@ -507,7 +533,7 @@ t.test('onFinal and onFinalTx run once per job', async (t) => {
   const acc = await w.store.accounts.create({ credits: 10 });
   const finals: string[] = [];
   const inTx: string[] = [];
-  const { svc } = await w.service({
+  const { svc, bus } = await w.service({
     onFinal: (job) => void finals.push(`${job.id}:${job.status}`),
     onFinalTx: async (tx, job) => {
       await tx.query('SELECT 1');
@@ -516,7 +542,9 @@ t.test('onFinal and onFinalTx run once per job', async (t) => {
   });
   const job = await svc.createJsonJob(acc, ['a@v.test', 'b@v.test']);
   await waitFor(w.store, job.id, (j) => j.status === 'completed');
-  await new Promise((r) => setTimeout(r, 20));
+  // Stopped and drained: every handler that could call a hook again has finished.
+  await svc.stop();
+  await bus.close();
   t.strictSame(finals, [`${job.id}:completed`]);
   t.strictSame(inTx, [`${job.id}:completed`]);
 });
@@ -534,7 +562,7 @@ t.test('the worker probes at most maxInFlight addresses at once across its lanes
       inFlight += emails.length;
       most = Math.max(most, inFlight);
       probed.push(...emails);
-      await new Promise((r) => setTimeout(r, 20));
+      await new Promise((r) => setTimeout(r, 20)); // the probe's work: long enough for others to overlap if allowed
       inFlight -= emails.length;
       return emails.map((e) => scripted(new Map())(e));
     },
@@ -552,8 +580,7 @@ t.test('the worker probes at most maxInFlight addresses at once across its lanes
     sent.push(...items.map((x) => x[1]));
     await bus.publish(WORK_TOPIC, `d${i}`, { v: 1, job_id: 'job_x', items } as unknown as BusMessage);
   }
-  const end = Date.now() + 5000;
-  while (results.length < sent.length && Date.now() < end) await new Promise((r) => setTimeout(r, 10));
+  await until('every result published', () => results.length >= sent.length, 5000);
   t.strictSame(results.sort(), [...sent].sort(), 'every address probed and its result published');
   t.equal(most, 3, '8 messages of 3 on 16 lanes with room for 5: one message at a time');
   t.strictSame(probed, sent, 'in the order they came');
@@ -586,8 +613,7 @@ t.test('the route stage keys MX work by the first MX host of each domain; what n
   // Two work messages (two domain buckets) routed together: their emails for one host go as one MX message.
   await bus.publish(WORK_TOPIC, 'd1', { v: 1, job_id: 'job_r', items: emails.slice(0, 6).map((e, i) => [i, e, 0]) } as unknown as BusMessage);
   await bus.publish(WORK_TOPIC, 'd2', { v: 1, job_id: 'job_r', items: [[6, emails[6], 0]] } as unknown as BusMessage);
-  const end = Date.now() + 5000;
-  while (results.length < emails.length && Date.now() < end) await new Promise((r) => setTimeout(r, 10));
+  await until('every result published', () => results.length >= emails.length, 5000);
   t.strictSame(results.sort(), [...emails].sort(), 'every address probed once and its result published');
   const byKey = Object.fromEntries(mxMessages.map((m) => [m.key, m.emails]));
   t.strictSame(byKey['mx:mx1.shared.test'], ['x1@a.test', 'x2@b.test', 'x5@a.test', 'x6@b.test'], 'two domains on one host, from two work messages: one key, one message');

@@ -2,8 +2,8 @@
 // every trigger character, the BOM rule, segments, and a round trip through the reader.
 
 import t from 'tap';
-import { readCsv } from '../src/csv.ts';
-import { parseSegments, renderHeader, renderRows, RESULT_COLUMNS, type RenderRow, type ResultCells } from '../src/render.ts';
+import { readCsv } from '../src/csv/csv.ts';
+import { parseSegments, renderHeader, renderRows, RESULT_COLUMNS, type RenderRow, type ResultCells } from '../src/csv/render.ts';
 
 const valid: ResultCells = {
   result: 'valid',

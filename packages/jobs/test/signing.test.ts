@@ -3,7 +3,7 @@
 
 import { createHmac } from 'node:crypto';
 import t from 'tap';
-import { signQuery, verifyQuery, verifyWebhookSignature, webhookSignature } from '../src/signing.ts';
+import { signQuery, verifyQuery, verifyWebhookSignature, webhookSignature } from '../src/webhooks/signing.ts';
 
 const SECRET = 'test-secret-0123456789';
 const PATH = '/v1/csv/uploads/job_123';

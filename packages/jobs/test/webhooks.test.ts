@@ -13,8 +13,8 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { migrate, openPglite, openPostgres, Store, webhookEventId, type Db, type WebhookEvent } from '@svc/store';
-import { buildJobEvent, jobWebhookEvent, webhookRetryDelayMs, WebhookDispatcher, type WebhookDispatcherOptions, type WebhookLogger } from '../src/webhooks.ts';
-import type { Resolver } from '../src/net-guard.ts';
+import { buildJobEvent, jobWebhookEvent, webhookRetryDelayMs, WebhookDispatcher, type WebhookDispatcherOptions, type WebhookLogger } from '../src/webhooks/webhooks.ts';
+import type { Resolver } from '@svc/egress';
 import { freshPglite, migratedPglite } from '../../../test/helpers/pglite.ts';
 import { freshSchema, PG_SHOWN, pgUnreachable } from '../../../test/helpers/postgres.ts';
 
@@ -489,13 +489,36 @@ t.test('options', async (t) => {
   const store = await pgliteStore(t);
   t.throws(() => new WebhookDispatcher({ store: { webhooks: store.webhooks } }), /webhook secrets/, 'the accounts\' secrets are required');
   t.throws(() => new WebhookDispatcher({ store, secrets: SECRETS, timeoutMs: 10_000, leaseMs: 10_000 }), RangeError, 'the lease must outlast an attempt');
+  // Every poll of the loop asks the outbox for due events: counted, with how many run at once.
+  let polls = 0;
+  let polling = 0;
+  let most = 0;
+  const due = store.webhooks.due.bind(store.webhooks);
+  store.webhooks.due = async (...args) => {
+    polls++;
+    most = Math.max(most, ++polling);
+    try {
+      return await due(...args);
+    } finally {
+      polling--;
+    }
+  };
   const d = new WebhookDispatcher({ store, secrets: SECRETS, pollMs: 5 });
   d.start();
   d.start(); // twice is once
   d.kick();
+  const end = Date.now() + 5000;
+  while (polls < 5) {
+    if (Date.now() > end) throw new Error(`timed out waiting for 5 polls (${polls})`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  t.equal(most, 1, 'started twice, one poll loop');
   await d.stop();
   await d.stop(); // and stopping twice is fine
-  d.start(); // no restart after stop
+  const stopped = polls;
+  d.kick();
+  d.start(); // no restart after stop (a loop's first poll would start at once)
+  t.equal(polls, stopped, 'no poll after stop, nor after a start that follows it');
   await d.stop();
-  t.pass('start/stop are idempotent');
+  t.equal(polls, stopped, 'still none');
 });

@@ -4,7 +4,7 @@
 // seeded fuzz test (never throws, always a string or null).
 
 import t from 'tap';
-import { contentType } from '../src/mime.ts';
+import { contentType } from '../src/parse/mime.ts';
 import { deliveryStatusOf, textPartOf } from '../src/index.ts';
 import { seededRandom } from '../../../test/helpers/random.ts';
 

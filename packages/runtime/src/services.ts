@@ -5,7 +5,9 @@ import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import { ClickHouseAnalytics, connectRedis, DirBlobStore, type Analytics, type BlobStore, MemoryCache, MemoryRateLimiter, openStore, RedisCache, RedisMxThrottle, RedisRateLimiter, type RateLimiterPort, type Store } from '@svc/store';
-import { CatchallRecovery, createCsvPool, CsvJobs, InProcessBus, isKafkaWarmup, JobsService, OutcomesService, jobStatus, jobWebhookEvent, KafkaBus, silentLogger, WebhookDispatcher, type Bus, type JobsLogger } from '@svc/jobs';
+import { InProcessBus, isKafkaWarmup, KafkaBus, type Bus } from '@svc/bus';
+import { OutcomesService } from '@svc/outcomes';
+import { CatchallRecovery, createCsvPool, CsvJobs, enqueueJobWebhook, JobsService, silentLogger, WebhookDispatcher, type JobsLogger } from '@svc/jobs';
 import { Engine, ENGINE_DEFAULTS, type MxThrottle } from '@svc/engine';
 import { Verifier, verifierConfig, type CachePort } from '@svc/verifier';
 import { HostedMcp } from '@svc/mcp';
@@ -266,14 +268,8 @@ export async function createServices(config: Config, opts: { store?: Store } = {
     // Kafka keeps the published work across restarts: a starting worker resends only unpublished work.
     durableBus: !!config.kafkaBrokers,
     log,
-    // Job webhook (docs/decisions/webhooks.md): the event is written to the outbox in the transaction that completes
-    // or fails the job, so a crash can neither lose it nor make a second one (its id is derived
-    // from the job and the event); the dispatcher delivers it, signed, with back-off for 24 h.
-    onFinalTx: async (tx, job) => {
-      if (!job.webhook_url || (job.status !== 'completed' && job.status !== 'failed')) return;
-      const event = job.status === 'completed' ? 'job.completed' : 'job.failed';
-      await store.webhooks.enqueueIn(tx, jobWebhookEvent({ accountId: job.account_id, url: job.webhook_url, event, job: jobStatus(job, config.publicUrl), createdAt: new Date(job.completed_at ?? Date.now()) }));
-    },
+    // Job webhooks: the event joins the transaction that finalises the job; the dispatcher delivers it.
+    onFinalTx: enqueueJobWebhook(store.webhooks, config.publicUrl),
     onFinal: () => webhooks.kick(),
     analytics,
   });

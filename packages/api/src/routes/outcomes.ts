@@ -4,7 +4,7 @@
 
 import type { FastifyPluginAsync } from 'fastify';
 import { ServiceError, type ErrorCode } from '@svc/contracts';
-import { CONNECTOR_PLATFORMS, MAX_OUTCOME_ROWS, OUTCOME_BODY_LIMIT, outcomeCsvRows, type ConnectorPlatform, type OutcomesService } from '@svc/jobs';
+import { CONNECTOR_PLATFORMS, MAX_OUTCOME_ROWS, OUTCOME_BODY_LIMIT, outcomeCsvRows, type ConnectorPlatform, type OutcomesService } from '@svc/outcomes';
 import { parseAddress } from '@svc/verifier';
 import type { ApiServices } from '../types.ts';
 import { errorResponses, type RouteErrors } from '../schemas.ts';

@@ -1,0 +1,228 @@
+// The in-process adapters of the Bus and Scheduler ports: ordering per key, parallelism across
+// partitions, at-least-once delivery of a message whose handler threw, plain-data copies, and a
+// scheduler that takes its wake-ups from durable work (so a restart loses nothing). Waits are on
+// events with a timeout, never bare sleeps.
+
+import t from 'tap';
+import { fnv1a, InProcessBus, isKafkaWarmup, TimerScheduler, type BusMessage } from '../src/index.ts';
+
+/** Resolves when `cond()` holds (checked every 5 ms), or fails after `ms`. */
+async function until(cond: () => boolean, ms = 3000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error('timed out waiting');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+t.test('fnv1a is stable', async (t) => {
+  t.equal(fnv1a(''), 0x811c9dc5);
+  t.equal(fnv1a('a'), 0xe40c292c);
+  t.equal(fnv1a('accept.test'), fnv1a('accept.test'));
+});
+
+t.test('bus: messages of one key in order, one at a time; other keys in parallel', async (t) => {
+  const bus = new InProcessBus();
+  const seen: string[] = [];
+  let running = 0;
+  let most = 0;
+  bus.subscribe(
+    'topic',
+    async (m) => {
+      running++;
+      most = Math.max(most, running);
+      await new Promise((r) => setTimeout(r, 2));
+      seen.push(`${String(m.key)}:${String(m.n)}`);
+      running--;
+    },
+    { partitions: 8 },
+  );
+  for (let n = 0; n < 20; n++) for (const key of ['a', 'b', 'c', 'd']) await bus.publish('topic', key, { v: 1, key, n });
+  await until(() => seen.length === 80);
+  for (const key of ['a', 'b', 'c', 'd']) {
+    t.strictSame(seen.filter((s) => s.startsWith(`${key}:`)).map((s) => Number(s.split(':')[1])), Array.from({ length: 20 }, (_, i) => i), `${key} in order`);
+  }
+  t.ok(most > 1, `keys on different partitions ran together (${most} at once)`);
+  t.equal(bus.pending('topic'), 0);
+  await bus.close();
+});
+
+t.test('bus: a handler that throws gets the same message again; later ones wait', async (t) => {
+  const errors: unknown[] = [];
+  const bus = new InProcessBus({ retryDelayMs: 5, onError: (err) => errors.push(err) });
+  const got: number[] = [];
+  let fail = 2;
+  bus.subscribe('t', async (m) => {
+    if (m.n === 1 && fail-- > 0) throw new Error('database down');
+    got.push(m.n as number);
+  });
+  for (const n of [1, 2, 3]) await bus.publish('t', 'k', { v: 1, n });
+  await until(() => got.length === 3);
+  t.strictSame(got, [1, 2, 3], 'delivered once each, in order, after two failures');
+  t.equal(errors.length, 2);
+  await bus.close();
+});
+
+t.test('bus: published before a subscriber, delivered after; copies, not the publisher’s object', async (t) => {
+  const bus = new InProcessBus();
+  const msg = { v: 1, items: [[0, 'a@b.test', 0]] } as BusMessage & { items: unknown[][] };
+  await bus.publish('t', 'k', msg);
+  msg.items[0]![1] = 'changed@b.test';
+  t.equal(bus.pending('t'), 1);
+  const got: BusMessage[] = [];
+  bus.subscribe('t', async (m) => void got.push(m));
+  await until(() => got.length === 1);
+  t.strictSame(got[0], { v: 1, items: [[0, 'a@b.test', 0]] });
+  await bus.close();
+  await t.rejects(bus.publish('t', 'k', { v: 1 }), /closed/, 'a closed bus takes nothing');
+});
+
+t.test('bus: close waits for the handler in progress and drops the rest', async (t) => {
+  const bus = new InProcessBus();
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  const done: number[] = [];
+  bus.subscribe('t', async (m) => {
+    await gate;
+    done.push(m.n as number);
+  });
+  await bus.publish('t', 'k', { v: 1, n: 1 });
+  await bus.publish('t', 'k', { v: 1, n: 2 });
+  const closing = bus.close();
+  release();
+  await closing;
+  t.strictSame(done, [1], 'the first finished; the second was not started');
+});
+
+t.test('scheduler: wakes at the durable due time, and again for what is scheduled later', async (t) => {
+  let due: number[] = [Date.now() + 30];
+  const ran: number[] = [];
+  const s = new TimerScheduler({
+    nextDue: async () => (due.length ? new Date(Math.min(...due)) : undefined),
+    runDue: async (now) => {
+      ran.push(now.getTime());
+      due = due.filter((d) => d > now.getTime());
+    },
+  });
+  await s.start();
+  // (A timer may fire a millisecond early: the scheduler then looks again, so wait for the effect.)
+  await until(() => due.length === 0);
+  t.ok(ran.length >= 1, 'the due item ran');
+  const before = ran.length;
+  due.push(Date.now() + 20);
+  s.wake(new Date(due[0]!));
+  await until(() => due.length === 0);
+  t.ok(ran.length > before, 'the item scheduled later ran');
+  s.wake(new Date(Date.now() + 60_000));
+  const after = ran.length;
+  await s.stop();
+  t.equal(ran.length, after, 'nothing runs after stop');
+});
+
+t.test('scheduler: a failed run is tried again', async (t) => {
+  let calls = 0;
+  const errors: unknown[] = [];
+  const s = new TimerScheduler(
+    {
+      nextDue: async () => (calls < 2 ? new Date() : undefined),
+      runDue: async () => {
+        calls++;
+        if (calls === 1) throw new Error('db down');
+      },
+    },
+    { retryMs: 10, onError: (e) => errors.push(e) },
+  );
+  await s.start();
+  await until(() => calls === 2);
+  t.equal(errors.length, 1);
+  await s.stop();
+});
+
+t.test('bus lanes: one partition takes its lanes in turn, so a later job is not queued behind an earlier one', async (t) => {
+  const bus = new InProcessBus();
+  // Job A's 6 messages are queued (published before anyone consumes), then job B's 2, on one key.
+  for (let n = 0; n < 6; n++) await bus.publish('lanes-x', 'host', { v: 1, job: 'A', n }, { lane: 'A' });
+  const seen: string[] = [];
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  bus.subscribe(
+    'lanes-x',
+    async (m) => {
+      if (m.job === 'A' && m.n === 0) await gate; // A's first message is in hand while the rest queue
+      seen.push(`${String(m.job)}${String(m.n)}`);
+    },
+    { partitions: 1 },
+  );
+  for (let n = 0; n < 2; n++) await bus.publish('lanes-x', 'host', { v: 1, job: 'B', n }, { lane: 'B' });
+  release();
+  await until(() => seen.length === 8);
+  // A's lane went back into the ring when A0 was taken, B's joined behind it: A1, then in turn.
+  t.strictSame(seen, ['A0', 'A1', 'B0', 'A2', 'B1', 'A3', 'A4', 'A5'], 'A and B in turn; each lane in its own order');
+  await bus.close();
+});
+
+t.test('bus lanes: a failing message holds only its own lane (concurrency 1), then is dead-lettered; the other lanes go on', async (t) => {
+  const parked: string[] = [];
+  const bus = new InProcessBus({ retryDelayMs: 40, maxAttempts: 3, deadLetters: { park: async (l) => void parked.push(l.message) } });
+  const seen: string[] = [];
+  const answered: string[] = [];
+  let tries = 0;
+  bus.subscribe(
+    'poison',
+    async (m) => {
+      if (m.job === 'A' && m.n === 0) {
+        tries++;
+        throw new Error('refused by the database');
+      }
+      seen.push(`${String(m.job)}${String(m.n)}`);
+    },
+    { partitions: 1, deadLetter: async (m) => void answered.push(`${String(m.job)}${String(m.n)}`) },
+  );
+  for (let n = 0; n < 3; n++) await bus.publish('poison', 'job-a', { v: 1, job: 'A', n });
+  for (let n = 0; n < 3; n++) await bus.publish('poison', 'job-b', { v: 1, job: 'B', n });
+  await until(() => seen.includes('B2'));
+  t.strictSame(
+    seen.filter((s) => s.startsWith('A')),
+    [],
+    'while A0 is retried, A1 and A2 wait (its lane keeps its order)',
+  );
+  t.strictSame(seen, ['B0', 'B1', 'B2'], 'B, on the same partition, went on meanwhile');
+  t.equal(bus.pending('poison') > 0, true, 'A is still pending');
+  await until(() => seen.length === 5);
+  t.equal(tries, 3, 'A0 delivered 3 times (maxAttempts)');
+  t.strictSame(answered, ['A0'], 'then answered by the dead-letter handler');
+  t.strictSame(parked, [JSON.stringify({ v: 1, job: 'A', n: 0 })], 'and parked once');
+  t.strictSame(seen.slice(3), ['A1', 'A2'], 'and A went on in order');
+  await until(() => bus.pending('poison') === 0);
+  await bus.close();
+});
+
+t.test('isKafkaWarmup: a cluster still settling is told from a failure', async (t) => {
+  const protocol = (type: string, message: string) => Object.assign(new Error(message), { name: 'KafkaJSProtocolError', type });
+  const wrapped = (cause: Error) => Object.assign(new Error('Number of retries exceeded'), { name: 'KafkaJSNumberOfRetriesExceeded', cause });
+  t.equal(isKafkaWarmup(protocol('UNKNOWN_TOPIC_OR_PARTITION', 'This server does not host this topic-partition')), true, 'a topic being created');
+  t.equal(isKafkaWarmup(wrapped(protocol('LEADER_NOT_AVAILABLE', 'There is no leader for this topic-partition'))), true, 'a leader being elected, behind kafkajs’ retry wrapper');
+  t.equal(isKafkaWarmup(protocol('REBALANCE_IN_PROGRESS', 'The group is rebalancing, so a rejoin is needed')), true, 'a rebalance');
+  t.equal(isKafkaWarmup(protocol('TOPIC_AUTHORIZATION_FAILED', 'Not authorized to access topics')), false, 'a refusal is not');
+  t.equal(isKafkaWarmup(new Error('connect ECONNREFUSED 127.0.0.1:9092')), false, 'a broker out of reach is not');
+  t.equal(isKafkaWarmup(undefined), false);
+});
+
+t.test('bus groups: a partition takes its groups (accounts) in turn, then their lanes (jobs) in turn', async (t) => {
+  const bus = new InProcessBus();
+  const publish = async (account: string, job: string, n: number) => {
+    for (let i = 0; i < n; i++) await bus.publish('fair', 'host', { v: 1, m: `${job}-${i}` }, { lane: job, group: account });
+  };
+  // Account A has two jobs of four messages, account B one of two, all queued on one key.
+  await publish('A', 'A1', 4);
+  await publish('A', 'A2', 4);
+  await publish('B', 'B1', 2);
+  const seen: string[] = [];
+  bus.subscribe('fair', async (m) => void seen.push(String(m.m)), { partitions: 1 });
+  await until(() => seen.length === 10);
+  // (The queued messages are handed over one by one at subscribe: A1-0 starts before the rest are
+  // there, A1-1 is next in the ring by then.) Then B's one job is not queued behind A's two: the
+  // accounts alternate, and A's jobs alternate within A's turns.
+  t.strictSame(seen, ['A1-0', 'A1-1', 'B1-0', 'A2-0', 'B1-1', 'A1-2', 'A2-1', 'A1-3', 'A2-2', 'A2-3']);
+  await bus.close();
+});

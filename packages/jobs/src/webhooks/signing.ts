@@ -1,0 +1,95 @@
+// Signed URLs (the CSV upload and the results download are served by the service itself,
+// authorised by the URL alone): HMAC-SHA256 with SVC_SECRET over the method, the path,
+// the expiry and every other query parameter, so none of them can be changed without breaking
+// the signature. Plain functions of (secret, request parts, clock): no state, no I/O.
+
+import { createHmac, timingSafeEqual } from 'node:crypto';
+
+/** The query parameters a signed URL carries besides its own. */
+export type SignedQuery = Record<string, string>;
+
+/** Unix seconds. */
+const unix = (ms: number): number => Math.floor(ms / 1000);
+
+/** What is signed: one line each for the method, the path, and the sorted parameters (with `expires`). */
+function canonical(method: string, path: string, params: SignedQuery): string {
+  const pairs = Object.keys(params)
+    .filter((k) => k !== 'signature')
+    .sort()
+    .map((k) => `${encodeURIComponent(k)}=${encodeURIComponent(params[k]!)}`);
+  return `${method.toUpperCase()}\n${path}\n${pairs.join('&')}`;
+}
+
+const hmac = (secret: string, text: string): string => createHmac('sha256', secret).update(text).digest('hex');
+
+/**
+ * The query string of a signed URL for `method path` valid until `expiresAt`: the given
+ * parameters plus `expires` (unix seconds) and `signature` (hex HMAC-SHA256). Append it to the
+ * public URL of the path: `${publicUrl}${path}?${signQuery(...)}`.
+ */
+export function signQuery(secret: string, method: string, path: string, params: SignedQuery, expiresAt: Date): string {
+  const all: SignedQuery = { ...params, expires: String(unix(expiresAt.getTime())) };
+  const q = new URLSearchParams(all);
+  q.set('signature', hmac(secret, canonical(method, path, all)));
+  return q.toString();
+}
+
+export type SignatureCheck = 'ok' | 'expired' | 'invalid';
+
+/**
+ * Checks a request against its signature: `query` is the request's whole query (including
+ * `expires` and `signature`; a repeated parameter is invalid). A valid signature whose expiry
+ * has passed is `expired`; both `expired` and `invalid` answer 403 `invalid_signature`.
+ */
+export function verifyQuery(secret: string, method: string, path: string, query: Record<string, unknown>, now = Date.now()): SignatureCheck {
+  const params: SignedQuery = {};
+  for (const [k, v] of Object.entries(query)) {
+    if (typeof v !== 'string') return 'invalid';
+    params[k] = v;
+  }
+  const { signature, expires } = params;
+  if (!signature || !expires || !/^\d{1,12}$/.test(expires) || !/^[0-9a-f]{64}$/.test(signature)) return 'invalid';
+  const want = Buffer.from(hmac(secret, canonical(method, path, params)), 'hex');
+  if (!timingSafeEqual(want, Buffer.from(signature, 'hex'))) return 'invalid';
+  return Number(expires) < unix(now) ? 'expired' : 'ok';
+}
+
+/**
+ * The `X-Signature` header of a job webhook (docs/decisions.md, "Webhooks"): `t=<unix>,v1=<hex
+ * HMAC-SHA256(secret, t + "." + body)>`, over the exact bytes sent as the body, with one `v1` per
+ * secret given (an account's secrets during a rotation's grace period, newest first). The MAC
+ * input starts with digits and a URL's with a method name, so one can never stand for the other.
+ */
+export function webhookSignature(secret: string | readonly string[], unixTs: number, body: string | Uint8Array): string {
+  if (!Number.isSafeInteger(unixTs) || unixTs < 0) throw new TypeError('webhookSignature: unixTs must be a non-negative integer');
+  const secrets = typeof secret === 'string' ? [secret] : secret;
+  if (secrets.length === 0) throw new TypeError('webhookSignature: no secret');
+  // One v1 per secret (a rotation's grace period: the new secret's first), on the same t.
+  return `t=${unixTs},${secrets.map((s) => `v1=${createHmac('sha256', s).update(`${unixTs}.`).update(body).digest('hex')}`).join(',')}`;
+}
+
+/**
+ * What a receiver does with `X-Signature` (for our tests and the README's receiver example): the
+ * header parses, one `v1` matches in constant time, and `t` is within `toleranceS` of `now`, so
+ * a captured delivery cannot be replayed much later. Never throws on what a sender sends.
+ */
+export function verifyWebhookSignature(secret: string, header: unknown, body: string | Uint8Array, now = Date.now(), toleranceS = 300): SignatureCheck {
+  if (typeof header !== 'string') return 'invalid';
+  let t: number | undefined;
+  const v1: string[] = [];
+  for (const part of header.split(',')) {
+    const eq = part.indexOf('=');
+    if (eq < 0) return 'invalid';
+    const name = part.slice(0, eq).trim();
+    const value = part.slice(eq + 1).trim();
+    if (name === 't') {
+      if (t !== undefined || !/^\d{1,12}$/.test(value)) return 'invalid';
+      t = Number(value);
+    } else if (name === 'v1') v1.push(value);
+  }
+  if (t === undefined) return 'invalid';
+  const want = Buffer.from(webhookSignature(secret, t, body).slice(`t=${t},v1=`.length), 'hex');
+  // Only 64-hex-digit candidates are compared, so timingSafeEqual always gets 32 bytes each side.
+  if (!v1.some((s) => /^[0-9a-f]{64}$/.test(s) && timingSafeEqual(want, Buffer.from(s, 'hex')))) return 'invalid';
+  return Math.abs(unix(now) - t) > toleranceS ? 'expired' : 'ok';
+}
