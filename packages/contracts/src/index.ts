@@ -17,7 +17,7 @@ export {
 export { API_KEY_FORMAT, SCOPES, isScope, type Scope } from './scopes.ts';
 export { FINAL_JOB_STATES, JOB_STATES, JOB_TRANSITIONS, type JobState } from './jobs.ts';
 export type { BulkSummary, CheckState, CreditBalance, ReadinessState, ValidationResultBody } from './wire.ts';
-export { isResultsMessage, isWorkMessage, type ResultItem, type ResultsMessageV1, type WorkItem, type WorkMessageV1 } from './messages.ts';
+export { isResultsMessage, isWorkMessage, type ResultItem, type ResultsMessageV1, type RoutedMx, type WorkItem, type WorkMessageV1 } from './messages.ts';
 export {
   OUTCOME_EVIDENCE_FIELDS,
   OUTCOME_LABELS,

@@ -1,7 +1,8 @@
 // The versioned messages of the job pipeline (plain data, keyed for partitioning; a new field is
 // optional, a new meaning is a new version). Topics and keys are @svc/bus's (topics.ts):
 // - on `jobs.work`, a WorkMessageV1: unique emails of one job to route to their MX hosts;
-// - on `jobs.mx`, the same shape (WorkMessageV1): the emails to probe;
+// - on `jobs.mx`, the same shape (WorkMessageV1): the emails to probe, with the MX answers the
+//   route stage found for their domains (`mx`), so the probe stage does not look them up again;
 // - on `jobs.results`, a ResultsMessageV1: their priced results.
 // Dates travel as ISO 8601 strings.
 
@@ -16,6 +17,18 @@ export interface WorkMessageV1 {
   /** The job's account (absent from older producers): the fairness group of the job's lane. */
   account_id?: string;
   items: WorkItem[];
+  /**
+   * On `jobs.mx` only: the MX answer of each item's domain (ASCII, lower case) as the route stage
+   * found it, mail hosts by priority. A domain missing here (an older producer, a failed lookup)
+   * is looked up again by the probe stage.
+   */
+  mx?: Record<string, RoutedMx>;
+}
+
+/** A domain's mail hosts as the route stage found them: its MX records, or the implicit MX (the domain itself). */
+export interface RoutedMx {
+  kind: 'mx' | 'implicit';
+  hosts: Array<{ exchange: string; priority: number }>;
 }
 
 export interface ResultItem {

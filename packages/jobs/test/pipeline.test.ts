@@ -555,8 +555,11 @@ t.test('the worker probes at most maxInFlight addresses at once across its lanes
   const probed: string[] = [];
   const verifier: JobVerifier = {
     // One MX host per message (u0-u2 on h0, u3-u5 on h1 …): each stays an MX message of 3.
-    async route(emails) {
-      return emails.map((e) => `h${Math.floor(Number(/^u(\d+)@/.exec(e)![1]) / 3)}.test`);
+    async routes(emails) {
+      return emails.map((e) => {
+        const host = `h${Math.floor(Number(/^u(\d+)@/.exec(e)![1]) / 3)}.test`;
+        return { domain: 'v.test', host, mx: { kind: 'mx' as const, hosts: [{ exchange: host, priority: 10 }] } };
+      });
     },
     async verify(emails) {
       inFlight += emails.length;
@@ -571,7 +574,7 @@ t.test('the worker probes at most maxInFlight addresses at once across its lanes
   t.teardown(() => bus.close());
   const results: string[] = [];
   bus.subscribe(RESULTS_TOPIC, async (m) => void results.push(...(m.results as Array<{ email: string }>).map((r) => r.email)), { partitions: 1 });
-  const store = { jobs: { claimForWork: async () => true } } as unknown as ConstructorParameters<typeof JobWorker>[0]['store'];
+  const store = { jobs: { claimForWork: async () => true, isProcessing: async () => true } } as unknown as ConstructorParameters<typeof JobWorker>[0]['store'];
   const worker = new JobWorker({ store, verifier, bus, greylistDelayMs: 10, greylistAttempts: 1, maxInFlight: 5 });
   worker.start(16);
   const sent: string[] = [];
@@ -587,13 +590,26 @@ t.test('the worker probes at most maxInFlight addresses at once across its lanes
   t.throws(() => new JobWorker({ store, verifier, bus, greylistDelayMs: 10, greylistAttempts: 1, maxInFlight: 0 }), RangeError);
 });
 
-t.test('the route stage keys MX work by the first MX host of each domain; what needs no SMTP by its domain bucket', async (t) => {
+t.test('the route stage keys MX work by the first MX host of each domain, with the MX answers; what needs no SMTP by its domain bucket', async (t) => {
   const hostOf: Record<string, string | null> = { 'a.test': 'mx1.shared.test', 'b.test': 'mx1.shared.test', 'c.test': 'mx2.other.test', 'gone.test': null };
+  const answer = (host: string) => ({ kind: 'mx' as const, hosts: [{ exchange: host, priority: 10 }, { exchange: `backup.${host}`, priority: 20 }] });
+  const lookups: string[] = [];
+  const probedWith: Array<{ emails: string[]; mx: Record<string, unknown> }> = [];
   const verifier: JobVerifier = {
-    async route(emails) {
-      return emails.map((e) => hostOf[e.slice(e.indexOf('@') + 1)] ?? null);
+    async routes(emails) {
+      return emails.map((e) => {
+        const domain = e.slice(e.indexOf('@') + 1);
+        if (!(domain in hostOf)) return null; // not an address
+        lookups.push(domain);
+        const host = hostOf[domain]!;
+        return { domain, host, mx: host ? answer(host) : { kind: 'nxdomain' as const } };
+      });
     },
-    async verify(emails) {
+    async verify() {
+      throw new Error('the probe stage looked the MX up again');
+    },
+    async verifyRouted(emails, mx) {
+      probedWith.push({ emails: [...emails], mx: { ...mx } });
       return emails.map((e) => scripted(new Map())(e));
     },
   };
@@ -607,7 +623,7 @@ t.test('the route stage keys MX work by the first MX host of each domain; what n
   };
   const results: string[] = [];
   bus.subscribe(RESULTS_TOPIC, async (m) => void results.push(...(m.results as Array<{ email: string }>).map((r) => r.email)), { partitions: 1 });
-  const store = { jobs: { claimForWork: async () => true } } as unknown as ConstructorParameters<typeof JobWorker>[0]['store'];
+  const store = { jobs: { claimForWork: async () => true, isProcessing: async () => true } } as unknown as ConstructorParameters<typeof JobWorker>[0]['store'];
   new JobWorker({ store, verifier, bus, greylistDelayMs: 10, greylistAttempts: 1 }).start(4);
   const emails = ['x1@a.test', 'x2@b.test', 'x3@c.test', 'x4@gone.test', 'x5@a.test', 'not-an-address', 'x6@b.test'];
   // Two work messages (two domain buckets) routed together: their emails for one host go as one MX message.
@@ -622,4 +638,9 @@ t.test('the route stage keys MX work by the first MX host of each domain; what n
   t.ok(rest.every((m) => /^d\d+$/.test(m.key)), `no MX: keyed by domain bucket (${rest.map((m) => m.key).join(', ')})`);
   t.strictSame(rest.flatMap((m) => m.emails).sort(), ['not-an-address', 'x4@gone.test']);
   t.equal(mxMessages.length, 2 + rest.length, 'one message per key');
+  t.strictSame(lookups.sort(), ['a.test', 'a.test', 'b.test', 'b.test', 'c.test', 'gone.test'], 'one route per email, in the route stage only');
+  const shared = probedWith.find((p) => p.emails.includes('x1@a.test'))!;
+  t.strictSame(shared.mx, { 'a.test': answer('mx1.shared.test'), 'b.test': answer('mx1.shared.test') }, 'the MX message carries the answers of its domains, every host');
+  t.strictSame(probedWith.find((p) => p.emails.includes('x3@c.test'))!.mx, { 'c.test': answer('mx2.other.test') });
+  t.strictSame(probedWith.find((p) => p.emails.includes('x4@gone.test'))!.mx, {}, 'a domain without mail hosts carries none: the probe stage answers it from DNS again');
 });

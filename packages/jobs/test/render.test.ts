@@ -40,7 +40,7 @@ const risky: ResultCells = {
   smtp_response: '250 2.1.5 Ok\r\n250 "queued"',
 };
 
-t.test('header: input columns then the result columns of DESIGN 6, CRLF; BOM only when asked', async (t) => {
+t.test('header: input columns then the result columns (docs/api.md), CRLF; BOM only when asked', async (t) => {
   t.same(RESULT_COLUMNS, [
     'result', 'reason_code', 'reason', 'b2b_outbound_quality', 'is_role_based', 'role_type', 'is_free_provider', 'is_disposable',
     'is_catchall', 'catchall_confidence', 'did_you_mean', 'credits_charged', 'charge_reason', 'validation_layer', 'smtp_response',

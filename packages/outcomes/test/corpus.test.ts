@@ -2,7 +2,8 @@
 // mailers and providers from sisimai/set-of-emails, BSD-2-Clause, addresses rewritten, and 9 that
 // Debian's Postfix 3.7 and Exim 4.96 wrote here against the simulated internet; see its README):
 // each whole message, imported as `dsn_message`, gives exactly the label (and enhanced code) or
-// the row error code decided for it in expected.json by reading it against spec 2.3 and 2.4. A message without a delivery-status part is also imported as `diagnostic` (its text part,
+// the row error code decided for it in expected.json by reading it against the label rules of
+// docs/decisions/outcomes.md ("Outcome evidence"). A message without a delivery-status part is also imported as `diagnostic` (its text part,
 // textPartOf) and must give the same label.
 
 import { readFileSync, readdirSync } from 'node:fs';
@@ -90,7 +91,7 @@ t.test('a recipient other than the DSN\'s is refused (rule 5)', async (t) => {
 
 /**
  * Plain-text bounces (no DSN part) naming two recipients with different replies: the row of the
- * second recipient must be read from that recipient's own line. Spec 2.3 makes `bounced_hard`
+ * second recipient must be read from that recipient's own line. The label rules make `bounced_hard`
  * decision-grade only as confirmed evidence about the row's mailbox; another recipient's reply is
  * not. The text is read in the section led by the row's address (ownSection); an address no
  * section names gets no evidence from the text.

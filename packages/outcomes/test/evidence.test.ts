@@ -1,5 +1,5 @@
-// The evidence parser (spec outcomes 2.3, 2.4, 2.5; DESIGN 6): one test per numbered DSN rule
-// (accepted and rejected variants), per label row of 2.3 and per row error code of 2.5, each with
+// The evidence parser (docs/decisions/outcomes.md, "Outcome evidence"): one test per DSN rule
+// (accepted and rejected variants), per label and per row error code, each with
 // the exact label or code; then a property test (any row: a label or a coded error, never an
 // exception) and a fuzz test of the DSN parser (mutated DSNs, many seeds).
 

@@ -95,6 +95,7 @@ function suite(t: Tap, open: (t: Tap) => Promise<Target>): void {
     const r = await store.jobs.create(newJob(acc, { uniqueEmails: 4, totalRows: 6, webhookUrl: 'https://example.test/hook' }), jobCredits);
     if (!r.ok) throw new Error('refused');
     t.strictSame([r.job.status, r.job.source, r.job.total_rows, r.job.unique_emails, r.job.credits_reserved, r.job.processed, r.job.finalized, r.job.webhook_url], ['queued', 'json', 6, 4, 4, 0, false, 'https://example.test/hook']);
+    t.equal(await store.jobs.isProcessing(r.job.id), false, 'queued is not processing: only a claim starts it');
     t.ok(r.job.created_at instanceof Date && r.job.started_at === null && r.job.completed_at === null, 'dates');
     t.strictSame(await store.ledger.balance(acc).then((b) => [b!.balance, b!.reserved, b!.available]), [10, 4, 6]);
     const [res] = await db.query<{ purpose: string; amount: number; status: string }>('SELECT purpose, amount, status FROM credit_reservations WHERE id = $1', [r.job.reservation_id]);
@@ -144,6 +145,7 @@ function suite(t: Tap, open: (t: Tap) => Promise<Target>): void {
     t.strictSame(counters(first.job!), { processed: 2, valid: 1, valid_role_based: 1, invalid: 0, risky: 0, unknown: 0, role_based: 1, high_value: 1, catch_all: 0 });
     t.equal(first.job!.status, 'processing', 'the first results start the job');
     t.ok(first.job!.started_at instanceof Date);
+    t.equal(await store.jobs.isProcessing(id), true, 'the probe stage sees it processing');
 
     const again = await store.jobs.recordResults(id, [row(0, 'valid'), row(1, 'valid_role_based', { role: true }), row(2, 'unknown', { deferredUntil: later })]);
     t.strictSame([again.accepted, again.written, again.finished], [true, 0, 0], 'a second delivery writes nothing');
@@ -261,6 +263,7 @@ function suite(t: Tap, open: (t: Tap) => Promise<Target>): void {
     const late = await store.jobs.recordResults(id, [row(0, 'invalid', { attempts: 5 })]);
     t.strictSame([late.accepted, late.written], [false, 0], 'a completed job takes no more results');
     t.equal(await store.jobs.claimForWork(id), false, 'nor work');
+    t.equal(await store.jobs.isProcessing(id), false, 'and the probe stage drops its MX work');
     t.strictSame(await store.jobs.cancel(acc, id, jobCredits).then((c) => [c.ok, !c.ok && c.reason]), [false, 'invalid_state'], 'nor a cancel');
     t.equal(await store.jobs.fail(id, 'x', jobCredits), undefined, 'nor a failure');
   });

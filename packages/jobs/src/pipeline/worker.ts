@@ -2,8 +2,10 @@
 // - route: takes work messages (unique emails of one job, keyed by domain bucket), resolves each
 //   domain's MX through the verifier (cached, one lookup per domain at a time) and republishes the
 //   emails on the MX topic keyed by their first MX host, so one worker at a time owns a host's
-//   SMTP sessions for every domain it serves (the Kafka partition's owner);
-// - probe: takes MX work, probes it through the verifier with no in-session greylist retry, prices
+//   SMTP sessions for every domain it serves (the Kafka partition's owner). The MX answers travel
+//   with the emails (WorkMessageV1.mx): a domain's MX is resolved once per job pass, here;
+// - probe: takes MX work, probes it through the verifier with the hosts it carries and no
+//   in-session greylist retry, prices
 //   each result with @svc/billing (the same pricing as sync requests) and publishes the results
 //   for the job's aggregator. Several messages of one partition run at once (MX_CONCURRENCY): a
 //   partition holds several hosts, and a host's sessions are kept busy by more than one message.
@@ -17,8 +19,8 @@
 import { chargeReasonFor, suppressedVerdict, type ChargedResult } from '@svc/billing';
 import type { SuppressionKind } from '@svc/contracts';
 import type { Store } from '@svc/store';
-import { parseAddress, processingFailedVerdict, Semaphore, verdictTrace, type RunOptions, type Verdict } from '@svc/verifier';
-import { isWorkMessage, type ResultItem, type ResultsMessageV1, type WorkItem, type WorkMessageV1 } from '@svc/contracts';
+import { parseAddress, processingFailedVerdict, Semaphore, verdictTrace, type KnownMx, type Route, type RunOptions, type Verdict } from '@svc/verifier';
+import { isWorkMessage, type ResultItem, type ResultsMessageV1, type RoutedMx, type WorkItem, type WorkMessageV1 } from '@svc/contracts';
 import { MX_TOPIC, RESULTS_TOPIC, WORK_TOPIC } from '@svc/bus';
 import { WORK_CHUNK, bucketKey, jobLane } from './publish.ts';
 import type { Bus, BusMessage } from '@svc/bus';
@@ -35,8 +37,10 @@ export const DNS_RETRY_DELAY_MS = 30_000;
 /** The verifier as the worker uses it. */
 export interface JobVerifier {
   verify(emails: readonly string[], opts?: RunOptions): Promise<Verdict[]>;
-  /** Each email's first MX host, null when it needs no SMTP probe (Verifier.route); absent: every email is keyed by its domain bucket. */
-  route?(emails: readonly string[]): Promise<Array<string | null>>;
+  /** verify() with the MX answers the route stage found (Verifier.verifyRouted); absent: verify() looks them up. */
+  verifyRouted?(emails: readonly string[], mx: KnownMx, opts?: RunOptions): Promise<Verdict[]>;
+  /** Each email's route: its first MX host and the MX answer (Verifier.routes); absent: every email is keyed by its domain bucket. */
+  routes?(emails: readonly string[]): Promise<Array<Route | null>>;
 }
 
 /** MX work messages of one partition probed at once (SubscribeOptions.concurrency). */
@@ -87,33 +91,35 @@ export class TurnBudget {
 
 /** The route stage's open groups: emails of one job for one MX key, sent as one MX work message. */
 class RouteGroups {
-  readonly #open = new Map<string, { items: WorkItem[]; sent: Promise<void>; send: () => void }>();
+  readonly #open = new Map<string, { items: WorkItem[]; mx: Record<string, RoutedMx>; sent: Promise<void>; send: () => void }>();
 
-  constructor(private readonly publish: (jobId: string, key: string, items: WorkItem[], accountId: string | undefined) => Promise<void>) {}
+  constructor(private readonly publish: (jobId: string, key: string, items: WorkItem[], mx: Record<string, RoutedMx>, accountId: string | undefined) => Promise<void>) {}
 
-  /** Adds `item` to its group; resolves once the group's message is on the bus. */
-  add(jobId: string, accountId: string | undefined, key: string, item: WorkItem): Promise<void> {
+  /** Adds `item` (and its domain's MX answer, when routed) to its group; resolves once the group's message is on the bus. */
+  add(jobId: string, accountId: string | undefined, key: string, item: WorkItem, route?: { domain: string; mx: RoutedMx }): Promise<void> {
     const id = `${jobId}\u0000${key}`;
     let group = this.#open.get(id);
     if (!group) {
       let send!: () => void;
       const items: WorkItem[] = [];
+      const mx: Record<string, RoutedMx> = {};
       const sent = new Promise<void>((resolve, reject) => {
         let timer: NodeJS.Timeout | undefined;
         send = () => {
           clearTimeout(timer);
           if (this.#open.get(id)?.items !== items) return; // sent already
           this.#open.delete(id);
-          this.publish(jobId, key, items, accountId).then(resolve, reject);
+          this.publish(jobId, key, items, mx, accountId).then(resolve, reject);
         };
         timer = setTimeout(send, ROUTE_LINGER_MS);
       });
       // Awaited by every route handler with an email in the group, perhaps not before it settles.
       sent.catch(() => {});
-      group = { items, sent, send };
+      group = { items, mx, sent, send };
       this.#open.set(id, group);
     }
     group.items.push(item);
+    if (route) group.mx[route.domain] ??= route.mx;
     const { sent } = group;
     if (group.items.length >= WORK_CHUNK) group.send();
     return sent;
@@ -169,8 +175,8 @@ export class JobWorker {
     this.#now = opts.now ?? Date.now;
     this.#budget = new Semaphore(opts.maxInFlight ?? WORK_IN_FLIGHT);
     this.#routing = new Semaphore(opts.maxInFlight ?? WORK_IN_FLIGHT);
-    this.#groups = new RouteGroups(async (jobId, key, items, accountId) => {
-      const message: WorkMessageV1 = { v: 1, job_id: jobId, ...(accountId ? { account_id: accountId } : {}), items };
+    this.#groups = new RouteGroups(async (jobId, key, items, mx, accountId) => {
+      const message: WorkMessageV1 = { v: 1, job_id: jobId, ...(accountId ? { account_id: accountId } : {}), items, ...(Object.keys(mx).length > 0 ? { mx } : {}) };
       await opts.bus.publish(MX_TOPIC, key, message as unknown as BusMessage, jobLane(jobId, accountId));
     });
   }
@@ -223,8 +229,10 @@ export class JobWorker {
         for (const item of slice)
           routing.push(
             (async () => {
-              const host = verifier.route ? (await verifier.route([item[1]]))[0] : null;
-              sent.add(this.#groups.add(message.job_id, message.account_id, host ? `mx:${host}` : bucketKey(item[1]), item));
+              const route = verifier.routes ? (await verifier.routes([item[1]]))[0] : null;
+              const host = route?.host ?? null;
+              const mx = route && (route.mx.kind === 'mx' || route.mx.kind === 'implicit') ? { domain: route.domain, mx: { kind: route.mx.kind, hosts: route.mx.hosts } } : undefined;
+              sent.add(this.#groups.add(message.job_id, message.account_id, host ? `mx:${host}` : bucketKey(item[1]), item, mx));
             })(),
           );
       }
@@ -238,7 +246,8 @@ export class JobWorker {
     if (!isWorkMessage(message)) throw new Error(`unknown work message v${message.v}`);
     const { store, verifier, bus } = this.opts;
     // A canceled or finished job's work is dropped here (and its late results by the aggregator).
-    if (!(await store.jobs.claimForWork(message.job_id))) return;
+    // The route stage claimed the job; this is a read.
+    if (!(await store.jobs.isProcessing(message.job_id))) return;
     await this.opts.gate?.();
     const results = await this.#budget.run(() => this.probe(message), Math.min(message.items.length, this.#budget.max));
     const out: ResultsMessageV1 = { v: 1, job_id: message.job_id, ...(message.account_id ? { account_id: message.account_id } : {}), results };
@@ -252,12 +261,12 @@ export class JobWorker {
     const keys = parsed.map((p) => (p.ok ? `${p.local}@${p.asciiDomain}` : undefined));
     const suppressed = store.outcomes ? await store.outcomes.suppressedForJob(message.job_id, keys.filter((k): k is string => k !== undefined)) : new Map<string, SuppressionKind>();
     const open = message.items.filter((_, i) => !suppressed.has(keys[i]!));
-    const probed = await verifier.verify(
-      open.map(([, email]) => email),
-      // No in-session greylist retry (the scheduler re-probes durably) and no sync deadline: a
-      // job's recipients wait in the MX queues as long as the hosts' limits require.
-      { smtpRetries: 0, deadlineMs: 0 },
-    );
+    const emails = open.map(([, email]) => email);
+    // No in-session greylist retry (the scheduler re-probes durably) and no sync deadline: a
+    // job's recipients wait in the MX queues as long as the hosts' limits require. The MX answers
+    // the route stage found ride on the message: no second lookup.
+    const runOpts: RunOptions = { smtpRetries: 0, deadlineMs: 0 };
+    const probed = verifier.verifyRouted ? await verifier.verifyRouted(emails, message.mx ?? {}, runOpts) : await verifier.verify(emails, runOpts);
     let next = 0;
     const verdicts = message.items.map(([, email], i) => {
       const kind = keys[i] === undefined ? undefined : suppressed.get(keys[i]!);

@@ -289,8 +289,8 @@ export class JobsRepo {
    * it is still running: false for a canceled, failed or completed job, whose work is dropped.
    */
   async claimForWork(id: string): Promise<boolean> {
-    // A read first: every work message of a job asks (twice: route and probe stages), and an
-    // UPDATE of the job row would wait for the aggregator's transaction holding that row.
+    // A read first: every work message of a job asks, and an UPDATE of the job row would wait for
+    // the aggregator's transaction holding that row.
     const [job] = await this.db.query<{ status: string }>(`SELECT status FROM jobs WHERE id = $1`, [id]);
     if (job?.status === 'processing') return true;
     if (job?.status !== 'queued') return false;
@@ -299,6 +299,15 @@ export class JobsRepo {
       [id],
     );
     return rows.length > 0;
+  }
+
+  /**
+   * Whether the job is processing: the probe stage's check (its MX work was routed, and so claimed,
+   * by the route stage; a canceled or finished job's work is dropped). A read, never a claim.
+   */
+  async isProcessing(id: string): Promise<boolean> {
+    const [job] = await this.db.query<{ status: string }>(`SELECT status FROM jobs WHERE id = $1`, [id]);
+    return job?.status === 'processing';
   }
 
   /**
