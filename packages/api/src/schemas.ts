@@ -1,7 +1,7 @@
 // JSON schemas of the public resources. They validate requests, serialise responses fast and
 // generate the OpenAPI 3.1 document (GET /openapi.json). Enumerations come from @svc/contracts.
 
-import { CHARGE_REASONS, CONFIDENCES, ERROR_CODES, ERRORS, JOB_STATES, LAYERS, QUALITIES, REASON_CODES, VALIDATION_RESULTS, type ErrorCode, type Scope } from '@svc/contracts';
+import { CHARGE_REASONS, CONFIDENCES, ERROR_CODES, ERRORS, JOB_RESULT_FIELDS, JOB_STATES, LAYERS, QUALITIES, REASON_CODES, VALIDATION_RESULTS, type ErrorCode, type Scope } from '@svc/contracts';
 import { BILLABLE_GATE_CODES, GATE_CODES } from './plugins/auth.ts';
 
 export const errorSchema = {
@@ -92,10 +92,6 @@ export const creditsSchema = {
 
 const int = { type: 'integer' } as const;
 const intFields = <const K extends string>(keys: readonly K[]) => Object.fromEntries(keys.map((k) => [k, int])) as Record<K, typeof int>;
-const JOB_RESULT_FIELDS = [
-  'total_rows', 'unique_emails', 'valid', 'valid_role_based', 'invalid', 'risky', 'unknown', 'role_based', 'high_value', 'catch_all',
-  'credits_reserved', 'credits_charged', 'credits_consumed', 'credits_refunded', 'credits_per_high_value_validation',
-] as const;
 
 /** The job status resource (docs/api.md; @svc/jobs JobStatus). */
 export const jobStatusSchema = {

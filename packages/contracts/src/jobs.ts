@@ -1,3 +1,5 @@
+import type { ValidationResult } from './verdicts.ts';
+
 // Job states (docs/api.md): awaiting_upload → queued → processing → completed | failed;
 // queued/processing → canceled (with a full refund of the unused reservation).
 export const JOB_STATES = ['awaiting_upload', 'queued', 'processing', 'completed', 'failed', 'canceled'] as const;
@@ -15,3 +17,38 @@ export const JOB_TRANSITIONS: Readonly<Record<JobState, readonly JobState[]>> = 
   failed: [],
   canceled: [],
 };
+
+/**
+ * What a job counts of its done emails: one counter per validation result, then the role-based,
+ * High-Value (charged) and catch-all ones among them. Stored as columns of the job, shown in its
+ * status resource, the API and MCP schemas and the admin CLI: all take them from here.
+ */
+export const JOB_COUNTERS = ['valid', 'valid_role_based', 'invalid', 'risky', 'unknown', 'role_based', 'high_value', 'catch_all'] as const;
+export type JobCounter = (typeof JOB_COUNTERS)[number];
+export type JobCounters = Record<JobCounter, number>;
+
+/** Every counter at 0. */
+export const emptyJobCounters = (): JobCounters => ({ valid: 0, valid_role_based: 0, invalid: 0, risky: 0, unknown: 0, role_based: 0, high_value: 0, catch_all: 0 });
+
+/** Counts one done email: its result, and whether it is role-based, High-Value (charged) and on a catch-all domain. */
+export function countResult(c: JobCounters, r: { result: ValidationResult; is_role_based: boolean; is_catchall: boolean }, chargeable: boolean): void {
+  c[r.result]++;
+  if (r.is_role_based) c.role_based++;
+  if (chargeable) c.high_value++;
+  if (r.is_catchall) c.catch_all++;
+}
+
+/** The counters of a record that holds them (a job row), in their order. */
+export const jobCounters = (from: JobCounters): JobCounters => Object.fromEntries(JOB_COUNTERS.map((k) => [k, from[k]])) as JobCounters;
+
+/** The `results` fields of a job's status resource, in order: its input, its counters, its credits. */
+export const JOB_RESULT_FIELDS = [
+  'total_rows',
+  'unique_emails',
+  ...JOB_COUNTERS,
+  'credits_reserved',
+  'credits_charged',
+  'credits_consumed',
+  'credits_refunded',
+  'credits_per_high_value_validation',
+] as const;

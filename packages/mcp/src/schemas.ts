@@ -5,7 +5,7 @@
 // route would have answered, field for field, and nothing internal leaks.
 
 import * as z from 'zod';
-import { CHARGE_REASONS, CONFIDENCES, JOB_STATES, LAYERS, QUALITIES, REASON_CODES, VALIDATION_RESULTS } from '@svc/contracts';
+import { CHARGE_REASONS, CONFIDENCES, JOB_RESULT_FIELDS, JOB_STATES, LAYERS, QUALITIES, REASON_CODES, VALIDATION_RESULTS } from '@svc/contracts';
 import { MAX_JOB_EMAILS } from '@svc/jobs';
 
 /** Emails per svc_validate_bulk call, as POST /v1/validate/bulk. */
@@ -53,10 +53,6 @@ export const creditBalance = z.object({
   cancel_at_period_end: z.boolean(),
 });
 
-const JOB_RESULT_FIELDS = [
-  'total_rows', 'unique_emails', 'valid', 'valid_role_based', 'invalid', 'risky', 'unknown', 'role_based', 'high_value', 'catch_all',
-  'credits_reserved', 'credits_charged', 'credits_consumed', 'credits_refunded', 'credits_per_high_value_validation',
-] as const;
 
 export const jobStatus = z.object({
   id: z.string(),

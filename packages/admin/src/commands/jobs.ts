@@ -1,6 +1,6 @@
 // Jobs: list them, show one with its counters.
 
-import { JOB_STATES, type JobState } from '@svc/contracts';
+import { JOB_COUNTERS, JOB_STATES, type JobCounter, type JobState } from '@svc/contracts';
 import { type Command, JOB_LIMIT, cell, columns, count, iso, usageError } from '../command.ts';
 
 export const jobsCommands: Command[] = [
@@ -48,6 +48,7 @@ export const jobsCommands: Command[] = [
       const j = await store.jobs.byId(arg);
       if (!j) return { code: 1, out: `no job ${arg}` };
       const pct = j.unique_emails > 0 ? ` (${Math.floor((j.processed / j.unique_emails) * 100)}%)` : '';
+      const counts = (keys: readonly JobCounter[]): string => keys.map((k) => `${k} ${j[k]}`).join(', ');
       const lines: Array<[string, string]> = [
         ['id', j.id],
         ['account', j.account_id],
@@ -58,7 +59,8 @@ export const jobsCommands: Command[] = [
         ['rows', String(j.total_rows)],
         ['unique_emails', String(j.unique_emails)],
         ['processed', `${j.processed}${pct}`],
-        ['results', `valid ${j.valid}, valid_role_based ${j.valid_role_based}, invalid ${j.invalid}, risky ${j.risky}, unknown ${j.unknown} (role_based ${j.role_based}, high_value ${j.high_value}, catch_all ${j.catch_all})`],
+        // The counters of a result, then (in parentheses) the flags among them.
+        ['results', `${counts(JOB_COUNTERS.slice(0, 5))} (${counts(JOB_COUNTERS.slice(5))})`],
         ['credits', `reserved ${j.credits_reserved}, ${j.finalized ? `charged ${j.credits_charged}, refunded ${j.credits_refunded} (finalized)` : `${j.high_value} High-Value so far (not finalized)`}`],
         ['reservation', cell(j.reservation_id)],
         ['created', iso(j.created_at)],

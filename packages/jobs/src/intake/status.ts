@@ -2,7 +2,7 @@
 // created_at, started_at, completed_at, source, filename, webhook_url and download. GET /v1/csv/jobs/{id}, the list items, the cancel response
 // and the webhook body all show this shape.
 
-import type { JobState } from '@svc/contracts';
+import { jobCounters, type JobCounters, type JobState } from '@svc/contracts';
 import type { JobRecord, JobSource } from '@svc/store';
 
 /** One credit per High-Value Validation. */
@@ -12,17 +12,11 @@ export interface JobStatus {
   id: string;
   status: JobState;
   progress: { processed: number; total: number; percent: number };
+  /** The input, the counters (JOB_COUNTERS, in their order), the credits. */
   results: {
     total_rows: number;
     unique_emails: number;
-    valid: number;
-    valid_role_based: number;
-    invalid: number;
-    risky: number;
-    unknown: number;
-    role_based: number;
-    high_value: number;
-    catch_all: number;
+  } & JobCounters & {
     credits_reserved: number;
     credits_charged: number;
     credits_consumed: number;
@@ -70,14 +64,7 @@ export function jobStatus(job: JobRecord, publicUrl: string): JobStatus {
     results: {
       total_rows: job.total_rows,
       unique_emails: job.unique_emails,
-      valid: job.valid,
-      valid_role_based: job.valid_role_based,
-      invalid: job.invalid,
-      risky: job.risky,
-      unknown: job.unknown,
-      role_based: job.role_based,
-      high_value: job.high_value,
-      catch_all: job.catch_all,
+      ...jobCounters(job),
       credits_reserved: job.credits_reserved,
       credits_charged: charged,
       credits_consumed: charged,

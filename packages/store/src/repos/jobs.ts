@@ -11,7 +11,7 @@
 import type { Decision } from '../analytics/analytics.ts';
 import { enqueueDecisions } from './decision-outbox.ts';
 import { dbJson, dbText } from '../db/text.ts';
-import type { JobState, ValidationResultBody } from '@svc/contracts';
+import { JOB_COUNTERS, countResult, emptyJobCounters, type JobCounters, type JobState, type ValidationResultBody } from '@svc/contracts';
 import type { Db, Queryable } from '../db/db.ts';
 import { completeIn, type IdempotentCompletion } from './idempotency.ts';
 import { DEFAULT_CLAIM_LEASE_MS } from '../db/lease.ts';
@@ -19,8 +19,8 @@ import type { JobCredits, JobEnd } from './credits.ts';
 
 export type JobSource = 'json' | 'csv';
 
-/** One row of `jobs`. */
-export interface JobRecord {
+/** One row of `jobs`: its counters are columns (JOB_COUNTERS). */
+export interface JobRecord extends JobCounters {
   id: string;
   account_id: string;
   status: JobState;
@@ -33,14 +33,6 @@ export interface JobRecord {
   reservation_id: string | null;
   credits_reserved: number;
   processed: number;
-  valid: number;
-  valid_role_based: number;
-  invalid: number;
-  risky: number;
-  unknown: number;
-  role_based: number;
-  high_value: number;
-  catch_all: number;
   credits_charged: number;
   credits_refunded: number;
   finalized: boolean;
@@ -126,8 +118,11 @@ export type InFinalTx = (tx: Queryable, job: JobRecord) => Promise<void>;
 const ACTIVE = "('queued', 'processing')";
 
 const COLUMNS = `id, account_id, status, source, filename, webhook_url, email_column, total_rows, unique_emails, reservation_id,
-  credits_reserved, processed, valid, valid_role_based, invalid, risky, unknown, role_based, high_value, catch_all,
+  credits_reserved, processed, ${JOB_COUNTERS.join(', ')},
   credits_charged, credits_refunded, finalized, created_at, started_at, completed_at, error, input_key, results_key`;
+
+/** `valid = valid + $3, …`: each counter advanced by a parameter, from $3 on. */
+const COUNTER_ADDS = JOB_COUNTERS.map((k, i) => `${k} = ${k} + $${i + 3}`).join(', ');
 
 const dateOrNull = (d: unknown): Date | null => (d === null || d === undefined ? null : new Date(d as string));
 
@@ -349,28 +344,24 @@ export class JobsRepo {
           rows.map((r) => (r.state === 'deferred' ? (r.nextAttemptAt ?? new Date()).toISOString() : null)),
         ],
       );
-      const d = { processed: 0, valid: 0, valid_role_based: 0, invalid: 0, risky: 0, unknown: 0, role_based: 0, high_value: 0, catch_all: 0 };
+      let processed = 0;
+      const d = emptyJobCounters();
       for (const { idx } of written) {
         const r = byIdx.get(idx)!;
         if (r.state !== 'done') continue;
-        d.processed++;
-        d[r.verdict.result]++;
-        if (r.verdict.is_role_based) d.role_based++;
-        if (r.chargeable) d.high_value++;
-        if (r.verdict.is_catchall) d.catch_all++;
+        processed++;
+        countResult(d, r.verdict, r.chargeable);
       }
       const after = await tx.query(
-        `UPDATE jobs SET status = 'processing', started_at = COALESCE(started_at, now()), processed = processed + $2, valid = valid + $3,
-                valid_role_based = valid_role_based + $4, invalid = invalid + $5, risky = risky + $6, unknown = unknown + $7,
-                role_based = role_based + $8, high_value = high_value + $9, catch_all = catch_all + $10
+        `UPDATE jobs SET status = 'processing', started_at = COALESCE(started_at, now()), processed = processed + $2, ${COUNTER_ADDS}
           WHERE id = $1 RETURNING ${COLUMNS}`,
-        [jobId, d.processed, d.valid, d.valid_role_based, d.invalid, d.risky, d.unknown, d.role_based, d.high_value, d.catch_all],
+        [jobId, processed, ...JOB_COUNTERS.map((k) => d[k])],
       );
       const job = toJob(after[0]!);
       // The decisions of the rows that became done, in the same transaction (the outbox).
       const done = written.map((w) => w.idx).filter((idx) => byIdx.get(idx)!.state === 'done');
       if (opts.decisions && done.length > 0) await enqueueDecisions(tx, opts.decisions(job, done));
-      return { accepted: true, written: written.length, finished: d.processed, job };
+      return { accepted: true, written: written.length, finished: processed, job };
     });
   }
 
