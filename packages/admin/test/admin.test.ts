@@ -182,6 +182,7 @@ t.test('job list and job show', async (t) => {
   t.equal(show.code, 0);
   t.match(show.out, new RegExp(`^id +${made[0]}\n`));
   t.match(show.out, /\nstate +canceled\n/);
+  t.match(show.out, /\nresults +valid 0, valid_role_based 0, invalid 0, risky 0, unknown 0 \(role_based 0, high_value 0, catch_all 0\)\n/);
   t.match(show.out, /\ncredits +reserved 3, charged 0, refunded 3 \(finalized\)\n/);
   t.match(show.out, /\nerror +-$/);
   t.strictSame(await admin('job', 'show', 'job_nope'), { code: 1, out: 'no job job_nope' });
