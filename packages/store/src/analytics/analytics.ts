@@ -44,6 +44,25 @@ export interface Decision {
   decided_at: Date;
 }
 
+/** A stored decision as a database hands it back (numbers may come as strings), with its time. */
+export function decisionFromRow(r: Omit<Decision, 'latency_ms' | 'credits_charged' | 'decided_at'> & { latency_ms: number | string; credits_charged: number | string }, decidedAt: Date): Decision {
+  return {
+    id: r.id,
+    account_id: r.account_id,
+    email_hash: r.email_hash,
+    domain: r.domain,
+    result: r.result,
+    reason_code: r.reason_code,
+    layer: r.layer,
+    mx_host: r.mx_host,
+    latency_ms: Number(r.latency_ms),
+    job_id: r.job_id,
+    source: r.source,
+    credits_charged: Number(r.credits_charged),
+    decided_at: decidedAt,
+  };
+}
+
 /** One accepted outcome event, as analytics keeps it (for the outcome reports). Never the address: its hash. */
 export interface OutcomeFact {
   /** The stored event's id: a redelivered fact is counted once. */

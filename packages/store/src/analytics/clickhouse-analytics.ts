@@ -16,7 +16,7 @@
 
 import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client';
 import { VALIDATION_RESULTS, type Layer, type ReasonCode, type ValidationResult } from '@svc/contracts';
-import type { AnalyticsOptions, Decision, DecisionSource, DomainSummaryRow, OutcomeFact, ResultCounts, Window } from './analytics.ts';
+import { decisionFromRow, type AnalyticsOptions, type Decision, type DecisionSource, type DomainSummaryRow, type OutcomeFact, type ResultCounts, type Window } from './analytics.ts';
 import { BufferedAnalytics } from './buffered.ts';
 import { zeroCounts, type MatrixRow } from './report.ts';
 import { checkLimit, checkWindow } from './validate.ts';
@@ -259,21 +259,7 @@ export class ClickHouseAnalytics extends BufferedAnalytics {
         LIMIT 1 BY id
         LIMIT ${chUInt(limit)}`,
     );
-    return rows.map((r) => ({
-      id: r.id,
-      account_id: r.account_id,
-      email_hash: r.email_hash,
-      domain: r.domain,
-      result: r.result,
-      reason_code: r.reason_code,
-      layer: r.layer,
-      mx_host: r.mx_host,
-      latency_ms: Number(r.latency_ms),
-      job_id: r.job_id,
-      source: r.source,
-      credits_charged: Number(r.credits_charged),
-      decided_at: new Date(Number(r.decided_at_ms)),
-    }));
+    return rows.map((r) => decisionFromRow(r, new Date(Number(r.decided_at_ms))));
   }
 
   async domainSummary(q: Window & { limit?: number }): Promise<DomainSummaryRow[]> {

@@ -2,7 +2,7 @@
 
 import { VALIDATION_RESULTS, type ValidationResult } from '@svc/contracts';
 import type { Queryable } from '../db/db.ts';
-import type { AnalyticsOptions, Decision, DomainSummaryRow, OutcomeFact, ResultCounts, Window } from './analytics.ts';
+import { decisionFromRow, type AnalyticsOptions, type Decision, type DomainSummaryRow, type OutcomeFact, type ResultCounts, type Window } from './analytics.ts';
 import { BufferedAnalytics } from './buffered.ts';
 import { zeroCounts, type MatrixRow } from './report.ts';
 import { checkLimit, checkWindow } from './validate.ts';
@@ -67,21 +67,7 @@ export class SqlAnalytics extends BufferedAnalytics {
         LIMIT $3`,
       [q.account_id, q.email_hash, limit],
     );
-    return rows.map((r) => ({
-      id: r.id,
-      account_id: r.account_id,
-      email_hash: r.email_hash,
-      domain: r.domain,
-      result: r.result,
-      reason_code: r.reason_code,
-      layer: r.layer,
-      mx_host: r.mx_host,
-      latency_ms: r.latency_ms,
-      job_id: r.job_id,
-      source: r.source,
-      credits_charged: r.credits_charged,
-      decided_at: new Date(r.decided_at),
-    }));
+    return rows.map((r) => decisionFromRow(r, new Date(r.decided_at)));
   }
 
   async domainSummary(q: Window & { limit?: number }): Promise<DomainSummaryRow[]> {

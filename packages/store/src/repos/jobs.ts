@@ -11,7 +11,7 @@
 import type { Decision } from '../analytics/analytics.ts';
 import { enqueueDecisions } from './decision-outbox.ts';
 import { dbJson, dbText } from '../db/text.ts';
-import { JOB_COUNTERS, countResult, emptyJobCounters, type JobCounters, type JobState, type ValidationResultBody } from '@svc/contracts';
+import { JOB_COUNTERS, countResult, emptyJobCounters, type JobCounters, type JobState, type ResultItem, type ValidationResultBody } from '@svc/contracts';
 import type { Db, Queryable } from '../db/db.ts';
 import { completeIn, type IdempotentCompletion } from './idempotency.ts';
 import { DEFAULT_CLAIM_LEASE_MS } from '../db/lease.ts';
@@ -67,19 +67,11 @@ export type CreateJobResult = { ok: true; job: JobRecord } | { ok: false; availa
 export type QueueJobResult = CreateJobResult | { ok: false; reason: 'not_found' | 'invalid_state'; job?: JobRecord };
 export type CancelJobResult = { ok: true; job: JobRecord } | { ok: false; reason: 'not_found' | 'invalid_state'; job?: JobRecord };
 
-/** The result of one unique email, as the aggregator records it. */
-export interface JobResultInput {
-  idx: number;
-  email: string;
-  /** The priced validation result (credits_charged and charge_reason included). */
-  verdict: ValidationResultBody;
-  chargeable: boolean;
-  /** Probes made so far for this email, this one included. */
-  attempts: number;
-  /** `deferred`: greylisted, probed again at nextAttemptAt. */
-  state: 'done' | 'deferred';
-  nextAttemptAt?: Date;
-}
+/**
+ * The result of one unique email, as the aggregator records it: a results message's item (its
+ * priced verdict, attempts and state), with a deferred email's next probe as a Date.
+ */
+export type JobResultInput = Pick<ResultItem, 'idx' | 'email' | 'verdict' | 'chargeable' | 'attempts' | 'state'> & { nextAttemptAt?: Date };
 
 export interface RecordOutcome {
   /** False: the job is no longer running (canceled, failed, completed); nothing was written. */
