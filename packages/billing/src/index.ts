@@ -7,3 +7,4 @@ export { applySuppressions, suppressedVerdict } from './suppression.ts';
 export { LocalProcessor, SubscriptionService, subscriptionState, type CancellationResponse, type PaymentProcessor, type ProcessorEvent } from './subscriptions.ts';
 export { StripeProcessor, type StripeOptions } from './stripe.ts';
 export { jobCredits, RecoveryCharges } from './jobs.ts';
+export { grantCredits, releaseOrphanedHolds, releaseStaleSyncHolds, SYNC_HOLD_ORPHANED_MS } from './holds.ts';

@@ -6,6 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from '@svc/api';
 import { DirBlobStore, keyKindOf, hashKey, type Store } from '@svc/store';
 import { adminSocketPath, serveAdminSocket } from '@svc/admin';
+import { releaseOrphanedHolds, releaseStaleSyncHolds, SYNC_HOLD_ORPHANED_MS } from '@svc/billing';
 import { listenConfigError, type Config } from './config.ts';
 import { createServices, type Services } from './services.ts';
 
@@ -105,10 +106,8 @@ export async function startService(config: Config, opts: StartOptions = {}): Pro
     // were idempotency claims still in progress (their charge never committed). Embedded, this
     // process is the only one: all of them; with DATABASE_URL others may be mid-request: open
     // reservations older than 10 min, and claims their holders stopped renewing a lease ago.
-    const orphanedMs = config.databaseUrl ? 10 * 60_000 : 0;
-    await store.ledger.releaseStale('sync', orphanedMs);
     // A catch-all recovery cut off by a crash leaves its hold open: released the same way.
-    await store.ledger.releaseStale('recovery', orphanedMs);
+    await releaseOrphanedHolds(store, config.databaseUrl ? SYNC_HOLD_ORPHANED_MS : 0);
     await store.idempotency.releaseInProgress(config.databaseUrl ? config.claimLeaseMs : 0);
     boot = await bootstrap(store, config);
     if (boot.kind === 'created' && boot.generatedKey) opts.onGeneratedKey?.(boot.generatedKey);
@@ -143,7 +142,7 @@ export async function startService(config: Config, opts: StartOptions = {}): Pro
   // idempotency records past their 24 h are deleted (begin() only replaces them key by key).
   const log = app.log;
   sweep = setInterval(() => {
-    void store.ledger.releaseStale('sync', 10 * 60_000).catch((err: unknown) => log.error({ err }, 'stale reservation sweep failed'));
+    void releaseStaleSyncHolds(store).catch((err: unknown) => log.error({ err }, 'stale reservation sweep failed'));
     void store.idempotency.sweepExpired().catch((err: unknown) => log.error({ err }, 'expired idempotency record sweep failed'));
     void store.oauth.sweepExpired().catch((err: unknown) => log.error({ err }, 'expired OAuth code and token sweep failed'));
     // The local payment processor renews (or ends) the subscriptions whose period has ended.

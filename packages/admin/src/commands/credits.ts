@@ -1,5 +1,6 @@
 // Credits: grant, the balance, the ledger entries.
 
+import { grantCredits } from '@svc/billing';
 import type { Store } from '@svc/store';
 import { type AdminResult, type Command, LEDGER_LIMIT, cell, columns, count, iso, needAccount, usageError } from '../command.ts';
 
@@ -23,7 +24,7 @@ export const creditsCommands: Command[] = [
       if (typeof account !== 'string') return account;
       const n = count(v.credits ?? v.amount);
       if (!n) return usageError('--credits must be a positive integer', this);
-      await store.ledger.grant(account, n, 'admin grant');
+      await grantCredits(store, account, n, 'admin grant');
       return showBalance(store, account);
     },
   },
