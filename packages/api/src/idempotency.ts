@@ -3,7 +3,7 @@
 // success: the stored response again, byte for byte, with `Idempotent-Replayed: true`. Same key,
 // other body or route: 409 idempotency_key_conflict. Same key while the first is still running:
 // 409 idempotency_request_in_progress. Only successful responses are stored; any other outcome
-// frees the key so a corrected or later retry can run (docs/decisions.md).
+// frees the key so a corrected or later retry can run (docs/decisions/security-and-auth.md, "Idempotency").
 //
 // The claim is a lease the request renews every third of SVC_CLAIM_LEASE_MS while it runs: when
 // its process dies (a front killed mid-ingest), a retry takes the key over once the lease has run

@@ -1,4 +1,4 @@
-// Where the service may send a request on a customer's behalf (docs/decisions.md, "Webhooks"): a
+// Where the service may send a request on a customer's behalf (docs/decisions/webhooks.md, "Private targets"): a
 // job's webhook_url is chosen by the customer, and the service POSTs to it from inside the
 // operator's network: without a guard it could be pointed at 127.0.0.1, a database on 10.x, or a
 // cloud metadata service on 169.254.169.254 (server-side request forgery). So, unless the operator

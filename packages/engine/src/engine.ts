@@ -1,4 +1,4 @@
-// The probe engine (docs/decisions.md, "Probe engine"): domain actors and MX actors, in-process.
+// The probe engine (docs/decisions/smtp-engine.md): domain actors and MX actors, in-process.
 // A domain actor (key = domain) holds its domain's catch-all verdict and routes recipients to the
 // MX actor of its first MX host, failing over in priority order; an MX actor (key = MX host) owns
 // the sessions to that host, shared by every domain on it. They share no state: a domain actor

@@ -1,4 +1,4 @@
-// @svc/engine: the probe engine (docs/decisions.md, "Probe engine"). Domain actors and MX actors
+// @svc/engine: the probe engine (docs/decisions/smtp-engine.md). Domain actors and MX actors
 // in-process; the cluster profile puts the same actors behind Kafka partitions.
 export { Engine, probeLocalFor } from './engine.ts';
 export { ENGINE_DEFAULTS, type EngineConfig, type EngineDeps } from './types.ts';

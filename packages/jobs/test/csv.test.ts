@@ -1,5 +1,5 @@
 // The CSV reader (csv.ts): exact rows, exact codes and messages for each rule of
-// docs/decisions.md "CSV", and the same answer however the bytes arrive (one buffer, one byte at
+// docs/decisions/jobs-and-csv.md, "CSV", and the same answer however the bytes arrive (one buffer, one byte at
 // a time, tiny chunks of rows).
 
 import t, { type Test } from 'tap';

@@ -1,4 +1,4 @@
-// The bootstrap key is a first-start setting (docs/decisions.md): it creates an account only while
+// The bootstrap key is a first-start setting (docs/decisions/security-and-auth.md, "Bootstrap key"): it creates an account only while
 // the store has none; afterwards it is ignored (startService logs a warning) and nothing is created.
 
 import net from 'node:net';
