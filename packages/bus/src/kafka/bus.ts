@@ -1,4 +1,4 @@
-// The cluster adapter of the Bus port (the job transport via Kafka, key = domain bucket or job id;
+// The cluster adapter of the Bus port (the job transport via Kafka, key = domain bucket, MX host or job id;
 // docs/decisions/storage-and-cluster.md, "Kafka bus"), on kafkajs. It keeps the port's promises exactly as
 // InProcessBus does; the choices:
 //
