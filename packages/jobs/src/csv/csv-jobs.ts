@@ -1,9 +1,9 @@
-// CSV jobs (docs/decisions/jobs-and-csv.md, "CSV jobs"): prepare-upload makes a job awaiting its upload and a
-// signed PUT URL served by the service itself; the PUT streams the body into the blob store; start-processing reads the
-// upload in chunks (csv.ts, on the CSV pool when one is given) straight into the job intake
-// (intake/intake.ts), which dedupes, stores the rows with their input columns, holds the credits and
-// publishes the work. From then on a CSV job is any job: the results CSV is the stored input
-// columns followed by the result columns, row for row (results-csv.ts).
+// CSV jobs (docs/decisions/jobs-and-csv.md, "CSV jobs"): prepare-upload makes a job awaiting its
+// upload and a signed PUT URL served by the service itself; the PUT streams the body into the blob
+// store; start-processing reads the upload in chunks (csv.ts, on the CSV pool when one is given)
+// straight into the job intake (intake/intake.ts), which dedupes, stores the rows with their input
+// columns, holds the credits and publishes the work. From then on a CSV job is any job: the results
+// CSV is the stored input columns followed by the result columns, row for row (results-csv.ts).
 //
 //   POST /v1/csv/prepare-upload  → job `awaiting_upload`, `PUT <public url>/v1/csv/uploads/<id>?expires=…&signature=…`
 //   PUT  /v1/csv/uploads/<id>     → jobs/<id>/upload.csv (replaced by a later PUT; at most maxBytes)

@@ -9,8 +9,9 @@
 // 2xx delivers. A timeout (10 s), a connection error or any other status is retried with
 // exponential back-off and jitter (30 s, 1 min, 2 min … capped at 1 h) until 24 h after the event,
 // then the event is given up (status failed). Targets go through the net guard at every attempt
-// (@svc/egress's net-guard.ts): a URL naming a refused address is given up at once, a name resolving to one is
-// retried (DNS may be fixed). Delivery is at least once; see docs/decisions/webhooks.md.
+// (@svc/egress's net-guard.ts): a URL naming a refused address is given up at once, a name
+// resolving to one is retried (DNS may be fixed). Delivery is at least once; see
+// docs/decisions/webhooks.md.
 
 import { ServiceError, type Network } from '@svc/contracts';
 import { Agent, request, type Dispatcher } from 'undici';
