@@ -1,4 +1,4 @@
-// The CSV reader (csv.ts): exact rows, exact codes and messages for each rule of
+// The CSV reader (csv/csv.ts): exact rows, exact codes and messages for each rule of
 // docs/decisions/jobs-and-csv.md, "CSV", and the same answer however the bytes arrive (one buffer,
 // one byte at a time, tiny chunks of rows).
 
