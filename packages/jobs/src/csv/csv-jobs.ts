@@ -10,8 +10,8 @@
 //   POST /v1/csv/start-processing → the job `queued` (or 400/402/409, the job still awaiting its upload)
 //
 // Choices (docs/decisions/jobs-and-csv.md, "CSV jobs"):
-// - The signature (webhooks/signing.ts: HMAC-SHA256 over PUT, the path and the expiry) is the PUT's only
-//   authorisation; it is checked before anything else is looked at, so a bad or expired URL says
+// - The signature (webhooks/signing.ts: HMAC-SHA256 over PUT, the path and the expiry) is the PUT's
+//   only authorisation; it is checked before anything else is looked at, so a bad or expired URL says
 //   nothing about the job (403 invalid_signature).
 // - A CSV the reader refuses (invalid_csv, email_column_not_found, too_many_emails) or an account
 //   short of credits leaves the job awaiting its upload with its upload kept: the caller can fix
