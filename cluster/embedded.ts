@@ -1,5 +1,6 @@
 // Entry point of `npm start`: the embedded profile (or the cluster adapters that are configured).
-// The only place, with cluster/admin.ts, that reads process.env.
+// Like the other entry points (cluster/admin.ts, cluster/cluster.ts, tests, benchmarks), it may
+// read process.env; the packages never do.
 
 import { existsSync } from 'node:fs';
 import os from 'node:os';

@@ -1,7 +1,7 @@
 // The layering of the packages (docs/architecture.md), as a test:
 // - packages import each other one way (the ALLOWED table): contracts at the bottom, bus and egress
-//   on it alone, verifier ← store ← outcomes ← billing ← jobs ← mcp ← api above, and runtime
-//   composes them; runtime is imported only by entry points (cluster/, test/, bench/),
+//   on it alone, verifier ← store ← outcomes ← billing ← jobs ← mcp ← api above, engine on
+//   verifier, admin on jobs, and runtime composes them; runtime is imported only by entry points (cluster/, test/, bench/),
 //   so api receives its services and settings and never reads the environment;
 // - across packages only through the entries a package exports (no `./*` wildcards, no deep
 //   `src/` paths, no relative paths into another package), and every @svc package a package
@@ -23,7 +23,7 @@ const ALLOWED: Record<string, string[]> = {
   contracts: [],
   // The job transport (Bus, Scheduler) and its adapters: infrastructure, below the domain.
   bus: ['contracts'],
-  // Outbound HTTP safety (the SSRF guard), for whatever connects where a customer says.
+  // Outbound HTTP safety (the SSRF guard), for whatever connects where a customer says (today: job webhooks).
   egress: ['contracts'],
   verifier: ['contracts'],
   engine: ['contracts', 'verifier'],

@@ -2,8 +2,8 @@
 //
 // The sim runs in a child process with replyLatencyMs 20 (every SMTP reply, banner included,
 // 20 ms late: a round trip to a real MX). One Verifier.verify call gets 100 distinct addresses
-// of one domain; the domain actor should put them all on one session (many RCPT per
-// transaction, RSET every maxRcptsPerTransaction). Baseline in the same run, same sim: a naive
+// of one domain; the engine should put them all on one session: the domain's MX actor takes
+// them in pipelined rounds (many RCPT per transaction, RSET every maxRcptsPerTransaction). Baseline in the same run, same sim: a naive
 // validator that opens one connection per address (netSmtpConnector.open, MAIL, RCPT, QUIT;
 // 10 at a time). Connections and RCPTs are counted by the sim (statsFor(domain)).
 

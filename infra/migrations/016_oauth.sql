@@ -1,4 +1,4 @@
--- Hosted MCP's OAuth 2.1 authorization server (issue 9 item 2; docs/decisions.md "Hosted MCP"):
+-- Hosted MCP's OAuth 2.1 authorization server (docs/decisions/mcp.md):
 -- dynamically registered clients (RFC 7591), grants (one consent: an account holder, signed in
 -- with one of their API keys, lets one client use some of that key's scopes), authorization codes
 -- and tokens. Codes and tokens are stored as SHA-256 hashes only, like API keys: the plain values

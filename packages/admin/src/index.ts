@@ -1,5 +1,6 @@
 // The operator CLI: accounts, keys, credits, jobs, subscriptions and webhook secrets, for the
-// person who runs the service (`npm run admin -- --help`).
+// person who runs the service (`npm run admin -- --help`), run on the store or sent to the
+// embedded service over its admin socket (socket.ts).
 
 export { runAdmin } from './run.ts';
 export { runAdminCli } from './cli.ts';

@@ -1,9 +1,10 @@
 // Idempotency-Key (docs/api.md), for the validation POST routes of an account: a key (1-255
 // printable ASCII) is kept 24 h with a SHA-256 of the route and body. Same key and body after
 // success: the stored response again, byte for byte, with `Idempotent-Replayed: true`. Same key,
-// other body or route: 409 idempotency_key_conflict. Same key while the first is still running:
-// 409 idempotency_request_in_progress. Only successful responses are stored; any other outcome
-// frees the key so a corrected or later retry can run (docs/decisions.md).
+// other body or route: 409 idempotency_key_conflict. Same key while the first is still running: 409
+// idempotency_request_in_progress. Only successful responses are stored; any other outcome frees
+// the key so a corrected or later retry can run (docs/decisions/security-and-auth.md,
+// "Idempotency").
 //
 // The claim is a lease the request renews every third of SVC_CLAIM_LEASE_MS while it runs: when
 // its process dies (a front killed mid-ingest), a retry takes the key over once the lease has run

@@ -1,5 +1,5 @@
 // The ports the job pipeline is written against. Each has an embedded and a cluster adapter, and
-// business code never asks which one it got (docs/decisions.md, "Kafka bus"):
+// business code never asks which one it got (docs/decisions/storage-and-cluster.md, "Kafka bus"):
 // - Bus: versioned plain-data messages on topics, ordered per key (Kafka: key → partition);
 // - Scheduler (scheduler.ts): wake-ups for durable delayed work.
 // Beside the port, the pieces both bus adapters share: the retry back-off, the dead-letter loop

@@ -25,7 +25,7 @@ export interface Estimate {
 }
 
 /**
- * The rate and the ETA from the status reads so far (oldest first). The rule (docs/decisions.md,
+ * The rate and the ETA from the status reads so far (oldest first). The rule (docs/decisions/clients.md,
  * "Client and CLI"): the rate is the progress over the last 30 s (from the first read with
  * progress if that is later: a queued job's wait is not counted), up to the last read, so time
  * without progress lowers it and the ETA grows instead of counting down to a promise. Once the

@@ -1,4 +1,5 @@
-// Shapes that cross the wire (HTTP bodies today; bus messages and agent tools next). Plain data.
+// Shapes of HTTP bodies (a job's stored and rendered results use the same validation result; the
+// bus messages are in messages.ts, the MCP tools' outputs mirror these in @svc/mcp). Plain data.
 
 import type { ChargeReason, Confidence, Layer, Quality, ReasonCode, ValidationResult } from './verdicts.ts';
 

@@ -1,8 +1,8 @@
-// Where the service may send a request on a customer's behalf (docs/decisions.md, "Webhooks"): a
-// job's webhook_url is chosen by the customer, and the service POSTs to it from inside the
-// operator's network: without a guard it could be pointed at 127.0.0.1, a database on 10.x, or a
-// cloud metadata service on 169.254.169.254 (server-side request forgery). So, unless the operator
-// allows private targets (SVC_WEBHOOK_ALLOW_PRIVATE=true):
+// Where the service may send a request on a customer's behalf (docs/decisions/webhooks.md,
+// "Private targets"): a job's webhook_url is chosen by the customer, and the service POSTs to it
+// from inside the operator's network: without a guard it could be pointed at 127.0.0.1, a database
+// on 10.x, or a cloud metadata service on 169.254.169.254 (server-side request forgery). So, unless
+// the operator allows private targets (SVC_WEBHOOK_ALLOW_PRIVATE=true):
 // Addresses in SVC_OUTBOUND_ALLOW_NETWORKS (e.g. 127.0.0.0/8,::1/128 for a receiver on the same
 // machine) are allowed besides public ones, whatever range they are in.
 // - validateWebhookUrl (at intake) refuses what can never be delivered: not http/https, no

@@ -1,9 +1,10 @@
-// The probe engine (docs/decisions.md, "Probe engine"): domain actors and MX actors, in-process.
+// The probe engine (docs/decisions/smtp-engine.md): domain actors and MX actors, in-process.
 // A domain actor (key = domain) holds its domain's catch-all verdict and routes recipients to the
 // MX actor of its first MX host, failing over in priority order; an MX actor (key = MX host) owns
 // the sessions to that host, shared by every domain on it. They share no state: a domain actor
-// sends an MX actor a request per routing and hears back by id. The cluster profile runs the same
-// actors behind Kafka partitions.
+// sends an MX actor a request per routing and hears back by id. In the cluster profile every
+// process runs its own engine; the jobs.mx topic, keyed by MX host, gives each host's job
+// recipients to one worker, and the MxThrottle on Redis shares each host's session limit.
 
 import type { CatchallEvidence, ProbeOutcome, ProbePort, ProbeRequest, SessionFailure, SmtpReply } from '@svc/verifier';
 import { systemClock, type Clock, type ClockTimer } from './clock.ts';

@@ -1,4 +1,4 @@
-// An MX actor owns the SMTP sessions to one MX host (docs/decisions.md, "Probe engine").
+// An MX actor owns the SMTP sessions to one MX host (docs/decisions/smtp-engine.md).
 // Recipients of every domain routed to the host wait in one queue (queue.ts); up to `limit`
 // sessions take them in pipelined rounds, each run by the session driver (session-driver.ts)
 // within a budget learnt for this host so the server's error and junk-command limits never bite,

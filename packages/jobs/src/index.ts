@@ -1,4 +1,6 @@
-// @svc/jobs: job intake (JSON, CSV), dedupe, reservation, aggregation, finalization, result CSV, webhooks.
+// @svc/jobs: bulk jobs. The job service and its intake (intake/: dedupe, credits held, work
+// published); the pipeline stages over @svc/bus (pipeline/: route, probe, aggregate and finalize,
+// catch-all recovery, the decision relay); CSV in and out (csv/); job webhooks and signed URLs (webhooks/).
 export { WebhookDispatcher, rotateWebhookSecret, listWebhookSecrets, DEFAULT_SECRET_GRACE_S, MAX_SECRET_GRACE_S, type RotatedSecretBody, type SecretListBody, buildJobEvent, jobWebhookEvent, enqueueJobWebhook, webhookRetryDelayMs, WEBHOOK_FIRST_RETRY_MS, WEBHOOK_MAX_RETRY_MS, WEBHOOK_RETRY_FOR_MS, type WebhookDispatcherOptions, type DeliveryOutcome, type JobWebhookBody, type WebhookLogger } from './webhooks/webhooks.ts';
 export { JobsService, MAX_JOB_EMAILS, resultsPath, type JobsServiceOptions, type DownloadLink } from './intake/service.ts';
 export { CsvJobs, csvError, uploadPath, uploadKey, MAX_FILENAME_CHARS, type CsvJobsOptions, type PreparedUpload, type UploadReceipt } from './csv/csv-jobs.ts';

@@ -1,4 +1,4 @@
-// The CSV pool (csv-pool.ts): real worker threads loading the TypeScript task file through tsx,
+// The CSV pool (csv/csv-pool.ts): real worker threads loading the TypeScript task file through tsx,
 // giving the same rows and the same coded failures as inline parsing, plain data across the
 // thread boundary, and rendering.
 

@@ -1,6 +1,6 @@
-// The CSV reader (csv.ts): exact rows, exact codes and messages for each rule of
-// docs/decisions.md "CSV", and the same answer however the bytes arrive (one buffer, one byte at
-// a time, tiny chunks of rows).
+// The CSV reader (csv/csv.ts): exact rows, exact codes and messages for each rule of
+// docs/decisions/jobs-and-csv.md, "CSV", and the same answer however the bytes arrive (one buffer,
+// one byte at a time, tiny chunks of rows).
 
 import t, { type Test } from 'tap';
 import { formatCell, MAX_FIELD_CHARS, MAX_RECORD_BYTES, readCsv, serializeFields, type CsvChunk, type CsvFailure, type ReadCsvOptions } from '../src/csv/csv.ts';

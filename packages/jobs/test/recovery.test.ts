@@ -1,5 +1,5 @@
-// The address-pattern learning of catch-all recovery (recovery.ts): local-part shapes, and when a
-// domain's confirmed addresses make a pattern worth upgrading on.
+// The address-pattern learning of catch-all recovery (pipeline/recovery.ts): local-part shapes, and
+// when a domain's confirmed addresses make a pattern worth upgrading on.
 
 import t from 'tap';
 import { learnPattern, localShape } from '../src/index.ts';

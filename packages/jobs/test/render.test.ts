@@ -1,4 +1,4 @@
-// The results CSV (render.ts): exact header and lines, RFC 4180 quoting, formula escaping for
+// The results CSV (csv/render.ts): exact header and lines, RFC 4180 quoting, formula escaping for
 // every trigger character, the BOM rule, segments, and a round trip through the reader.
 
 import t from 'tap';

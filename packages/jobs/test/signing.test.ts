@@ -1,4 +1,4 @@
-// Signed URLs and webhook signatures (signing.ts): every tampered part is refused, expiry is
+// Signed URLs and webhook signatures (webhooks/signing.ts): every tampered part is refused, expiry is
 // exact, malformed input is `invalid` without a throw.
 
 import { createHmac } from 'node:crypto';

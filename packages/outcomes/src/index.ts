@@ -1,5 +1,6 @@
-// @svc/outcomes: delivery-outcome evidence: the pure parsing and report arithmetic (parse/), and
-// the import and connector use cases on the store (import/).
+// @svc/outcomes: delivery-outcome evidence: the pure parsing and report arithmetic (parse/), the
+// pure suppression rules the store runs in an import's transaction (rules/), and the import and
+// connector use cases on the store (import/).
 export type { OutcomeEvent, ParseOptions, ParseResult } from './parse/types.ts';
 export { parseOutcomeRow } from './parse/evidence.ts';
 export { parseRfc3339, parseRfc822, type Instant } from './parse/datetime.ts';

@@ -1,4 +1,4 @@
-// The report arithmetic (report.ts): Wilson intervals checked by hand, the figures of a matrix,
+// The report arithmetic (parse/report.ts): Wilson intervals checked by hand, the figures of a matrix,
 // and every accuracy figure null while no `sent` denominator exists.
 
 import t from 'tap';

@@ -257,7 +257,7 @@ export const CONFIG_TABLE = {
   bodyLimitBytes: int('SVC_BODY_LIMIT_BYTES', 1_048_576, 1024, 100 * 1_048_576, 'request body limit (1 MiB)', ' bytes'),
   jobBodyLimitBytes: int('SVC_JOB_BODY_LIMIT_BYTES', 64 * 1_048_576, 1_048_576, 1024 * 1_048_576, 'request body limit of `POST /v1/validate/batch` (64 MiB: 500,000 addresses)', ' bytes'),
   csvMaxBytes: int('SVC_CSV_MAX_BYTES', 100 * 1_048_576, 1024, 10 * 1024 * 1_048_576, 'largest CSV upload (100 MiB)', ' bytes'),
-  csvPoolThreads: int('SVC_CSV_POOL_THREADS', 0, 0, 64, 'worker threads (Piscina) that parse CSV uploads and render results CSVs; 0 = on the event loop in chunks (faster on 2 cores, see docs/decisions.md)'),
+  csvPoolThreads: int('SVC_CSV_POOL_THREADS', 0, 0, 64, 'worker threads (Piscina) that parse CSV uploads and render results CSVs; 0 = on the event loop in chunks (faster on 2 cores, see docs/decisions/jobs-and-csv.md)'),
   jobGreylistDelayMs: int('SVC_JOB_GREYLIST_DELAY_MS', 300_000, 0, 86_400_000, 'a job re-probes a greylisted address (4xx) after this long (5 min)', ' ms'),
   jobGreylistAttempts: int('SVC_JOB_GREYLIST_ATTEMPTS', 3, 1, 10, 'probes of a greylisted address in a job, the first included; then its `unknown` stands'),
   busMaxAttempts: int('SVC_BUS_MAX_ATTEMPTS', 8, 1, 100, 'deliveries of a job message whose handling fails, retried with a back-off doubling from 0.5 s to 30 s (8: about a minute), before it is dead-lettered and its addresses answered `unknown` (`processing_failed`)'),

@@ -93,7 +93,7 @@ export async function startService(config: Config, opts: StartOptions = {}): Pro
     // The decisions of the last results written are shipped (what fails waits in the outbox).
     await services.jobs.relay?.stop();
     await services.closeCsvPool();
-    await verifier.close(); // every domain actor finishes and QUITs its SMTP session
+    await verifier.close(); // the engine finishes what is queued; every MX actor QUITs its sessions
     await services.closeCache();
     // Every decision recorded so far is written (the requests and job results above are done)
     // before the store, whose connection the SQL adapter uses, closes. A failure loses only them.

@@ -1,5 +1,5 @@
 // The composition root: turns a Config into running services, choosing each port's adapter
-// (embedded: PGlite and in-process; cluster: Postgres, Redis and Kafka).
+// (embedded: PGlite and in-process; cluster: Postgres, Redis, Kafka and ClickHouse).
 
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';

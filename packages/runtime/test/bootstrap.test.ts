@@ -1,5 +1,6 @@
-// The bootstrap key is a first-start setting (docs/decisions.md): it creates an account only while
-// the store has none; afterwards it is ignored (startService logs a warning) and nothing is created.
+// The bootstrap key is a first-start setting (docs/decisions/security-and-auth.md,
+// "Bootstrap key"): it creates an account only while the store has none; afterwards it is
+// ignored (startService logs a warning) and nothing is created.
 
 import net from 'node:net';
 import t from 'tap';

@@ -1,5 +1,6 @@
-// @svc/store: the relational store (PGlite, Postgres) with one repository per aggregate, and the
-// cache and rate-limit adapters (in-process, Redis).
+// @svc/store: the relational store on PGlite or PostgreSQL (db/) with one repository per
+// aggregate (repos/); the cache and rate-limit adapters (in-process, Redis) and the Redis MX
+// throttle (cache/); the blob stores (blob/); the analytics adapters, SQL and ClickHouse (analytics/).
 export type { Db, Queryable, Row } from './db/db.ts';
 export { openPglite, DataDirLockedError, type PgliteOptions, DataDirPermissionError } from './db/pglite.ts';
 export { openPostgres } from './db/postgres.ts';

@@ -1,5 +1,6 @@
 // The verifier core talks to the outside world only through these ports. Adapters live in
-// ./adapters (node:dns, node:net) and in @svc/store (caches); the core never imports them.
+// ./adapters (node:dns, node:net), in @svc/store (caches) and in @svc/engine (the ProbePort);
+// the core never imports them.
 
 import type { RcptClass } from './smtp/classify.ts';
 import type { MxAnswer, MxHost, SmtpReply } from './types.ts';

@@ -160,7 +160,8 @@ export function buildVerdict(email: string, parsed: ParsedAddress, evidence: Evi
             : smtpDecision(evidence.outcome, role !== undefined);
   const disposable = ok ? isDisposable(ok.asciiDomain) : false;
   if (disposable && (d.result === 'valid' || d.result === 'valid_role_based' || d.result === 'risky')) {
-    // A throwaway inbox is never worth a B2B send, whatever the server says (docs/decisions.md).
+    // A throwaway inbox is never worth a B2B send, whatever the server says
+    // (docs/decisions/verification.md, "Disposable domains").
     d = { ...d, result: 'risky', smtp: d.result !== 'risky' && d.smtp, code: 'disposable_domain', reason: 'Disposable (temporary) email domain' };
   }
   const quality = QUALITY[d.result];

@@ -1,4 +1,5 @@
-// Accounts: create one, list them, show one with its balance.
+// Accounts: create one, list them with their balances, and whether one may use sender-platform
+// connectors.
 
 import { type Command, cell, columns, count, iso, needAccount, usageError } from '../command.ts';
 

@@ -1,4 +1,5 @@
-// Subscriptions with the local payment processor: plans, start, cancel, renew.
+// Subscriptions with the local payment processor: the plans, create one, show one, and move the
+// processor's clock to the period end (renew, or end one set to cancel).
 
 import type { Store } from '@svc/store';
 import { LocalProcessor, SubscriptionService } from '@svc/billing';

@@ -1,5 +1,5 @@
 // Outcome routes (docs/decisions/outcomes.md): import (JSON or CSV), the events read, the
-// sender-platform connector and its inbound webhook. Each translates HTTP to @svc/jobs's
+// sender-platform connector and its inbound webhook. Each translates HTTP to @svc/outcomes'
 // OutcomesService and back.
 
 import type { FastifyPluginAsync } from 'fastify';

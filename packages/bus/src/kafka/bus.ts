@@ -1,6 +1,6 @@
-// The cluster adapter of the Bus port (the job transport via Kafka, key = domain bucket or job id;
-// docs/decisions.md, "Kafka bus"), on kafkajs. It keeps the port's promises exactly as
-// InProcessBus does; the choices:
+// The cluster adapter of the Bus port (the job transport via Kafka, key = domain bucket, MX host or
+// job id; docs/decisions/storage-and-cluster.md, "Kafka bus"), on kafkajs. It keeps the port's
+// promises exactly as InProcessBus does; the choices:
 //
 // - Topics and groups. The topic of port topic `t` is `${topicPrefix}${t}`; it is created
 //   explicitly (admin.createTopics, `partitions[t] ?? defaultPartitions` partitions,

@@ -115,7 +115,7 @@ const STOP = Symbol('stop');
 
 /**
  * Parses whole records of CSV text (strict RFC 4180, csv-parse) and applies the shape rules of
- * docs/decisions.md "CSV":
+ * docs/decisions/jobs-and-csv.md, "CSV":
  * - NUL bytes and invalid UTF-8 are rejected (at the record that holds them);
  * - a row with fewer cells than the header is padded with '';
  * - a row with more is accepted only if the extra cells are empty (they are dropped);

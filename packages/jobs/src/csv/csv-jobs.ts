@@ -1,17 +1,17 @@
-// CSV jobs (docs/decisions.md, "CSV jobs"): prepare-upload makes a job awaiting its upload and a
-// signed PUT URL served by the service itself; the PUT streams the body into the blob store; start-processing reads the
-// upload in chunks (csv.ts, on the CSV pool when one is given) straight into the job intake
-// (intake.ts), which dedupes, stores the rows with their input columns, holds the credits and
-// publishes the work. From then on a CSV job is any job: the results CSV is the stored input
-// columns followed by the result columns, row for row (results-csv.ts).
+// CSV jobs (docs/decisions/jobs-and-csv.md, "CSV jobs"): prepare-upload makes a job awaiting its
+// upload and a signed PUT URL served by the service itself; the PUT streams the body into the blob
+// store; start-processing reads the upload in chunks (csv.ts, on the CSV pool when one is given)
+// straight into the job intake (intake/intake.ts), which dedupes, stores the rows with their input
+// columns, holds the credits and publishes the work. From then on a CSV job is any job: the results
+// CSV is the stored input columns followed by the result columns, row for row (results-csv.ts).
 //
 //   POST /v1/csv/prepare-upload  → job `awaiting_upload`, `PUT <public url>/v1/csv/uploads/<id>?expires=…&signature=…`
 //   PUT  /v1/csv/uploads/<id>     → jobs/<id>/upload.csv (replaced by a later PUT; at most maxBytes)
 //   POST /v1/csv/start-processing → the job `queued` (or 400/402/409, the job still awaiting its upload)
 //
-// Choices (docs/decisions.md "CSV jobs"):
-// - The signature (signing.ts: HMAC-SHA256 over PUT, the path and the expiry) is the PUT's only
-//   authorisation; it is checked before anything else is looked at, so a bad or expired URL says
+// Choices (docs/decisions/jobs-and-csv.md, "CSV jobs"):
+// - The signature (webhooks/signing.ts: HMAC-SHA256 over PUT, the path and the expiry) is the PUT's
+//   only authorisation; it is checked before anything else is looked at, so a bad or expired URL says
 //   nothing about the job (403 invalid_signature).
 // - A CSV the reader refuses (invalid_csv, email_column_not_found, too_many_emails) or an account
 //   short of credits leaves the job awaiting its upload with its upload kept: the caller can fix

@@ -1,5 +1,5 @@
 // Reading an uploaded CSV: streamed, in chunks of rows, on csv-parse, with the choices written in
-// docs/decisions.md ("CSV").
+// docs/decisions/jobs-and-csv.md ("CSV").
 //
 // How the work is split so that it can run on a Piscina pool (csv-pool.ts) as well as inline:
 //

@@ -2,9 +2,9 @@
 // line per input row in input order; `?segment=` keeps only some results. Pure string building:
 // csv-pool.ts runs it on a worker thread for large jobs, and it runs inline for small ones.
 //
-// Output format (docs/decisions.md "CSV"): comma-delimited, CRLF line ends (RFC 4180 2.1), UTF-8,
-// RFC 4180 quoting where a cell needs it, formula cells escaped with a leading `'` (csv.ts
-// formatCell), and a UTF-8 BOM only when the uploaded file had one.
+// Output format (docs/decisions/jobs-and-csv.md, "CSV"): comma-delimited, CRLF line ends (RFC 4180
+// 2.1), UTF-8, RFC 4180 quoting where a cell needs it, formula cells escaped with a leading `'`
+// (csv.ts formatCell), and a UTF-8 BOM only when the uploaded file had one.
 
 import { VALIDATION_RESULTS, type ValidationResult, type ValidationResultBody } from '@svc/contracts';
 import { formatCell, serializeFields } from './csv.ts';

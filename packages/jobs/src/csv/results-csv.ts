@@ -1,5 +1,5 @@
 // The results CSV of a job, produced in one streaming pass: the stored
-// input rows (rows.ts) merged with the stored results read in idx order, a batch of rows at a
+// input rows (pipeline/rows.ts) merged with the stored results read in idx order, a batch of rows at a
 // time, rendered by render.ts (inline, or on the CSV pool's threads). In memory at any moment: one
 // batch of rows, one page of results, and the results of emails repeated later in the input
 // (dups.bin), which a repeated row shows again with 0 credits and `duplicate_in_job`.

@@ -1,10 +1,10 @@
 // Job intake: rows in input order → dedupe → the input stored in the blob store
-// (rows.ts) → the job recorded with its credits held (one transaction) → work published on the
+// (pipeline/rows.ts) → the job recorded with its credits held (one transaction) → work published on the
 // bus. JSON jobs and CSV jobs come through the same function; rows arrive in chunks and are
 // written out as they come, so nothing but the dedupe index (one entry per unique email) grows
 // with the input.
 //
-// Dedupe (docs/decisions.md, "Jobs"): two strings are the same email when the
+// Dedupe (docs/decisions/jobs-and-csv.md, "Same email"): two strings are the same email when the
 // verifier's parser gives them the same mailbox (exact local part, canonical form of a quoted one;
 // the domain case-insensitive, in ASCII): the same key sync pricing uses, so one mailbox is never
 // probed or charged twice in a job. Strings that are not addresses are deduplicated by their exact

@@ -1,4 +1,5 @@
-// Ships the decision outbox to analytics (every validation decision goes to analytics: docs/decisions.md "Poison input, dead letters and fairness").
+// Ships the decision outbox to analytics (every validation decision goes to analytics:
+// docs/decisions/jobs-and-csv.md, "Decisions reach analytics").
 // A job's decisions are queued in the transaction that records its results (JobsRepo.recordResults),
 // so a worker killed before its analytics buffer was written loses none: whichever relay runs next
 // takes them. The relay writes each batch with Analytics.recordNow (not the buffer) and deletes it

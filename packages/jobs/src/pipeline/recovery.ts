@@ -1,4 +1,4 @@
-// Catch-all recovery (docs/decisions.md, "Outcomes", row "Catch-all recovery"): an opt-in pass
+// Catch-all recovery (docs/decisions/outcomes.md, "Catch-all recovery"): an opt-in pass
 // over a completed job's risky catch-all rows with the account's own evidence.
 //
 // Per catch-all row (result `risky`, reason_code `catch_all`), in order:

@@ -11,10 +11,11 @@
 //   partition holds several hosts, and a host's sessions are kept busy by more than one message.
 // A failover to a host's next MX is made by the worker that owns the first one.
 //
-// Greylisting (docs/decisions.md, "Jobs"): a result with reason_code `smtp_tempfail` is
-// stored deferred, to be probed again after `greylistDelayMs` by the scheduler (durably: the due
-// time is in the store), up to `greylistAttempts` probes in all; the last one's `unknown` stands.
-// A DNS timeout or SERVFAIL is deferred the same way, after at most DNS_RETRY_DELAY_MS.
+// Greylisting (docs/decisions/jobs-and-csv.md, "Greylisting"): a result with reason_code
+// `smtp_tempfail` is stored deferred, to be probed again after `greylistDelayMs` by the scheduler
+// (durably: the due time is in the store), up to `greylistAttempts` probes in all; the last one's
+// `unknown` stands. A DNS timeout or SERVFAIL is deferred the same way, after at most
+// DNS_RETRY_DELAY_MS.
 
 import { chargeReasonFor, suppressedVerdict, type ChargedResult } from '@svc/billing';
 import type { SuppressionKind } from '@svc/contracts';

@@ -55,7 +55,7 @@ export function verifyQuery(secret: string, method: string, path: string, query:
 }
 
 /**
- * The `X-Signature` header of a job webhook (docs/decisions.md, "Webhooks"): `t=<unix>,v1=<hex
+ * The `X-Signature` header of a job webhook (docs/decisions/webhooks.md): `t=<unix>,v1=<hex
  * HMAC-SHA256(secret, t + "." + body)>`, over the exact bytes sent as the body, with one `v1` per
  * secret given (an account's secrets during a rotation's grace period, newest first). The MAC
  * input starts with digits and a URL's with a method name, so one can never stand for the other.

@@ -1,16 +1,17 @@
-// Job webhooks (docs/decisions.md, "Webhooks"). The job finalizer puts the event in the outbox
+// Job webhooks (docs/decisions/webhooks.md). The job finalizer puts the event in the outbox
 // (store.webhooks.enqueueIn, in the transaction that completes the job, with the row built here:
 // enqueueJobWebhook); a WebhookDispatcher claims due events and POSTs them with undici:
 //   Content-Type: application/json
 //   X-Webhook-Id: <event id>                 the same on every attempt: receivers dedupe on it
 //   X-Signature: t=<unix>,v1=<hex>[,v1=<hex>] HMAC-SHA256(secret, t + "." + body), t = send time,
 //                                            one v1 per current secret of the job's account
-//                                            (store/src/webhook-secrets.ts), newest first
+//                                            (store/src/repos/webhook-secrets.ts), newest first
 // 2xx delivers. A timeout (10 s), a connection error or any other status is retried with
 // exponential back-off and jitter (30 s, 1 min, 2 min … capped at 1 h) until 24 h after the event,
 // then the event is given up (status failed). Targets go through the net guard at every attempt
-// (net-guard.ts): a URL naming a refused address is given up at once, a name resolving to one is
-// retried (DNS may be fixed). Delivery is at least once; see docs/decisions.md "Webhooks".
+// (@svc/egress's net-guard.ts): a URL naming a refused address is given up at once, a name
+// resolving to one is retried (DNS may be fixed). Delivery is at least once; see
+// docs/decisions/webhooks.md.
 
 import { ServiceError, type Network } from '@svc/contracts';
 import { Agent, request, type Dispatcher } from 'undici';

@@ -1,4 +1,4 @@
-// The EmailBison connector's inbound events (docs/decisions.md, "Outcomes"), turned into outcome
+// The EmailBison connector's inbound events (docs/decisions/outcomes.md), turned into outcome
 // rows for the same parser and store as imports. Shapes accepted: the platform's envelope `{event: {type, ...}, data: {scheduled_email: {id,
 // ...}, lead: {id, email, ...}, campaign_event: {created_at}, reply: {...}, ...}}`, or a flat
 // `{event | type | event_type, lead_email | email, scheduled_email_id, ...}`; one event or an array.

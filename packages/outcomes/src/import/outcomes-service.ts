@@ -1,4 +1,4 @@
-// The outcome use cases (docs/decisions.md, "Outcomes"): import rows (JSON or CSV records),
+// The outcome use cases (docs/decisions/outcomes.md): import rows (JSON or CSV records),
 // read an address's events, and the sender-platform connector (create, status, revoke, inbound
 // events). The parser (parse/evidence.ts) labels each row; the store keeps the events and applies
 // the suppressions in one transaction; analytics gets one fact per accepted event for the reports.

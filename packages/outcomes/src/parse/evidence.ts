@@ -1,9 +1,9 @@
 // One outcome row → a labelled event or a coded row error (the rows "Outcome evidence: …" of
-// docs/decisions.md, "Outcomes"). Pure, no I/O, never throws (a last-resort catch
+// docs/decisions/outcomes.md). Pure, no I/O, never throws (a last-resort catch
 // answers `invalid_row`). The raw diagnostic text is read for classification only: nothing of it
 // is in the event (the fingerprint is a hash).
 //
-// Decisions (docs/decisions.md, "Outcome evidence: …"):
+// Decisions (docs/decisions/outcomes.md, "Outcome evidence: …"):
 // - Keys: the row fields and aliases, case-sensitive names; `lead_email` is `email`, `bounced_at`
 //   is `occurred_at`, `enhanced_status` is `smtp_enhanced_code`. Strings are trimmed; an empty
 //   string (a CSV's empty cell) is absent; a number is taken as its decimal text; any other type
