@@ -13,6 +13,7 @@ import t from 'tap';
 import { connectRedis } from '../src/index.ts';
 import { RedisMxThrottle, type RedisMxThrottleOptions } from '../src/cache/redis-mx-throttle.ts';
 import { mxThrottleConformance } from '../../../test/helpers/mx-throttle-conformance.ts';
+import { until } from '../../../test/helpers/until.ts';
 
 type TestT = Parameters<Parameters<typeof t.test>[0]>[0];
 
@@ -24,15 +25,6 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout;
   return Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms)))]).finally(() => clearTimeout(timer));
-}
-
-/** Waits for a condition that has no event of its own (a counter of another object), checking every 5 ms. */
-async function until(cond: () => boolean | Promise<boolean>, ms: number, what: string): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`${what}: not within ${ms} ms`);
-    await sleep(5);
-  }
 }
 
 /** Tracks whether a promise has settled, without awaiting it. */
