@@ -1,6 +1,6 @@
 // Waiting on a condition that has no event of its own (a row in a database, a counter of another
 // object, a server's clock), checked every 5 ms; the wait fails, naming what it waited for,
-// after `ms`. Shared by the package tests (the store's Redis, blob and cache suites).
+// after `ms`. Shared by the package tests (the store's Redis, blob and cache suites, the job pipeline).
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
