@@ -25,3 +25,13 @@ export async function databaseClockPasses(db: Queryable, ms: number, what: strin
   const past = async () => (await db.query<{ past: boolean }>(`SELECT now() - $1::timestamptz > $2::double precision * interval '1 millisecond' AS past`, [row!.at, ms]))[0]!.past === true;
   await until(past, ms + 5000, what);
 }
+
+/** Resolves once Redis's clock (TIME, what PX, PEXPIRE and the scripts' leases are judged by) is more than `ms` past where it stood at the call. */
+export async function redisClockPasses(redis: { time(): Promise<Array<string | number>> }, ms: number, what: string): Promise<void> {
+  const at = async () => {
+    const [s, us] = await redis.time();
+    return Number(s) * 1000 + Math.floor(Number(us) / 1000);
+  };
+  const from = await at();
+  await until(async () => (await at()) > from + ms, ms + 5000, what);
+}

@@ -5,9 +5,8 @@
 import { randomBytes } from 'node:crypto';
 import t from 'tap';
 import type { CachePort } from '@svc/verifier';
-import type { Redis } from 'ioredis';
 import { connectRedis, MemoryCache, MemoryRateLimiter, RedisCache, RedisRateLimiter, type RateLimiterPort } from '../src/index.ts';
-import { until } from '../../../test/helpers/until.ts';
+import { redisClockPasses } from '../../../test/helpers/until.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -33,12 +32,6 @@ function inProcess(): Adapters {
     limiter: new MemoryRateLimiter(clock),
     elapse: async (ms) => void (now += ms + 1),
   };
-}
-
-/** Redis's own clock in milliseconds (TIME), the clock its PX and PEXPIRE expire keys on. */
-async function redisNow(redis: Redis): Promise<number> {
-  const [s, us] = await redis.time();
-  return Number(s) * 1000 + Math.floor(Number(us) / 1000);
 }
 
 function conformance(t: TestT, name: string, make: () => Adapters) {
@@ -129,10 +122,7 @@ if (!up) {
   conformance(t as unknown as TestT, 'redis', () => ({
     cache: new RedisCache(probe, `${prefix}c:`),
     limiter: new RedisRateLimiter(probe, `${prefix}rl:`),
-    async elapse(ms) {
-      const from = await redisNow(probe);
-      await until(async () => (await redisNow(probe)) > from + ms, ms + 5_000, `Redis's clock ${ms} ms on`);
-    },
+    elapse: (ms) => redisClockPasses(probe, ms, `Redis's clock ${ms} ms on`),
   }));
   t.test('redis: readiness ping', async (t) => {
     t.equal(await new RedisCache(probe, prefix).ping(), true);

@@ -13,7 +13,7 @@ import t from 'tap';
 import { connectRedis } from '../src/index.ts';
 import { RedisMxThrottle, type RedisMxThrottleOptions } from '../src/cache/redis-mx-throttle.ts';
 import { mxThrottleConformance } from '../../../test/helpers/mx-throttle-conformance.ts';
-import { until } from '../../../test/helpers/until.ts';
+import { redisClockPasses, until } from '../../../test/helpers/until.ts';
 
 type TestT = Parameters<Parameters<typeof t.test>[0]>[0];
 
@@ -98,13 +98,14 @@ if (!up) {
   });
 
   t.test('a release wakes a waiter of another instance by message, not by poll', async (t) => {
-    const { make } = setup(t as unknown as TestT);
+    const { keyPrefix, make } = setup(t as unknown as TestT);
     const a = make({ max: 1, pollMs: 60_000 });
     const b = make({ max: 1, pollMs: 60_000 });
     const ra = await a.acquire('mx.b.test');
     const wb = track(b.acquire('MX.B.test'));
     await until(() => b.stats.waited === 1, 2000, 'b waits');
-    await sleep(50); // b's subscription stands (its own try after subscribing found nothing free)
+    // b's subscription stands: Redis lists its channel (only b waits, so only b subscribes).
+    await until(async () => (await redis.pubsub('CHANNELS', `${keyPrefix}*`)).length === 1, 2000, "b's subscription");
     t.notOk(wb.done(), 'b waits while a holds (host names are case-insensitive)');
     const t0 = performance.now();
     ra();
@@ -336,7 +337,7 @@ if (!up) {
     t.equal(await th.active('mx.l.test'), 3, 'the child holds all three');
     const w = track(th.acquire('mx.l.test'));
     await until(() => th.stats.waited === 1, 2000, 'the parent waits');
-    await sleep(LEASE); // a lease outlives its first expiry while the child's heartbeat runs
+    await redisClockPasses(redis, LEASE, 'a lease on Redis'); // a lease outlives its first expiry while the child's heartbeat runs
     t.notOk(w.done(), 'the live child keeps its permits past one lease');
     const t0 = performance.now();
     k.proc.kill('SIGKILL');
