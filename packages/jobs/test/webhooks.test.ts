@@ -444,7 +444,7 @@ t.test('durability: stopped mid-way, a new dispatcher on the same store delivers
 async function twoDispatchers(t: Tap, stores: [Store, Store]): Promise<void> {
   const acc = await stores[0].accounts.create();
   const rx = await receiver(t, async (_r, res) => {
-    await new Promise((r) => setTimeout(r, 5 + Math.floor(Math.random() * 25)));
+    await new Promise((r) => setTimeout(r, 5 + Math.floor(Math.random() * 25))); // a receiver of uneven speed: the two dispatchers' deliveries interleave
     res.end('ok');
   });
   const n = 40;

@@ -363,7 +363,7 @@ export function storeConformance(t: Tap, adapter: Adapter): void {
             const r = (await db.query<{ balance: number; reserved: number }>('SELECT balance, reserved FROM accounts WHERE id = $1', [acc]))[0]!;
             samples++;
             if (r.balance < 0 || r.reserved < 0 || r.reserved > r.balance) bad.push(r);
-            await sleep(1);
+            await sleep(1); // the sampler's pace: it reads while the workers run
           }
         })();
         // 20 workers, each running 15 reserve/settle sequences back to back: holds and releases
@@ -379,7 +379,7 @@ export function storeConformance(t: Tap, adapter: Adapter): void {
                   mine.push({ ...p, ok: false, available: r.available, settled: false });
                   continue;
                 }
-                if (p.pause) await sleep(p.pause);
+                if (p.pause) await sleep(p.pause); // work between reserve and settle: the sequences interleave
                 mine.push({ ...p, ok: true, available: -1, settled: await store.ledger.settle(r.reservationId, p.charged) });
               }
               return mine;

@@ -164,7 +164,7 @@ if (!up) {
     const loops = Array.from({ length: 8 }, async () => {
       while (!stop) {
         const r = await busy.acquire('mx.g.test');
-        await sleep(5);
+        await sleep(5); // the session's work: holds overlap, so the permits are contended
         r();
       }
     });
