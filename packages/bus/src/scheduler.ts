@@ -19,6 +19,17 @@ export interface Scheduler {
   stop(): Promise<void>;
 }
 
+/** The timers a TimerScheduler arms its wake-ups with: Node's by default, a test's manual clock. */
+export interface SchedulerTimers {
+  setTimeout(fn: () => void, ms: number): unknown;
+  clearTimeout(timer: unknown): void;
+}
+
+const nodeTimers: SchedulerTimers = {
+  setTimeout: (fn, ms) => setTimeout(fn, ms).unref(),
+  clearTimeout: (timer: NodeJS.Timeout | undefined) => clearTimeout(timer),
+};
+
 export interface TimerSchedulerOptions {
   /** Look at the store at least this often, whatever was armed (default 60 s): work scheduled by another process is seen too. */
   pollMs?: number;
@@ -26,11 +37,13 @@ export interface TimerSchedulerOptions {
   retryMs?: number;
   onError?: (err: unknown) => void;
   now?: () => number;
+  /** Node's timers by default (unref'd: a wake-up keeps no process alive). */
+  timers?: SchedulerTimers;
 }
 
 /** The embedded adapter: one timer for the earliest wake-up. */
 export class TimerScheduler implements Scheduler {
-  #timer: NodeJS.Timeout | undefined;
+  #timer: unknown;
   #armedAt = Infinity;
   #running: Promise<void> | undefined;
   #again = false;
@@ -39,6 +52,7 @@ export class TimerScheduler implements Scheduler {
   readonly #retryMs: number;
   readonly #onError: (err: unknown) => void;
   readonly #now: () => number;
+  readonly #timers: SchedulerTimers;
 
   constructor(
     private readonly work: DelayedWork,
@@ -48,6 +62,12 @@ export class TimerScheduler implements Scheduler {
     this.#retryMs = opts.retryMs ?? 5_000;
     this.#onError = opts.onError ?? (() => {});
     this.#now = opts.now ?? Date.now;
+    this.#timers = opts.timers ?? nodeTimers;
+  }
+
+  #clear(): void {
+    if (this.#timer !== undefined) this.#timers.clearTimeout(this.#timer);
+    this.#timer = undefined;
   }
 
   async start(): Promise<void> {
@@ -62,14 +82,13 @@ export class TimerScheduler implements Scheduler {
 
   #arm(at: number): void {
     if (this.#stopped || at >= this.#armedAt) return;
-    clearTimeout(this.#timer);
+    this.#clear();
     this.#armedAt = at;
-    this.#timer = setTimeout(() => this.#fire(), Math.max(0, Math.min(at - this.#now(), 2 ** 31 - 1)));
-    this.#timer.unref();
+    this.#timer = this.#timers.setTimeout(() => this.#fire(), Math.max(0, Math.min(at - this.#now(), 2 ** 31 - 1)));
   }
 
   async #rearm(): Promise<void> {
-    clearTimeout(this.#timer);
+    this.#clear();
     this.#armedAt = Infinity;
     const next = await this.work.nextDue();
     this.#arm(Math.min(next ? next.getTime() : Infinity, this.#now() + this.#pollMs));
@@ -98,7 +117,7 @@ export class TimerScheduler implements Scheduler {
 
   async stop(): Promise<void> {
     this.#stopped = true;
-    clearTimeout(this.#timer);
+    this.#clear();
     this.#armedAt = Infinity;
     await this.#running;
   }

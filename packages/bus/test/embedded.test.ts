@@ -1,9 +1,10 @@
 // The in-process adapters of the Bus and Scheduler ports: ordering per key, parallelism across
 // partitions, at-least-once delivery of a message whose handler threw, plain-data copies, and a
 // scheduler that takes its wake-ups from durable work (so a restart loses nothing). Waits are on
-// events with a timeout, never bare sleeps.
+// events with a timeout, never bare sleeps; the scheduler runs on a manual clock.
 
 import t from 'tap';
+import { ManualClock } from '@svc/engine';
 import { fnv1a, InProcessBus, isKafkaWarmup, TimerScheduler, type BusMessage } from '../src/index.ts';
 
 /** Resolves when `cond()` holds (checked every 5 ms), or fails after `ms`. */
@@ -95,45 +96,58 @@ t.test('bus: close waits for the handler in progress and drops the rest', async 
 });
 
 t.test('scheduler: wakes at the durable due time, and again for what is scheduled later', async (t) => {
-  let due: number[] = [Date.now() + 30];
+  const clock = new ManualClock();
+  const start = clock.now();
+  let due: number[] = [start + 30];
   const ran: number[] = [];
-  const s = new TimerScheduler({
-    nextDue: async () => (due.length ? new Date(Math.min(...due)) : undefined),
-    runDue: async (now) => {
-      ran.push(now.getTime());
-      due = due.filter((d) => d > now.getTime());
+  const s = new TimerScheduler(
+    {
+      nextDue: async () => (due.length ? new Date(Math.min(...due)) : undefined),
+      runDue: async (now) => {
+        ran.push(now.getTime());
+        due = due.filter((d) => d > now.getTime());
+      },
     },
-  });
+    { now: () => clock.now(), timers: clock },
+  );
   await s.start();
-  // (A timer may fire a millisecond early: the scheduler then looks again, so wait for the effect.)
-  await until(() => due.length === 0);
-  t.ok(ran.length >= 1, 'the due item ran');
-  const before = ran.length;
-  due.push(Date.now() + 20);
+  await clock.advance(29);
+  t.strictSame(ran, [], 'nothing before the due time');
+  await clock.advance(1);
+  t.strictSame(ran, [start + 30], 'the due item ran at its time');
+  t.strictSame(due, []);
+  due.push(clock.now() + 20);
   s.wake(new Date(due[0]!));
-  await until(() => due.length === 0);
-  t.ok(ran.length > before, 'the item scheduled later ran');
-  s.wake(new Date(Date.now() + 60_000));
-  const after = ran.length;
+  await clock.advance(20);
+  t.strictSame(ran, [start + 30, start + 50], 'the item scheduled later ran at its time');
+  s.wake(new Date(clock.now() + 60_000));
   await s.stop();
-  t.equal(ran.length, after, 'nothing runs after stop');
+  await clock.advance(120_000);
+  t.strictSame(ran, [start + 30, start + 50], 'nothing runs after stop');
+  t.equal(clock.pending, 0, 'no timer left armed');
 });
 
 t.test('scheduler: a failed run is tried again', async (t) => {
+  const clock = new ManualClock();
   let calls = 0;
   const errors: unknown[] = [];
   const s = new TimerScheduler(
     {
-      nextDue: async () => (calls < 2 ? new Date() : undefined),
+      nextDue: async () => (calls < 2 ? new Date(clock.now()) : undefined),
       runDue: async () => {
         calls++;
         if (calls === 1) throw new Error('db down');
       },
     },
-    { retryMs: 10, onError: (e) => errors.push(e) },
+    { retryMs: 10, onError: (e) => errors.push(e), now: () => clock.now(), timers: clock },
   );
   await s.start();
-  await until(() => calls === 2);
+  await clock.advance(0);
+  t.equal(calls, 1, 'the due run, which fails');
+  await clock.advance(9);
+  t.equal(calls, 1, 'not tried again before retryMs');
+  await clock.advance(1);
+  t.equal(calls, 2, 'tried again after retryMs');
   t.equal(errors.length, 1);
   await s.stop();
 });

@@ -17,6 +17,7 @@ import { InProcessBus } from '@svc/bus';
 import { createCsvPool, JobsService, RESULT_COLUMNS, signQuery, type JobVerifier } from '../src/index.ts';
 import { CsvJobs, uploadKey, uploadPath, type CsvJobsOptions } from '../src/csv/csv-jobs.ts';
 import { migratedPglite } from '../../../test/helpers/pglite.ts';
+import { until } from '../../../test/helpers/until.ts';
 
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0];
 
@@ -73,14 +74,13 @@ async function world(t: Tap, opts: Partial<CsvJobsOptions> = {}): Promise<World>
   return { svc, csv, clock };
 }
 
+/** The job once `pred` holds, polled in the store (a running job's counters have no event of their own); fails after `ms`. */
 async function waitFor(id: string, pred: (j: JobRecord) => boolean, ms = 8000): Promise<JobRecord> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const j = await store.jobs.byId(id);
-    if (j && pred(j)) return j;
-    if (Date.now() > end) throw new Error(`job ${id}: ${JSON.stringify(j && { status: j.status, processed: j.processed, unique: j.unique_emails })}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
+  let j: JobRecord | undefined;
+  await until(async () => !!(j = await store.jobs.byId(id)) && pred(j), ms, `job ${id}`).catch((err: Error) => {
+    throw new Error(`${err.message}: ${JSON.stringify(j && { status: j.status, processed: j.processed, unique: j.unique_emails })}`);
+  });
+  return j!;
 }
 
 async function text(body: AsyncIterable<unknown>): Promise<string> {

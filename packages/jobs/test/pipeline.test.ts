@@ -2,12 +2,16 @@
 // in-process bus and timer scheduler) and a scripted verifier: dedupe, exact counters and credits,
 // greylist re-probes, the results CSV byte for byte, cancel, signed downloads, and restart
 // recovery (a second service on the same store finishes what the first left, nothing twice).
-// Every test has a store of its own. Waits are on events or polled conditions that fail the test on
-// timeout; what must not happen is checked after driving the step that would do it (a sweep, the
-// bus drained on close), never after a bare sleep. The only timers left stand for work that takes
-// time (a probe, a slow publish) or are the code's own (greylist delays, claim leases).
+// Every test has a store of its own. Waits are on events (a job final, results published) or,
+// where nothing emits one, on polled conditions (a counter in the store, the database's clock);
+// each fails the test on timeout. What must not happen is checked after driving the step that
+// would do it (a sweep, the bus drained on close), never after a bare sleep. Greylist re-probes
+// run on a manual clock that jumps to each wake-up the scheduler arms (reprobeClock). The only
+// timers left are a probe's work where the overlap it allows is the point, and the code's own
+// claim leases (judged by the database's clock, waited for as such).
 
 import t from 'tap';
+import { EventEmitter, once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -15,9 +19,11 @@ import { jobCredits } from '@svc/billing';
 import { ServiceError } from '@svc/contracts';
 import { DirBlobStore, Store, type Db, type JobRecord } from '@svc/store';
 import type { Verdict } from '@svc/verifier';
-import { InProcessBus, MX_TOPIC, RESULTS_TOPIC, WORK_TOPIC, type BusMessage } from '@svc/bus';
+import { InProcessBus, MX_TOPIC, RESULTS_TOPIC, WORK_TOPIC, type BusMessage, type SchedulerTimers } from '@svc/bus';
+import { ManualClock, type ClockTimer } from '@svc/engine';
 import { JobWorker, JobsService, dedupeKey, intake, resultsPath, type JobsServiceOptions, type JobVerifier } from '../src/index.ts';
 import { migratedPglite } from '../../../test/helpers/pglite.ts';
+import { until } from '../../../test/helpers/until.ts';
 
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0];
 
@@ -106,6 +112,36 @@ interface World {
   blobs: DirBlobStore;
   verifier: FakeVerifier;
   service(opts?: Partial<JobsServiceOptions>): Promise<{ svc: JobsService; bus: InProcessBus }>;
+  /** The job once a service of this world reported it final (onFinal), read from the store; rejects unless it completed, or after `ms`. */
+  completed(id: string, ms?: number): Promise<JobRecord>;
+}
+
+/**
+ * The greylist re-probes' clock for a service (its `now` and its scheduler's `timers`): a manual
+ * clock. With `follow`, time jumps to every wake-up the scheduler arms within `withinMs` (a
+ * re-probe delay) as soon as it is armed, so a re-probe comes at once and nothing waits out the
+ * delay; the scheduler's poll (a minute) is never reached. Without it time stands still: no
+ * re-probe ever comes (a process that dies before its delay ends). `wakes` holds the delay of
+ * every wake-up armed within `withinMs`.
+ */
+function reprobeClock(withinMs: number, follow = true): { clock: ManualClock; wakes: number[]; options: Pick<JobsServiceOptions, 'now' | 'timers'> } {
+  const clock = new ManualClock(Date.now());
+  const wakes: number[] = [];
+  let moving = Promise.resolve();
+  const timers: SchedulerTimers = {
+    setTimeout(fn, ms) {
+      const timer = clock.setTimeout(fn, ms);
+      if (ms <= withinMs) {
+        wakes.push(ms);
+        // One move at a time, each to the wake-up's time (or on from later, never back).
+        const at = clock.now() + ms;
+        if (follow) moving = moving.then(() => clock.advance(Math.max(0, at - clock.now())));
+      }
+      return timer;
+    },
+    clearTimeout: (timer) => clock.clearTimeout(timer as ClockTimer | undefined),
+  };
+  return { clock, wakes, options: { now: () => clock.now(), timers } };
 }
 
 /** A test's own database (PGlite from a template: about 0.4 s), blob directory, verifier, buses and services, all stopped when it ends. */
@@ -117,6 +153,8 @@ async function world(t: Tap): Promise<World> {
   const blobs = new DirBlobStore(path.join(dir, 'blobs'));
   const verifier = fakeVerifier();
   const stops: Array<() => Promise<void>> = [];
+  const finals = new Set<string>();
+  const finalEvents = new EventEmitter();
   t.teardown(async () => {
     verifier.release();
     for (const s of stops.reverse()) await s();
@@ -129,7 +167,24 @@ async function world(t: Tap): Promise<World> {
     verifier,
     async service(opts = {}) {
       const bus = new InProcessBus({ retryDelayMs: 20 });
-      const svc = new JobsService({ store, blobs, bus, verifier, publicUrl: 'http://svc.test', secret: 'a-test-secret-of-32-characters!!', greylistDelayMs: 40, greylistAttempts: 3, ownsAllWork: true, ...opts });
+      const onFinal = opts.onFinal;
+      const svc = new JobsService({
+        store,
+        blobs,
+        bus,
+        verifier,
+        publicUrl: 'http://svc.test',
+        secret: 'a-test-secret-of-32-characters!!',
+        greylistDelayMs: 40,
+        greylistAttempts: 3,
+        ownsAllWork: true,
+        ...opts,
+        onFinal: async (job) => {
+          await onFinal?.(job);
+          finals.add(job.id);
+          finalEvents.emit(job.id);
+        },
+      });
       await svc.start();
       stops.push(async () => {
         await svc.stop();
@@ -137,26 +192,52 @@ async function world(t: Tap): Promise<World> {
       });
       return { svc, bus };
     },
+    async completed(id, ms = 8000) {
+      if (!finals.has(id)) {
+        await once(finalEvents, id, { signal: AbortSignal.timeout(ms) }).catch(async () => {
+          const j = await store.jobs.byId(id);
+          throw new Error(`job ${id} not final within ${ms} ms: ${JSON.stringify(j && { status: j.status, processed: j.processed, unique: j.unique_emails })}`);
+        });
+      }
+      const j = (await store.jobs.byId(id))!;
+      if (j.status !== 'completed') throw new Error(`job ${id} ended ${j.status}, not completed`);
+      return j;
+    },
   };
 }
 
+/** The job once `pred` holds, polled in the store (counters and keys of a running job have no event of their own); fails after `ms`. */
 async function waitFor(store: Store, id: string, pred: (j: JobRecord) => boolean, ms = 8000): Promise<JobRecord> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const j = await store.jobs.byId(id);
-    if (j && pred(j)) return j;
-    if (Date.now() > end) throw new Error(`job ${id} did not get there: ${JSON.stringify(j && { status: j.status, processed: j.processed, unique: j.unique_emails })}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
+  let j: JobRecord | undefined;
+  await until(async () => !!(j = await store.jobs.byId(id)) && pred(j), ms, `job ${id}`).catch((err: Error) => {
+    throw new Error(`${err.message}: it did not get there: ${JSON.stringify(j && { status: j.status, processed: j.processed, unique: j.unique_emails })}`);
+  });
+  return j!;
 }
 
-/** Resolves once `cond()` holds (checked every 10 ms), or fails the test's wait after `ms`. */
-async function until(what: string, cond: () => boolean | Promise<boolean>, ms = 8000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
+/** Collects the emails of the results messages published on `bus`; `all(n)` resolves once `n` have come, or fails after `ms`. */
+function collectResults(bus: InProcessBus): { emails: string[]; all(n: number, ms?: number): Promise<void> } {
+  const emails: string[] = [];
+  const came = new EventEmitter();
+  bus.subscribe(
+    RESULTS_TOPIC,
+    async (m) => {
+      emails.push(...(m.results as Array<{ email: string }>).map((r) => r.email));
+      came.emit('results');
+    },
+    { partitions: 1 },
+  );
+  return {
+    emails,
+    async all(n, ms = 5000) {
+      const signal = AbortSignal.timeout(ms);
+      while (emails.length < n) {
+        await once(came, 'results', { signal }).catch(() => {
+          throw new Error(`${emails.length} of ${n} results published within ${ms} ms`);
+        });
+      }
+    },
+  };
 }
 
 /** Whether the job's claim on publishing its work ran out (by the database's clock, as claimUnpublished judges it). */
@@ -184,7 +265,9 @@ t.test('dedupe keys: exact local part, domain without case, canonical quoted for
 t.test('a JSON job end to end: counters, credits, greylist re-probes, the results CSV', async (t) => {
   const w = await world(t);
   const acc = await w.store.accounts.create({ credits: 20 });
-  const { svc } = await w.service();
+  const reprobes = reprobeClock(40);
+  const start = reprobes.clock.now();
+  const { svc } = await w.service(reprobes.options);
   const emails = [
     'jane@v.test',
     'info@v.test',
@@ -206,7 +289,7 @@ t.test('a JSON job end to end: counters, credits, greylist re-probes, the result
   t.strictSame([job.status, job.source, job.total_rows, job.unique_emails, job.credits_reserved, job.webhook_url], ['queued', 'json', 15, 11, 11, 'https://hooks.example.com/x']);
   t.strictSame(await w.store.ledger.balance(acc).then((b) => [b!.balance, b!.reserved]), [20, 11], 'unique emails reserved');
 
-  const done = await waitFor(w.store, job.id, (j) => j.status === 'completed');
+  const done = await w.completed(job.id);
   const status = svc.status(done);
   t.strictSame(status.progress, { processed: 11, total: 11, percent: 100 });
   t.strictSame(status.results, {
@@ -234,6 +317,7 @@ t.test('a JSON job end to end: counters, credits, greylist re-probes, the result
   t.strictSame(await w.store.ledger.totals(acc), { balance: 15, reserved: 0 }, 'the ledger agrees');
 
   t.equal(w.verifier.tries.get('g1@g.test'), 3, 'the greylisted address was probed three times');
+  t.ok(reprobes.wakes.length > 0 && reprobes.clock.now() - start >= 80, `its re-probes came the 40 ms delay apart on the re-probes' clock (${reprobes.clock.now() - start} ms)`);
   t.equal(w.verifier.tries.get('gf@gf.test'), 3, 'the one greylisted forever three times, then unknown');
   t.equal(w.verifier.tries.get('jane@v.test'), 1, 'each unique email once');
   t.ok(w.verifier.calls.every((c) => c.smtpRetries === 0), 'jobs ask for no in-session greylist retry');
@@ -296,7 +380,7 @@ t.test('bad input and refusals write nothing', async (t) => {
   await t.rejects(svc.get(acc, job.id), { code: 'job_not_found' }, "another account's job");
   await t.rejects(svc.cancel(acc, job.id), { code: 'job_not_found' });
   await t.rejects(svc.downloadLink(acc, job.id), { code: 'job_not_found' });
-  await waitFor(w.store, job.id, (j) => j.status === 'completed');
+  await w.completed(job.id);
   await t.rejects(svc.cancel(other, job.id), { code: 'invalid_job_state' }, 'cancel a finished job');
   await t.rejects(svc.list(acc, { limit: 5, cursor: 'junk' }), { code: 'invalid_request' });
   await t.rejects(svc.downloadLink(other, job.id, 'valid,nope'), { code: 'invalid_request' });
@@ -311,7 +395,7 @@ t.test('signed download URLs: tampered, expired, not yet available', async (t) =
   const job = await svc.createJsonJob(acc, ['a@v.test', 'b@x.test']);
   await t.rejects(svc.downloadLink(acc, job.id), { code: 'invalid_job_state' }, 'before completion');
   w.verifier.release();
-  await waitFor(w.store, job.id, (j) => j.status === 'completed');
+  await w.completed(job.id);
   const link = await svc.downloadLink(acc, job.id, 'valid');
   t.equal(link.expires_at, new Date(Math.floor((now + 3_600_000) / 1000) * 1000).toISOString(), 'valid for an hour');
   const q = Object.fromEntries(new URL(link.url).searchParams);
@@ -349,21 +433,23 @@ t.test('cancel: work in flight is dropped, done High-Value results charged, the 
 t.test('restart recovery: a second process finishes the job, every row once, credits exact', async (t) => {
   const w = await world(t);
   const acc = await w.store.accounts.create({ credits: 100 });
-  const first = await w.service();
+  // The first process's clock stands still: it "dies" before the greylist delay of its deferred
+  // address ends, so it never probes it again.
+  const first = await w.service(reprobeClock(40, false).options);
   // The first process gets the v.test and x.test answers; the h.test probes hang, and the g.test
   // address is greylisted (deferred) when the process "dies".
   w.verifier.hold.add('h.test');
   const emails = ['a@v.test', 'b@v.test', 'c@h.test', 'd@h.test', 'e@x.test', 'g1@g.test', 'a@v.test', 'c@h.test'];
   const job = await first.svc.createJsonJob(acc, emails);
   await waitFor(w.store, job.id, (j) => j.processed === 3);
-  await until('the greylisted address deferred', async () => (await w.store.jobs.results(job.id, -1, 100)).some((r) => r.state === 'deferred'), 3000);
+  await until(async () => (await w.store.jobs.results(job.id, -1, 100)).some((r) => r.state === 'deferred'), 3000, 'the greylisted address deferred');
   // The crash: the first service is never asked again (its bus and scheduler are stopped). Its
   // bus closes once the probes it has in flight (held) finish.
   await first.svc.stop();
   const firstClosed = first.bus.close();
   w.verifier.hold.clear();
-  const second = await w.service();
-  const done = await waitFor(w.store, job.id, (j) => j.status === 'completed');
+  const second = await w.service(reprobeClock(40).options);
+  const done = await w.completed(job.id);
   t.strictSame([done.total_rows, done.unique_emails, done.processed, done.valid, done.invalid, done.high_value, done.credits_charged, done.credits_refunded], [8, 6, 6, 5, 1, 5, 5, 1]);
   t.equal(w.verifier.tries.get('g1@g.test'), 3, 'the greylisted address kept its attempts across the restart');
   // The probes the first process had in flight finish now: their results change nothing.
@@ -392,7 +478,7 @@ t.test('a durable bus: a starting process publishes again only the work of jobs 
   // Its process died (a 1 ms claim: already run out when the next process starts).
   const unpublished = await intake({ store: w.store, blobs: w.blobs, bus: refusing, claimLeaseMs: 1, onPublishError: () => {} }, { accountId: acc, source: 'json', columns: ['email'], emailIndex: 0, rows: [[{ fields: ['c@u.test'], email: 'c@u.test' }]] });
   t.equal(await w.store.jobs.workPublished(unpublished.id), false);
-  await until('the dead intake’s claim ran out', () => claimRanOut(w.db, unpublished.id));
+  await until(() => claimRanOut(w.db, unpublished.id), 8000, 'the dead intake’s claim ran out');
   await first.svc.stop();
   void first.bus.close();
   // A second process on a bus that kept its messages (Kafka): count what it publishes.
@@ -456,7 +542,7 @@ t.test('a front that dies mid-publish: a running worker takes its job over once 
     publish: async (topic: string, key: string, m: BusMessage) => {
       const jobId = String(m.job_id);
       const claimEnd = (await w.db.query<{ claim_end: Date }>(`SELECT publish_claimed_until AS claim_end FROM jobs WHERE id = $1`, [jobId]))[0]!.claim_end;
-      await until('the first claim’s end', async () => (await w.db.query<{ past: boolean }>(`SELECT now() > $1::timestamptz AS past`, [claimEnd]))[0]!.past === true, 5000);
+      await until(async () => (await w.db.query<{ past: boolean }>(`SELECT now() > $1::timestamptz AS past`, [claimEnd]))[0]!.past === true, 5000, 'the first claim’s end');
       await worker.sweepUnpublished();
       return bus.publish(topic, key, m);
     },
@@ -470,7 +556,7 @@ t.test('a front that dies mid-publish: a running worker takes its job over once 
   // Two sweeps racing for one job whose claim ran out: one gets it.
   const third = await intake({ store: w.store, blobs: w.blobs, bus: refusing, claimLeaseMs: 1, onPublishError: () => {} }, { accountId: acc, source: 'json', columns: ['email'], emailIndex: 0, rows: rows(['e@x.test']) });
   await worker.stop(); // no sweep of its own meanwhile
-  await until('the claim ran out', () => claimRanOut(w.db, third.id));
+  await until(() => claimRanOut(w.db, third.id), 8000, 'the claim ran out');
   const claims = await Promise.all([w.store.jobs.claimUnpublished(60_000, 20), w.store.jobs.claimUnpublished(60_000, 20)]);
   t.strictSame(claims.map((c) => c.filter((j) => j.id === third.id).length).sort(), [0, 1], 'exactly one of two concurrent claims gets it');
 });
@@ -478,9 +564,9 @@ t.test('a front that dies mid-publish: a running worker takes its job over once 
 t.test('a DNS timeout or SERVFAIL in a job is probed again later, like greylisting, within the same attempts', async (t) => {
   const w = await world(t);
   const acc = await w.store.accounts.create({ credits: 10 });
-  const { svc } = await w.service({ greylistDelayMs: 40, greylistAttempts: 3 });
+  const { svc } = await w.service({ greylistDelayMs: 40, greylistAttempts: 3, ...reprobeClock(40).options });
   const job = await svc.createJsonJob(acc, ['a@dt.test', 'b@sf.test']);
-  const done = await waitFor(w.store, job.id, (j) => j.status === 'completed');
+  const done = await w.completed(job.id);
   const rows = await w.store.jobs.results(job.id, -1, 10);
   t.strictSame(rows.map((r) => [r.email, r.verdict.result, r.verdict.reason_code, r.state]), [
     ['a@dt.test', 'valid', 'accepted', 'done'],
@@ -495,7 +581,7 @@ t.test('the orphan sweep deletes stored input whose intake died before creating 
   const acc = await w.store.accounts.create({ credits: 10 });
   const { svc } = await w.service();
   const job = await svc.createJsonJob(acc, ['a@v.test']);
-  await waitFor(w.store, job.id, (j) => j.status === 'completed');
+  await w.completed(job.id);
   // What a front killed between storing a job's input and creating the job leaves behind.
   const dead = 'job_0000000000000000000000aa';
   await w.blobs.put(`jobs/${dead}/rows.ndjson`, ['{"v":1}\n']);
@@ -523,7 +609,7 @@ t.test('restart recovery: a job whose results are all stored but that was not fi
   }
   t.equal((await w.store.jobs.byId(job.id))!.status, 'processing');
   await w.service();
-  const done = await waitFor(w.store, job.id, (j) => j.status === 'completed');
+  const done = await w.completed(job.id);
   t.strictSame([done.credits_charged, done.credits_refunded, done.results_key], [1, 1, `jobs/${job.id}/results.csv`]);
   t.equal(w.verifier.calls.length, 0, 'nothing was probed again');
 });
@@ -541,7 +627,7 @@ t.test('onFinal and onFinalTx run once per job', async (t) => {
     },
   });
   const job = await svc.createJsonJob(acc, ['a@v.test', 'b@v.test']);
-  await waitFor(w.store, job.id, (j) => j.status === 'completed');
+  await w.completed(job.id);
   // Stopped and drained: every handler that could call a hook again has finished.
   await svc.stop();
   await bus.close();
@@ -572,8 +658,7 @@ t.test('the worker probes at most maxInFlight addresses at once across its lanes
   };
   const bus = new InProcessBus({ retryDelayMs: 20 });
   t.teardown(() => bus.close());
-  const results: string[] = [];
-  bus.subscribe(RESULTS_TOPIC, async (m) => void results.push(...(m.results as Array<{ email: string }>).map((r) => r.email)), { partitions: 1 });
+  const { emails: results, all } = collectResults(bus);
   const store = { jobs: { claimForWork: async () => true, isProcessing: async () => true } } as unknown as ConstructorParameters<typeof JobWorker>[0]['store'];
   const worker = new JobWorker({ store, verifier, bus, greylistDelayMs: 10, greylistAttempts: 1, maxInFlight: 5 });
   worker.start(16);
@@ -583,7 +668,7 @@ t.test('the worker probes at most maxInFlight addresses at once across its lanes
     sent.push(...items.map((x) => x[1]));
     await bus.publish(WORK_TOPIC, `d${i}`, { v: 1, job_id: 'job_x', items } as unknown as BusMessage);
   }
-  await until('every result published', () => results.length >= sent.length, 5000);
+  await all(sent.length);
   t.strictSame(results.sort(), [...sent].sort(), 'every address probed and its result published');
   t.equal(most, 3, '8 messages of 3 on 16 lanes with room for 5: one message at a time');
   t.strictSame(probed, sent, 'in the order they came');
@@ -621,15 +706,14 @@ t.test('the route stage keys MX work by the first MX host of each domain, with t
     if (topic === MX_TOPIC) mxMessages.push({ key, emails: (message.items as Array<[number, string, number]>).map((i) => i[1]) });
     return publish(topic, key, message);
   };
-  const results: string[] = [];
-  bus.subscribe(RESULTS_TOPIC, async (m) => void results.push(...(m.results as Array<{ email: string }>).map((r) => r.email)), { partitions: 1 });
+  const { emails: results, all } = collectResults(bus);
   const store = { jobs: { claimForWork: async () => true, isProcessing: async () => true } } as unknown as ConstructorParameters<typeof JobWorker>[0]['store'];
   new JobWorker({ store, verifier, bus, greylistDelayMs: 10, greylistAttempts: 1 }).start(4);
   const emails = ['x1@a.test', 'x2@b.test', 'x3@c.test', 'x4@gone.test', 'x5@a.test', 'not-an-address', 'x6@b.test'];
   // Two work messages (two domain buckets) routed together: their emails for one host go as one MX message.
   await bus.publish(WORK_TOPIC, 'd1', { v: 1, job_id: 'job_r', items: emails.slice(0, 6).map((e, i) => [i, e, 0]) } as unknown as BusMessage);
   await bus.publish(WORK_TOPIC, 'd2', { v: 1, job_id: 'job_r', items: [[6, emails[6], 0]] } as unknown as BusMessage);
-  await until('every result published', () => results.length >= emails.length, 5000);
+  await all(emails.length);
   t.strictSame(results.sort(), [...emails].sort(), 'every address probed once and its result published');
   const byKey = Object.fromEntries(mxMessages.map((m) => [m.key, m.emails]));
   t.strictSame(byKey['mx:mx1.shared.test'], ['x1@a.test', 'x2@b.test', 'x5@a.test', 'x6@b.test'], 'two domains on one host, from two work messages: one key, one message');

@@ -17,6 +17,7 @@ import { buildJobEvent, jobWebhookEvent, webhookRetryDelayMs, WebhookDispatcher,
 import type { Resolver } from '@svc/egress';
 import { freshPglite, migratedPglite } from '../../../test/helpers/pglite.ts';
 import { freshSchema, PG_SHOWN, pgUnreachable } from '../../../test/helpers/postgres.ts';
+import { until } from '../../../test/helpers/until.ts';
 
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0];
 
@@ -443,7 +444,7 @@ t.test('durability: stopped mid-way, a new dispatcher on the same store delivers
 async function twoDispatchers(t: Tap, stores: [Store, Store]): Promise<void> {
   const acc = await stores[0].accounts.create();
   const rx = await receiver(t, async (_r, res) => {
-    await new Promise((r) => setTimeout(r, 5 + Math.floor(Math.random() * 25)));
+    await new Promise((r) => setTimeout(r, 5 + Math.floor(Math.random() * 25))); // a receiver of uneven speed: the two dispatchers' deliveries interleave
     res.end('ok');
   });
   const n = 40;
@@ -507,11 +508,7 @@ t.test('options', async (t) => {
   d.start();
   d.start(); // twice is once
   d.kick();
-  const end = Date.now() + 5000;
-  while (polls < 5) {
-    if (Date.now() > end) throw new Error(`timed out waiting for 5 polls (${polls})`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
+  await until(() => polls >= 5, 5000, "the dispatcher's first 5 polls");
   t.equal(most, 1, 'started twice, one poll loop');
   await d.stop();
   await d.stop(); // and stopping twice is fine

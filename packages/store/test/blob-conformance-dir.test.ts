@@ -2,6 +2,7 @@
 
 import t from 'tap';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { readdir, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { DirBlobStore } from '../src/blob/blob.ts';
@@ -15,5 +16,12 @@ blobConformance(t, {
     const d = mkdtempSync(path.join(os.tmpdir(), 'svc-blob-conf-'));
     t.teardown(() => rmSync(d, { recursive: true, force: true }));
     return new DirBlobStore(path.join(d, 'blobs'));
+  },
+  async writing(store) {
+    const root = (store as DirBlobStore).root;
+    const names = await readdir(root, { recursive: true }).catch(() => [] as string[]);
+    const partial = names.filter((n) => path.basename(n).includes('.partial-'));
+    const sizes = await Promise.all(partial.map(async (n) => (await stat(path.join(root, n)).catch(() => ({ size: 0 }))).size)); // a renamed one is done
+    return sizes.filter((n) => n > 0).length;
   },
 });

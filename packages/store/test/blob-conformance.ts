@@ -7,6 +7,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { BlobTooLargeError, type BlobStore } from '../src/blob/blob.ts';
 import type { Tap } from './conformance.ts';
+import { until } from '../../../test/helpers/until.ts';
 
 export type { Tap };
 
@@ -16,6 +17,8 @@ export interface BlobAdapter {
   readonly chunkBytes: number;
   /** A new, empty store isolated from every other one, cleaned up when `t` ends. */
   fresh(t: Tap): Promise<BlobStore>;
+  /** Puts under way in `store` as the adapter holds them (a staged object, a partial file with bytes in it). */
+  writing(store: BlobStore): Promise<number>;
 }
 
 /** All the bytes of a stream (undefined for undefined). */
@@ -181,12 +184,15 @@ export function blobConformance(t: Tap, adapter: BlobAdapter): void {
     // A put in progress is not listed.
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
+    let waiting = false;
     const slow = b.put('jobs/j3/rows.ndjson', (async function* () {
       yield Buffer.from('first');
+      waiting = true;
       await gate;
       yield Buffer.from('last');
     })());
-    await new Promise((r) => setTimeout(r, 50));
+    // Under way: its first piece taken, and held by the adapter where list could see it.
+    await until(async () => waiting && (await adapter.writing(b)) === 1, 5000, 'the put to be under way');
     t.notOk((await b.list('jobs/')).some((e) => e.key.startsWith('jobs/j3/')), 'a blob being written is not listed');
     release();
     await slow;

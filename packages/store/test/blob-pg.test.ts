@@ -9,7 +9,7 @@ import t from 'tap';
 import { randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { PGlite } from '@electric-sql/pglite';
-import type { Db, Queryable } from '../src/db/db.ts';
+import type { Db, Queryable, Row } from '../src/db/db.ts';
 import { migrate } from '../src/db/migrate.ts';
 import { openPglite } from '../src/db/pglite.ts';
 import { openPostgres } from '../src/db/postgres.ts';
@@ -18,24 +18,46 @@ import { BlobGoneError, BlobUploadLostError, PgBlobStore, type PgBlobStoreOption
 import { blobConformance, readAll, type Tap } from './blob-conformance.ts';
 import { pgliteTemplate } from '../../../test/helpers/pglite.ts';
 import { freshSchema, PG_SHOWN, pgUnreachable } from '../../../test/helpers/postgres.ts';
+import { until } from '../../../test/helpers/until.ts';
 
 const REQUIRED = process.env.CI_REQUIRE_SERVICES === '1';
 const MiB = 1024 * 1024;
 
 type FreshDb = (t: Tap) => Promise<Db>;
 
-/** A Db whose queries are seen by `spy` first (transactions pass through unseen). */
-function spied(db: Db, spy: (sql: string, params: unknown[]) => void): Db {
+/** A Db whose queries are seen by `spy` first (transactions pass through unseen), and counted while they run. */
+function spied(db: Db, spy: (sql: string, params: unknown[]) => void): Db & { readonly inFlight: number } {
+  let inFlight = 0;
   return {
     kind: db.kind,
-    query: (sql, params = []) => {
+    query: <T extends Row = Row>(sql: string, params: unknown[] = []) => {
       spy(sql, params);
-      return db.query(sql, params);
+      inFlight++;
+      return db.query<T>(sql, params).finally(() => inFlight--);
     },
     transaction: (fn) => db.transaction(fn),
     exec: (sql) => db.exec(sql),
     close: () => db.close(),
+    get inFlight() {
+      return inFlight;
+    },
   };
+}
+
+/**
+ * Waits until a stream reading through `db` has fetched all it fetches on its own: no query in
+ * flight after a turn of the event loop (a stream asks for more within the turn it got its last
+ * answer in, so a fetch it would make has started by then).
+ */
+async function fetchesDone(db: { readonly inFlight: number }): Promise<void> {
+  await until(async () => (await new Promise((ok) => setImmediate(ok)), db.inFlight === 0), 5000, 'the stream to stop fetching');
+}
+
+/** Waits until the database's clock is more than `ms` past the last touch of the staged uploads (what sweepPartials(ms) compares with). */
+async function stagedOlderThan(db: Queryable, ms: number): Promise<void> {
+  const [row] = await db.query<{ touched: string }>(`SELECT max(touched_at)::text AS touched FROM blob_objects WHERE state = 'staged'`);
+  const past = async () => (await db.query<{ past: boolean }>(`SELECT now() - $1::timestamptz > $2::double precision * interval '1 millisecond' AS past`, [row!.touched, ms]))[0]!.past === true;
+  await until(past, 5000, `the database's clock ${ms} ms past the staged upload's last touch`);
 }
 
 async function counts(db: Queryable): Promise<{ objects: number; staged: number; chunks: number }> {
@@ -49,7 +71,7 @@ function suites(t: Tap, freshDb: FreshDb): void {
   for (const opts of [{}, { chunkBytes: 1000, readChunks: 3 }] as PgBlobStoreOptions[]) {
     const chunkBytes = opts.chunkBytes ?? MiB;
     t.test(`conformance, ${chunkBytes}-byte chunks`, async (t) => {
-      blobConformance(t, { name: 'pg', chunkBytes, fresh: async (t) => new PgBlobStore(await freshDb(t), opts) });
+      blobConformance(t, { name: 'pg', chunkBytes, fresh: async (t) => new PgBlobStore(await freshDb(t), opts), writing: async (b) => (await counts((b as PgBlobStore).db)).staged });
     });
   }
 
@@ -123,12 +145,12 @@ function suites(t: Tap, freshDb: FreshDb): void {
     const data = randomBytes(40 * C + 5);
     await b.put('csv', [data]);
     const r = (await b.get('csv'))!;
-    await new Promise((ok) => setTimeout(ok, 50));
+    await fetchesDone(db);
     t.ok(fetched <= 2, `before reading: at most one batch fetched (${fetched} chunks)`);
     const it = r[Symbol.asyncIterator]();
     const first = await it.next();
     t.ok(Buffer.isBuffer(first.value) && first.value.length > 0, 'a first piece');
-    await new Promise((ok) => setTimeout(ok, 50));
+    await fetchesDone(db);
     t.ok(fetched <= 6, `after the first piece: a few chunks fetched (${fetched} of 41)`);
     const parts = [first.value as Buffer];
     for (let n = await it.next(); !n.done; n = await it.next()) parts.push(n.value as Buffer);
@@ -173,7 +195,7 @@ function suites(t: Tap, freshDb: FreshDb): void {
     await b.delete('k');
     t.strictSame(await counts(real), { objects: 1, staged: 1, chunks: 3 }, 'delete of the key leaves it (it is no blob)');
     t.equal(await b.sweepPartials(60_000), 0, 'not swept while younger than olderThanMs');
-    await new Promise((ok) => setTimeout(ok, 20));
+    await stagedOlderThan(real, 10);
     t.equal(await b.sweepPartials(10), 1, 'swept once older');
     t.strictSame(await counts(real), { objects: 0, staged: 0, chunks: 0 }, 'no chunk left');
     await t.rejects(b.sweepPartials(-1), RangeError);
@@ -202,7 +224,7 @@ function suites(t: Tap, freshDb: FreshDb): void {
     t.equal(await b.sweepPartials(60_000), 0, 'a recently touched upload is left alone');
     t.strictSame(await counts(db), { objects: 2, staged: 1, chunks: 3 }, 'the live blob and the staged upload');
     t.equal((await readAll(await b.get('k')))?.toString(), 'old', 'readers see the old blob meanwhile');
-    await new Promise((ok) => setTimeout(ok, 20));
+    await stagedOlderThan(db, 5);
     t.equal(await b.sweepPartials(5), 1, 'a sweep with a short horizon takes it');
     release();
     const err = await p;

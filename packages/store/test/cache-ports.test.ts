@@ -6,20 +6,43 @@ import { randomBytes } from 'node:crypto';
 import t from 'tap';
 import type { CachePort } from '@svc/verifier';
 import { connectRedis, MemoryCache, MemoryRateLimiter, RedisCache, RedisRateLimiter, type RateLimiterPort } from '../src/index.ts';
+import { redisClockPasses } from '../../../test/helpers/until.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 type TestT = Parameters<Parameters<typeof t.test>[0]>[0];
 
-function conformance(t: TestT, name: string, make: () => { cache: CachePort; limiter: RateLimiterPort }) {
+interface Adapters {
+  cache: CachePort;
+  limiter: RateLimiterPort;
+  /**
+   * Lets more than `ms` pass on the clock that expires the adapters' keys: the in-process
+   * adapters' injected clock is moved forward; Redis expires keys on its own clock, so the wait
+   * is for Redis's TIME to be more than `ms` past what it read at the call.
+   */
+  elapse(ms: number): Promise<void>;
+}
+
+/** Adapters on a clock of their own that moves only when the test says so. */
+function inProcess(): Adapters {
+  let now = 1_700_000_000_000;
+  const clock = () => now;
+  return {
+    cache: new MemoryCache(undefined, clock),
+    limiter: new MemoryRateLimiter(clock),
+    elapse: async (ms) => void (now += ms + 1),
+  };
+}
+
+function conformance(t: TestT, name: string, make: () => Adapters) {
   t.test(`${name}: cache`, async (t) => {
-    const { cache } = make();
+    const { cache, elapse } = make();
     t.equal(await cache.get('missing'), undefined);
     await cache.set('v:a@b.test', { result: 'valid', n: 1, flags: ['x'] }, 10_000);
     t.same(await cache.get('v:a@b.test'), { result: 'valid', n: 1, flags: ['x'] }, 'round-trips plain data');
     await cache.set('short', 1, 60);
     t.equal(await cache.get('short'), 1);
-    await sleep(120);
+    await elapse(60);
     t.equal(await cache.get('short'), undefined, 'expires after its ttl');
     await cache.set('zero', 1, 0);
     t.equal(await cache.get('zero'), undefined, 'a zero ttl stores nothing');
@@ -57,7 +80,7 @@ function conformance(t: TestT, name: string, make: () => { cache: CachePort; lim
   });
 
   t.test(`${name}: rate limiter`, async (t) => {
-    const { limiter } = make();
+    const { limiter, elapse } = make();
     const key = `k${randomBytes(4).toString('hex')}`;
     const first = await limiter.hit(key, 3, 60_000);
     t.same([first.allowed, first.limit, first.remaining], [true, 3, 2]);
@@ -71,7 +94,7 @@ function conformance(t: TestT, name: string, make: () => { cache: CachePort; lim
     const quick = `${key}-quick`;
     await limiter.hit(quick, 1, 100);
     t.equal((await limiter.hit(quick, 1, 100)).allowed, false);
-    await sleep(250);
+    await elapse(100);
     t.equal((await limiter.hit(quick, 1, 100)).allowed, true, 'a new window after the old one ends');
     // Concurrent hits never let more than the limit through.
     const burstKey = `${key}-burst`;
@@ -80,7 +103,7 @@ function conformance(t: TestT, name: string, make: () => { cache: CachePort; lim
   });
 }
 
-conformance(t as unknown as TestT, 'in-process', () => ({ cache: new MemoryCache(), limiter: new MemoryRateLimiter() }));
+conformance(t as unknown as TestT, 'in-process', inProcess);
 
 const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const probe = connectRedis(url);
@@ -96,7 +119,11 @@ if (!up) {
     if (keys.length) await probe.del(...keys);
     await probe.quit();
   });
-  conformance(t as unknown as TestT, 'redis', () => ({ cache: new RedisCache(probe, `${prefix}c:`), limiter: new RedisRateLimiter(probe, `${prefix}rl:`) }));
+  conformance(t as unknown as TestT, 'redis', () => ({
+    cache: new RedisCache(probe, `${prefix}c:`),
+    limiter: new RedisRateLimiter(probe, `${prefix}rl:`),
+    elapse: (ms) => redisClockPasses(probe, ms, `Redis's clock ${ms} ms on`),
+  }));
   t.test('redis: readiness ping', async (t) => {
     t.equal(await new RedisCache(probe, prefix).ping(), true);
   });

@@ -14,6 +14,7 @@ import type { Db } from '../src/db/db.ts';
 import { migrate } from '../src/db/migrate.ts';
 import { Store, hashKey, IdempotencyRepo, keyKindOf, KEY_PREFIX } from '../src/index.ts';
 import { seededRandom } from '../../../test/helpers/random.ts';
+import { databaseClockPasses } from '../../../test/helpers/until.ts';
 
 /** The type of a tap test object (the `t` of a subtest callback). */
 export type Tap = Parameters<Parameters<typeof tap.test>[0]>[0];
@@ -362,7 +363,7 @@ export function storeConformance(t: Tap, adapter: Adapter): void {
             const r = (await db.query<{ balance: number; reserved: number }>('SELECT balance, reserved FROM accounts WHERE id = $1', [acc]))[0]!;
             samples++;
             if (r.balance < 0 || r.reserved < 0 || r.reserved > r.balance) bad.push(r);
-            await sleep(1);
+            await sleep(1); // the sampler's pace: it reads while the workers run
           }
         })();
         // 20 workers, each running 15 reserve/settle sequences back to back: holds and releases
@@ -378,7 +379,7 @@ export function storeConformance(t: Tap, adapter: Adapter): void {
                   mine.push({ ...p, ok: false, available: r.available, settled: false });
                   continue;
                 }
-                if (p.pause) await sleep(p.pause);
+                if (p.pause) await sleep(p.pause); // work between reserve and settle: the sequences interleave
                 mine.push({ ...p, ok: true, available: -1, settled: await store.ledger.settle(r.reservationId, p.charged) });
               }
               return mine;
@@ -441,7 +442,7 @@ export function storeConformance(t: Tap, adapter: Adapter): void {
 
       t.equal(await store.ledger.releaseStale(purpose, 3_600_000), 0, 'nothing is an hour old');
       await money(t, acc, 20, 14, 'nothing released');
-      await sleep(5); // now() has millisecond resolution on PGlite
+      await databaseClockPasses(db, 0, 'the database clock past the reservations');
       t.equal(await store.ledger.releaseStale(purpose, 0), 3, 'three stale reservations of the purpose released');
       await money(t, acc, 20, 2, 'their credits are available again, the other purpose is untouched');
       t.strictSame((await ledger(acc)).slice(-3).sort(), ['release:3', 'release:4', 'release:5'], 'released, never charged');
@@ -490,17 +491,17 @@ export function storeConformance(t: Tap, adapter: Adapter): void {
 
       t.strictSame(await begin('k3', 'h1', R, 1), { state: 'new' }, 'claim with a 1 ms ttl');
       await complete(acc, 'k3', 200, 'old');
-      await sleep(20);
+      await databaseClockPasses(db, 1, 'the 1 ms ttl of k3 to run out');
       t.strictSame(await begin('k3', 'h2'), { state: 'new' }, 'an expired record is replaced');
       t.strictSame(await begin('k3', 'h2'), { state: 'in_progress' }, 'by the new claim');
       const k3 = await db.query('SELECT request_hash, status, response_body FROM idempotency_keys WHERE account_id = $1 AND key = $2', [acc, 'k3']);
       t.strictSame(k3, [{ request_hash: 'h2', status: 'in_progress', response_body: null }], 'the old response is gone');
       t.strictSame(await begin('k3b', 'h1', R, 1), { state: 'new' });
-      await sleep(20);
+      await databaseClockPasses(db, 1, 'the 1 ms ttl of k3b to run out');
       t.strictSame(await begin('k3b', 'h2'), { state: 'new' }, 'an expired in-progress claim is replaced too');
 
       t.strictSame(await begin('k4'), { state: 'new' });
-      await sleep(5); // now() has millisecond resolution on PGlite
+      await databaseClockPasses(db, 0, 'the database clock past the claim of k4');
       t.strictSame(await begin('k4', 'h1', R, H, H), { state: 'in_progress' }, 'not stale yet');
       t.strictSame(await begin('k4', 'h1', R, H, 0), { state: 'new' }, 'a stale in-progress claim is taken over');
       t.strictSame(await begin('k4', 'h1', R, H, H), { state: 'in_progress' }, 'and is now held by the new owner');
@@ -569,7 +570,7 @@ export function storeConformance(t: Tap, adapter: Adapter): void {
       t.equal(await store.idempotency.releaseInProgress(H), 0, 'again: nothing');
       t.strictSame(await begin(acc, 'old-1', H, 'other body'), { state: 'new' }, 'a released key is free at once');
       t.strictSame(await begin(acc, 'old-done'), { state: 'replay', status: 200, body: 'ok' }, 'a completed one still replays');
-      await sleep(5); // now() has millisecond resolution on PGlite
+      await databaseClockPasses(db, 0, 'the database clock past the young claims');
       t.equal(await store.idempotency.releaseInProgress(0), 2, 'older than 0 ms: every claim in progress (young, old-1)');
       t.strictSame(await records(), ['old-done:done']);
     });
@@ -580,7 +581,7 @@ export function storeConformance(t: Tap, adapter: Adapter): void {
       t.strictSame(await begin(acc, 'exp-claim', 1), { state: 'new' }, 'claim with a 1 ms ttl, never completed');
       t.strictSame(await begin(acc2, 'exp-other', 1), { state: 'new' }, 'another account, 1 ms ttl');
       t.strictSame(await begin(acc, 'live-claim'), { state: 'new' }, 'claim with a 1 h ttl');
-      await sleep(5); // past the 1 ms ttl on the database's millisecond clock
+      await databaseClockPasses(db, 1, 'the 1 ms ttls to run out');
       t.equal(await store.idempotency.sweepExpired(), 3, 'the three expired records, done or not, of every account');
       t.strictSame(await records(), ['live-claim:in_progress', 'old-done:done'], 'unexpired records remain');
       t.equal(await store.idempotency.sweepExpired(), 0, 'sweeping again finds nothing');

@@ -9,8 +9,8 @@ import type { ValidationResultBody } from '@svc/contracts';
 import type { Db } from '../src/db/db.ts';
 import { openPostgres } from '../src/db/postgres.ts';
 import { migrate, Store, type Decision, type JobDecisions, type JobRecord, type JobResultInput, type NewJob } from '../src/index.ts';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { freshPglite } from '../../../test/helpers/pglite.ts';
+import { databaseClockPasses, until } from '../../../test/helpers/until.ts';
 import { freshSchema, PG_SHOWN, pgUnreachable } from '../../../test/helpers/postgres.ts';
 import type { Tap } from './conformance.ts';
 
@@ -79,13 +79,6 @@ const counters = (j: JobRecord) => ({
   catch_all: j.catch_all,
 });
 
-async function until(cond: () => boolean, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error('timed out waiting');
-    await sleep(5);
-  }
-}
 
 function suite(t: Tap, open: (t: Tap) => Promise<Target>): void {
   t.test('create holds the credits with the job, in one transaction; too few credits writes nothing', async (t) => {
@@ -225,10 +218,10 @@ function suite(t: Tap, open: (t: Tap) => Promise<Target>): void {
     const held = new Promise<void>((res) => (release = res));
     let got: Decision[] = [];
     const dying = store.decisionOutbox.ship(10, async (ds) => { got = ds; await held; throw new Error('killed'); }, 200);
-    await until(() => got.length === 1);
+    await until(() => got.length === 1, 5000, 'the dying relay to take the decision');
     t.strictSame(got[0], { ...(decide(r.job, [7])[0]!), mx_host: 'mx\uFFFD.example.test' }, 'the decision as queued (a NUL made storable), decided_at a Date again');
     t.equal(await store.decisionOutbox.ship(10, async () => void t.fail('leased rows are not taken')), 0, 'leased: not taken');
-    await sleep(250);
+    await databaseClockPasses(db, 200, 'the 200 ms lease of the dying relay to run out');
     const taken: string[] = [];
     t.equal(await store.decisionOutbox.ship(10, async (ds) => void taken.push(...ds.map((d) => d.id))), 1, 'the lease ran out: taken');
     t.strictSame(taken, [`${id}:7`]);
@@ -342,7 +335,7 @@ function suite(t: Tap, open: (t: Tap) => Promise<Target>): void {
     t.equal(await store.jobs.renewIntake(up.id, 60_000), true, 'the holder renews');
     await store.jobs.releaseIntake(up.id);
     t.equal(await second.jobs.claimIntake(acc, up.id, 1), true, 'given back: claimable at once');
-    await new Promise((r) => setTimeout(r, 20));
+    await databaseClockPasses(target.db, 1, 'the 1 ms intake lease to run out');
     t.equal(await store.jobs.claimIntake(acc, up.id, 60_000), true, 'a lease that ran out (a killed intake) is claimable');
     const q = await store.jobs.queue(acc, up.id, { totalRows: 3, uniqueEmails: 2, inputKey: 'jobs/job_claim00001/rows.ndjson' }, jobCredits);
     t.equal(q.ok, true);

@@ -13,6 +13,7 @@ import t from 'tap';
 import { connectRedis } from '../src/index.ts';
 import { RedisMxThrottle, type RedisMxThrottleOptions } from '../src/cache/redis-mx-throttle.ts';
 import { mxThrottleConformance } from '../../../test/helpers/mx-throttle-conformance.ts';
+import { redisClockPasses, until } from '../../../test/helpers/until.ts';
 
 type TestT = Parameters<Parameters<typeof t.test>[0]>[0];
 
@@ -24,15 +25,6 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout;
   return Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms)))]).finally(() => clearTimeout(timer));
-}
-
-/** Waits for a condition that has no event of its own (a counter of another object), checking every 5 ms. */
-async function until(cond: () => boolean | Promise<boolean>, ms: number, what: string): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`${what}: not within ${ms} ms`);
-    await sleep(5);
-  }
 }
 
 /** Tracks whether a promise has settled, without awaiting it. */
@@ -106,13 +98,14 @@ if (!up) {
   });
 
   t.test('a release wakes a waiter of another instance by message, not by poll', async (t) => {
-    const { make } = setup(t as unknown as TestT);
+    const { keyPrefix, make } = setup(t as unknown as TestT);
     const a = make({ max: 1, pollMs: 60_000 });
     const b = make({ max: 1, pollMs: 60_000 });
     const ra = await a.acquire('mx.b.test');
     const wb = track(b.acquire('MX.B.test'));
     await until(() => b.stats.waited === 1, 2000, 'b waits');
-    await sleep(50); // b's subscription stands (its own try after subscribing found nothing free)
+    // b's subscription stands: Redis lists its channel (only b waits, so only b subscribes).
+    await until(async () => (await redis.pubsub('CHANNELS', `${keyPrefix}*`)).length === 1, 2000, "b's subscription");
     t.notOk(wb.done(), 'b waits while a holds (host names are case-insensitive)');
     const t0 = performance.now();
     ra();
@@ -171,7 +164,7 @@ if (!up) {
     const loops = Array.from({ length: 8 }, async () => {
       while (!stop) {
         const r = await busy.acquire('mx.g.test');
-        await sleep(5);
+        await sleep(5); // the session's work: holds overlap, so the permits are contended
         r();
       }
     });
@@ -344,7 +337,7 @@ if (!up) {
     t.equal(await th.active('mx.l.test'), 3, 'the child holds all three');
     const w = track(th.acquire('mx.l.test'));
     await until(() => th.stats.waited === 1, 2000, 'the parent waits');
-    await sleep(LEASE); // a lease outlives its first expiry while the child's heartbeat runs
+    await redisClockPasses(redis, LEASE, 'a lease on Redis'); // a lease outlives its first expiry while the child's heartbeat runs
     t.notOk(w.done(), 'the live child keeps its permits past one lease');
     const t0 = performance.now();
     k.proc.kill('SIGKILL');

@@ -20,7 +20,7 @@ import { intake, type IntakeInput, type IntakeRow } from './intake.ts';
 import type { WorkItem } from '@svc/contracts';
 import { publishWork } from '../pipeline/publish.ts';
 import { validateWebhookUrl } from '@svc/egress';
-import { TimerScheduler, type Bus, type Scheduler } from '@svc/bus';
+import { TimerScheduler, type Bus, type Scheduler, type SchedulerTimers } from '@svc/bus';
 import { parseSegments } from '../csv/render.ts';
 import { resultsCsv, type RowRenderer } from '../csv/results-csv.ts';
 import { openRows } from '../pipeline/rows.ts';
@@ -85,7 +85,13 @@ export interface JobsServiceOptions {
    * with their work unpublished (their front died mid-intake) and publishes what is missing.
    */
   claimLeaseMs?: number;
+  /** The greylist re-probes' scheduler (default a TimerScheduler over the store's deferred results, on `now` and `timers`). */
   scheduler?: Scheduler;
+  /**
+   * The timers the default scheduler wakes up with for the re-probes (Node's by default). With
+   * `now` they are the re-probes' clock: a test moves both forward instead of waiting.
+   */
+  timers?: SchedulerTimers;
   /** Analytics: every unique email's final result is a decision, queued with its result (the decision outbox) and shipped here by a relay. */
   analytics?: Pick<Analytics, 'recordNow'>;
   log?: JobsLogger;
@@ -133,7 +139,7 @@ export class JobsService {
           nextDue: () => store.jobs.nextDeferredAt(),
           runDue: (now) => this.#reprobeDue(now),
         },
-        { onError: (err) => log.error({ err }, 'greylist scheduler failed') },
+        { onError: (err) => log.error({ err }, 'greylist scheduler failed'), now: this.#o.now, ...(opts.timers ? { timers: opts.timers } : {}) },
       );
     this.aggregator = new JobAggregator({
       store,

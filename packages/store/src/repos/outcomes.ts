@@ -120,7 +120,11 @@ export class OutcomesRepo {
   /** Per account: whether it has any suppression, and until when that reading is trusted. */
   readonly #flags = new Map<string, { has: boolean; until: number }>();
 
-  constructor(private readonly db: Db) {}
+  constructor(
+    private readonly db: Db,
+    /** The clock the suppression flag's reading is trusted by (Date.now by default). */
+    private readonly now: () => number = Date.now,
+  ) {}
 
   /**
    * Whether the account may have suppressions: read from the database at most once a second per
@@ -129,7 +133,7 @@ export class OutcomesRepo {
    * sync path 85% of its throughput on PGlite.
    */
   async mayHaveSuppressions(accountId: string): Promise<boolean> {
-    const now = Date.now();
+    const now = this.now();
     const f = this.#flags.get(accountId);
     if (f && (f.has || f.until > now)) return f.has;
     const has = await this.hasSuppressions(accountId);
