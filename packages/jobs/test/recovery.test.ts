@@ -1,4 +1,4 @@
-// The address-pattern learning of catch-all recovery (pipeline/recovery.ts): local-part shapes, and
+// The address-pattern learning of catch-all recovery (recovery.ts): local-part shapes, and
 // when a domain's confirmed addresses make a pattern worth upgrading on.
 
 import t from 'tap';

@@ -1,9 +1,10 @@
-// Signed URLs and webhook signatures (webhooks/signing.ts): every tampered part is refused, expiry is
+// Signed URLs and webhook signatures (signed-urls.ts, webhooks/signature.ts): every tampered part is refused, expiry is
 // exact, malformed input is `invalid` without a throw.
 
 import { createHmac } from 'node:crypto';
 import t from 'tap';
-import { signQuery, verifyQuery, verifyWebhookSignature, webhookSignature } from '../src/webhooks/signing.ts';
+import { signQuery, verifyQuery } from '../src/signed-urls.ts';
+import { verifyWebhookSignature, webhookSignature } from '../src/webhooks/signature.ts';
 
 const SECRET = 'test-secret-0123456789';
 const PATH = '/v1/csv/uploads/job_123';

@@ -10,7 +10,7 @@
 //   POST /v1/csv/start-processing → the job `queued` (or 400/402/409, the job still awaiting its upload)
 //
 // Choices (docs/decisions/jobs-and-csv.md, "CSV jobs"):
-// - The signature (webhooks/signing.ts: HMAC-SHA256 over PUT, the path and the expiry) is the PUT's
+// - The signature (signed-urls.ts: HMAC-SHA256 over PUT, the path and the expiry) is the PUT's
 //   only authorisation; it is checked before anything else is looked at, so a bad or expired URL says
 //   nothing about the job (403 invalid_signature).
 // - A CSV the reader refuses (invalid_csv, email_column_not_found, too_many_emails) or an account
@@ -29,8 +29,8 @@ import { BlobTooLargeError, DEFAULT_CLAIM_LEASE_MS, keepRenewing, type BlobStore
 import type { Readable } from 'node:stream';
 import { readCsv, type ChunkParser, type CsvChunk, type CsvFailure } from './csv.ts';
 import { newJobId, type IntakeRow } from '../intake/intake.ts';
-import { MAX_JOB_EMAILS, type JobsService } from '../intake/service.ts';
-import { signQuery, verifyQuery } from '../webhooks/signing.ts';
+import { MAX_JOB_EMAILS, type JobsService } from '../service.ts';
+import { signQuery, verifyQuery } from '../signed-urls.ts';
 
 /** The signed path a CSV is PUT to (no API key: the signature authorises it). */
 export const uploadPath = (jobId: string): string => `/v1/csv/uploads/${jobId}`;

@@ -1,5 +1,5 @@
 // The results CSV of a job, produced in one streaming pass: the stored
-// input rows (pipeline/rows.ts) merged with the stored results read in idx order, a batch of rows at a
+// input rows (intake/rows.ts) merged with the stored results read in idx order, a batch of rows at a
 // time, rendered by render.ts (inline, or on the CSV pool's threads). In memory at any moment: one
 // batch of rows, one page of results, and the results of emails repeated later in the input
 // (dups.bin), which a repeated row shows again with 0 credits and `duplicate_in_job`.
@@ -12,7 +12,7 @@ import type { BlobStore, JobRecord, Store, StoredResult } from '@svc/store';
 import type { RenderResult, RenderTask } from './csv-task.ts';
 import { serializeFields } from './csv.ts';
 import { RESULT_COLUMNS, renderHeader, renderRows, type RenderRow, type ResultCells } from './render.ts';
-import { dupsKey, hasBit, openRows, readDups } from '../pipeline/rows.ts';
+import { dupsKey, hasBit, openRows, readDups } from '../intake/rows.ts';
 
 /** Renders rows off the event loop (csv-pool.ts CsvPool); inline when absent. */
 export interface RowRenderer {

@@ -1,5 +1,5 @@
 // Job intake: rows in input order → dedupe → the input stored in the blob store
-// (pipeline/rows.ts) → the job recorded with its credits held (one transaction) → work published on the
+// (intake/rows.ts) → the job recorded with its credits held (one transaction) → work published on the
 // bus. JSON jobs and CSV jobs come through the same function; rows arrive in chunks and are
 // written out as they come, so nothing but the dedupe index (one entry per unique email) grows
 // with the input.
@@ -18,7 +18,7 @@ import { jobCredits, refusal } from '@svc/billing';
 import type { WorkItem } from '@svc/contracts';
 import { publishWork } from '../pipeline/publish.ts';
 import { fnv1a, type Bus } from '@svc/bus';
-import { BitSet, dupsKey, rowLine, rowsKey, type RowsHeader } from '../pipeline/rows.ts';
+import { BitSet, dupsKey, rowLine, rowsKey, type RowsHeader } from './rows.ts';
 
 /** One input row: its cells (the input columns of the results CSV) and its email, trimmed. */
 export interface IntakeRow {

@@ -13,7 +13,7 @@ import { isResultsMessage, type ResultItem } from '@svc/contracts';
 import { RESULTS_TOPIC } from '@svc/bus';
 import type { Bus, BusMessage, Scheduler } from '@svc/bus';
 import { resultsCsv, type RowRenderer } from '../csv/results-csv.ts';
-import { resultsKey } from './rows.ts';
+import { resultsKey } from '../intake/rows.ts';
 import { failedResult } from './worker.ts';
 
 /** The part of a pino logger the job pipeline uses. */

@@ -17,8 +17,8 @@ import { ServiceError, type Network } from '@svc/contracts';
 import { Agent, request, type Dispatcher } from 'undici';
 import { webhookEventId, DEFAULT_WEBHOOK_LEASE_MS, MAX_GRACE_MS, type InFinalTx, type NewWebhookEvent, type WebhookEvent, type WebhookEventType, type WebhookSecretsRepo, type WebhooksRepo } from '@svc/store';
 import { guardTarget, pinnedLookup, type Resolver } from '@svc/egress';
-import { jobStatus } from '../intake/status.ts';
-import { webhookSignature } from './signing.ts';
+import { jobStatus } from '../status.ts';
+import { webhookSignature } from './signature.ts';
 
 export type { WebhookEventType } from '@svc/store';
 

@@ -20,7 +20,7 @@ import { RecoveryCharges } from '@svc/billing';
 import { isJobId, ServiceError, type ValidationResultBody } from '@svc/contracts';
 import type { BlobStore, RecoveredRow, RecoveryRecord, Store } from '@svc/store';
 import { parseAddress } from '@svc/verifier';
-import { resultsCsv, type RowRenderer } from '../csv/results-csv.ts';
+import { resultsCsv, type RowRenderer } from './csv/results-csv.ts';
 
 export const PATTERN_MIN_CONFIRMED = 3;
 export const PATTERN_SHARE = 0.8;

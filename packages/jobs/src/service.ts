@@ -10,23 +10,23 @@
 // kill -9 at any moment therefore loses nothing, and nothing is done twice that counts: result
 // rows are written once per (job, idx) and the settlement happens once (JobsRepo).
 
-import { DecisionRelay } from '../pipeline/decision-relay.ts';
+import { DecisionRelay } from './pipeline/decision-relay.ts';
 import { jobCredits } from '@svc/billing';
 import { isJobId, ServiceError, type JobState, type Network } from '@svc/contracts';
 import { DEFAULT_CLAIM_LEASE_MS, keepRenewing, type Analytics, type BlobStore, type InFinalTx, type JobRecord, type Store } from '@svc/store';
 import type { Readable } from 'node:stream';
-import { JobAggregator, silentLogger, type JobsLogger, type OnFinal } from '../pipeline/aggregator.ts';
-import { intake, type IntakeInput, type IntakeRow } from './intake.ts';
+import { JobAggregator, silentLogger, type JobsLogger, type OnFinal } from './pipeline/aggregator.ts';
+import { intake, type IntakeInput, type IntakeRow } from './intake/intake.ts';
 import type { WorkItem } from '@svc/contracts';
-import { publishWork } from '../pipeline/publish.ts';
+import { publishWork } from './pipeline/publish.ts';
 import { validateWebhookUrl } from '@svc/egress';
 import { TimerScheduler, type Bus, type Scheduler, type SchedulerTimers } from '@svc/bus';
-import { parseSegments } from '../csv/render.ts';
-import { resultsCsv, type RowRenderer } from '../csv/results-csv.ts';
-import { openRows } from '../pipeline/rows.ts';
-import { signQuery, verifyQuery } from '../webhooks/signing.ts';
+import { parseSegments } from './csv/render.ts';
+import { resultsCsv, type RowRenderer } from './csv/results-csv.ts';
+import { openRows } from './intake/rows.ts';
+import { signQuery, verifyQuery } from './signed-urls.ts';
 import { jobStatus, downloadable, type JobStatus } from './status.ts';
-import { JobWorker, type JobVerifier } from '../pipeline/worker.ts';
+import { JobWorker, type JobVerifier } from './pipeline/worker.ts';
 
 /** Emails per JSON job. */
 export const MAX_JOB_EMAILS = 500_000;
