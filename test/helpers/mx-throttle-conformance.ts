@@ -5,6 +5,7 @@
 
 import type tap from 'tap';
 import type { MxThrottle } from '@svc/contracts';
+import { track, within } from './until.ts';
 
 export type Tap = Parameters<Parameters<typeof tap.test>[0]>[0];
 
@@ -19,22 +20,6 @@ export interface MxThrottleTarget<T extends MxThrottle> {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** The promise, or a rejection naming what did not happen within `ms`. */
-function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout;
-  return Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms)))]).finally(() => clearTimeout(timer));
-}
-
-/** Tracks whether a promise has settled, without awaiting it. */
-function track<T>(p: Promise<T>): { p: Promise<T>; done: () => boolean } {
-  let settled = false;
-  p.then(
-    () => (settled = true),
-    () => (settled = true),
-  );
-  return { p, done: () => settled };
-}
 
 /** Waits until `host` has `n` permits held (a give-back may land after the call returns). */
 async function activeIs<T extends MxThrottle>(a: MxThrottleTarget<T>, th: T, host: string, n: number): Promise<void> {

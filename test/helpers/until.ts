@@ -6,6 +6,22 @@ import type { Queryable } from '@svc/store';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** The promise, or a rejection naming what did not happen within `ms`. */
+export function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout;
+  return Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms)))]).finally(() => clearTimeout(timer));
+}
+
+/** Tracks whether a promise has settled, without awaiting it. */
+export function track<T>(p: Promise<T>): { p: Promise<T>; done: () => boolean } {
+  let settled = false;
+  p.then(
+    () => (settled = true),
+    () => (settled = true),
+  );
+  return { p, done: () => settled };
+}
+
 /** Resolves once `cond()` holds; rejects with "`what`: not within `ms` ms" when it does not in time. */
 export async function until(cond: () => boolean | Promise<boolean>, ms: number, what: string): Promise<void> {
   const end = Date.now() + ms;

@@ -13,29 +13,13 @@ import t from 'tap';
 import { connectRedis } from '../src/index.ts';
 import { RedisMxThrottle, type RedisMxThrottleOptions } from '../src/cache/redis-mx-throttle.ts';
 import { mxThrottleConformance } from '../../../test/helpers/mx-throttle-conformance.ts';
-import { redisClockPasses, until } from '../../../test/helpers/until.ts';
+import { redisClockPasses, track, until, within } from '../../../test/helpers/until.ts';
 
 type TestT = Parameters<Parameters<typeof t.test>[0]>[0];
 
 const ROOT = path.resolve(import.meta.dirname, '../../..');
 const CHILD = path.join(import.meta.dirname, 'fixtures/mx-throttle-child.ts');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** The promise, or a rejection naming what did not happen within `ms`. */
-function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout;
-  return Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms)))]).finally(() => clearTimeout(timer));
-}
-
-/** Tracks whether a promise has settled, without awaiting it. */
-function track<T>(p: Promise<T>): { p: Promise<T>; done: () => boolean } {
-  let settled = false;
-  p.then(
-    () => (settled = true),
-    () => (settled = true),
-  );
-  return { p, done: () => settled };
-}
 
 const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const redis = connectRedis(url);
