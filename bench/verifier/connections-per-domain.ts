@@ -148,7 +148,7 @@ export async function run(opts: { n?: number } = {}): Promise<BenchResult> {
       );
     }
     const details = [
-      `Sim in a child process, replyLatencyMs ${LATENCY_MS} (every SMTP reply and banner). Fresh Verifier (cold caches, production settings: maxConnectionsPerMx 4, maxRcptsPerTransaction 50); counts from the sim's statsFor(domain) and dnsQueries().`,
+      `Sim in a child process, replyLatencyMs ${LATENCY_MS} (every SMTP reply and banner). Fresh Verifier (cold caches, the engine's defaults: maxConnectionsPerMx ${ENGINE_DEFAULTS.maxConnectionsPerMx}, maxRcptsPerTransaction ${ENGINE_DEFAULTS.maxRcptsPerTransaction}); counts from the sim's statsFor(domain) and dnsQueries().`,
       '',
       '| domain | validator | connections | STARTTLS | MAIL | RCPT | RSET | QUIT | MX queries | engine sessions opened | wall ms | unexpected |',
       '|---|---|---|---|---|---|---|---|---|---|---|---|',
