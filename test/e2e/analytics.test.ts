@@ -12,6 +12,7 @@ import type { ResultItem } from '@svc/contracts';
 import { jobDecisions } from '@svc/jobs';
 import type { Analytics, Decision } from '@svc/store';
 import { CLUSTER_PROFILE, makeKey, startStack, TEST_PROFILE, type Stack } from '../helpers/stack.ts';
+import { until } from '../helpers/until.ts';
 
 t.setTimeout(180_000);
 
@@ -115,6 +116,10 @@ async function scenario(t: Test, stack: Stack, rawRows: () => Promise<Array<Reco
     const job = await poll(stack, key, created.body.id);
     t.equal(job.status, 'completed');
     await analytics.flush();
+    // A job's decisions reach analytics through the decision outbox: its relay ships them after
+    // the results are recorded, not before the job reads completed. Wait for them to land.
+    const unique = ['"john..doe"@accept.test', 'info@accept.test', 'bad address', 'no.such.user@multimx.test'];
+    await until(async () => (await Promise.all(unique.map((u) => analytics.decisionsFor({ account_id: accountId, email_hash: sha(u) })))).every((rows) => rows.length > 0), 15_000, 'the job decisions in analytics');
     const jobId = job.id as string;
     const d1 = await only(t, analytics, accountId, '"john..doe"@accept.test');
     t.match(d1, { job_id: jobId, source: 'job', result: 'valid', mx_host: 'mx1.accept.test', credits_charged: 1, account_id: accountId });
