@@ -207,19 +207,13 @@ export class Verifier {
   }
 
   /**
-   * Where each address's SMTP probe would go: its domain's first MX host (lower case), or null
-   * when no SMTP probe would be made (bad syntax, a DNS answer with no mail host, a failed lookup).
-   * The job pipeline keys its MX work by it, so one worker owns each host's sessions.
-   * Reads the MX cache and DNS as verify() does (one lookup per domain at a time), not the verdict
-   * cache: a cached verdict is answered wherever the address is routed.
-   */
-  async route(emails: readonly string[]): Promise<Array<string | null>> {
-    return (await this.routes(emails)).map((r) => r?.host ?? null);
-  }
-
-  /**
-   * route() with the MX answer each host came from, for a later verifyRouted() (keyed by
-   * `domain`); null for bad syntax or a lookup that threw.
+   * Where each address's SMTP probe would go: its ASCII domain, the MX answer (for a later
+   * verifyRouted(), keyed by `domain`) and its first MX host (lower case; null when the answer
+   * names no mail host: no SMTP probe would be made); null for bad syntax or a lookup that threw.
+   * The job pipeline keys its MX work by the host, so one worker
+   * owns each host's sessions, and carries the answer to the probe stage. Reads the MX cache and
+   * DNS as verify() does (one lookup per domain at a time), not the verdict cache: a cached
+   * verdict is answered wherever the address is routed.
    */
   async routes(emails: readonly string[]): Promise<Array<Route | null>> {
     return Promise.all(
