@@ -278,9 +278,9 @@ export class JobsRepo {
   async claimForWork(id: string): Promise<boolean> {
     // A read first: every work message of a job asks, and an UPDATE of the job row would wait for
     // the aggregator's transaction holding that row.
-    const [job] = await this.db.query<{ status: string }>(`SELECT status FROM jobs WHERE id = $1`, [id]);
-    if (job?.status === 'processing') return true;
-    if (job?.status !== 'queued') return false;
+    const status = await this.#status(id);
+    if (status === 'processing') return true;
+    if (status !== 'queued') return false;
     const rows = await this.db.query(
       `UPDATE jobs SET status = 'processing', started_at = COALESCE(started_at, now()) WHERE id = $1 AND status IN ${ACTIVE} RETURNING id`,
       [id],
@@ -293,8 +293,11 @@ export class JobsRepo {
    * by the route stage; a canceled or finished job's work is dropped). A read, never a claim.
    */
   async isProcessing(id: string): Promise<boolean> {
-    const [job] = await this.db.query<{ status: string }>(`SELECT status FROM jobs WHERE id = $1`, [id]);
-    return job?.status === 'processing';
+    return (await this.#status(id)) === 'processing';
+  }
+
+  async #status(id: string): Promise<string | undefined> {
+    return (await this.db.query<{ status: string }>(`SELECT status FROM jobs WHERE id = $1`, [id]))[0]?.status;
   }
 
   /**
