@@ -8,6 +8,9 @@
 import tap from 'tap';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Bus, BusMessage, DeadLetter } from '../src/index.ts';
+import { until } from '../../../test/helpers/until.ts';
+
+export { until };
 
 /** The type of a tap test object (the `t` of a subtest callback). */
 export type Tap = Parameters<Parameters<typeof tap.test>[0]>[0];
@@ -39,14 +42,6 @@ export interface Adapter {
   readonly todo?: Readonly<Record<string, string>>;
 }
 
-/** Resolves when `cond()` holds (checked every 5 ms), or fails after `ms` saying what it waited for. */
-export async function until(what: string, cond: () => boolean, ms: number): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await sleep(5);
-  }
-}
 
 /** Publishes `count` messages (n = 0 … count-1) on each key: one key's in order, the keys at once. */
 async function publishAll(bus: Bus, topic: string, keys: string[], count: number, extra: Record<string, unknown> = {}): Promise<void> {
@@ -92,7 +87,7 @@ export function busConformance(t: Tap, adapter: Adapter): void {
     );
     await ready();
     await publishAll(bus, 'order', keys, 15);
-    await until('120 deliveries', () => total >= 120, adapter.waitMs);
+    await until(() => total >= 120, adapter.waitMs, '120 deliveries');
     for (const key of keys) t.strictSame(seen.get(key), range(15), `${key}: every message once, in order`);
     t.equal(mostPerKey, 1, 'never two messages of one key at once');
     t.ok(most > 1, `keys on different partitions ran together (${most} at once)`);
@@ -119,16 +114,16 @@ export function busConformance(t: Tap, adapter: Adapter): void {
     try {
       await ready();
       await bus.publish('slow', 'slow', { v: 1 });
-      await until('the slow handler to start', () => slowStarted, adapter.waitMs);
+      await until(() => slowStarted, adapter.waitMs, 'the slow handler to start');
       const keys = keysOf(16, 'o');
       await Promise.all(keys.map((key) => bus.publish('slow', key, { v: 1 })));
       // Keys hashed to the slow key's partition wait behind it; with 8 partitions most do not.
-      await until('most other keys handled while the slow one runs', () => others.size >= 8, adapter.waitMs);
+      await until(() => others.size >= 8, adapter.waitMs, 'most other keys handled while the slow one runs');
       t.ok(others.size >= 8, `${others.size} of 16 other keys handled meanwhile`);
     } finally {
       release(); // else close() at teardown would wait for the held handler for ever
     }
-    await until('every other key', () => others.size === 16, adapter.waitMs);
+    await until(() => others.size === 16, adapter.waitMs, 'every other key');
   });
 
   test('every message delivered exactly once across many keys', async (t) => {
@@ -149,7 +144,7 @@ export function busConformance(t: Tap, adapter: Adapter): void {
     // A last message per key: it comes after every earlier one of its key, redeliveries included,
     // so once all have arrived the counts are final.
     await Promise.all(keys.map((key) => bus.publish('count', key, { v: 1, end: true })));
-    await until('every end marker', () => ends.size === keys.length, adapter.waitMs);
+    await until(() => ends.size === keys.length, adapter.waitMs, 'every end marker');
     t.equal(counts.size, 400, '400 distinct messages');
     t.strictSame([...counts.values()].filter((c) => c !== 1), [], 'each exactly once');
   });
@@ -170,7 +165,7 @@ export function busConformance(t: Tap, adapter: Adapter): void {
     });
     await ready();
     for (const n of [1, 2, 3]) await bus.publish('retry', 'k', { v: 1, n, items: [[n, `${n}@a.test`, 0]] });
-    await until('3 deliveries', () => got.length >= 3, adapter.waitMs);
+    await until(() => got.length >= 3, adapter.waitMs, '3 deliveries');
     t.strictSame(got, [1, 2, 3], 'each handled once, in order, the failed one first');
     t.equal(firsts.length, 3, 'the failing message came three times');
     for (const m of firsts) t.strictSame(m, { v: 1, n: 1, items: [[1, '1@a.test', 0]] }, 'the same message each time');
@@ -209,11 +204,11 @@ export function busConformance(t: Tap, adapter: Adapter): void {
     );
     await ready();
     for (const n of [0, 1, 2]) await bus.publish('poison', 'job-a', { v: 1, n, email: n === 1 ? 'a\u0000@x.test' : `${n}@x.test` });
-    await until('messages 0 and 2 handled and 1 answered', () => got.length === 2 && buried.length === 1, adapter.waitMs);
+    await until(() => got.length === 2 && buried.length === 1, adapter.waitMs, 'messages 0 and 2 handled and 1 answered');
     t.strictSame(got, [0, 2], 'the messages around the poison one handled, in order');
     t.equal(tries.get(1), 3, 'the poison message delivered maxAttempts times, no more');
     t.strictSame(buried, [{ m: { v: 1, n: 1, email: 'a\u0000@x.test' }, key: 'job-a', err: 'invalid byte sequence for encoding "UTF8": 0x00' }], 'answered once, with the message, its key and the last error');
-    await until('the dead letter', () => parked().length >= 1, adapter.waitMs);
+    await until(() => parked().length >= 1, adapter.waitMs, 'the dead letter');
     const letters = parked().filter((l) => l.topic === 'poison');
     t.equal(letters.length, 1, 'parked once');
     t.strictSame(
@@ -240,7 +235,7 @@ export function busConformance(t: Tap, adapter: Adapter): void {
     );
     await ready();
     await publishAll(bus, 'window', ['host-a'], 24);
-    await until('24 deliveries', () => done.size >= 24, adapter.waitMs);
+    await until(() => done.size >= 24, adapter.waitMs, '24 deliveries');
     t.equal(most, 4, 'one key, one partition: 4 of its messages at once, never more');
     t.strictSame(
       [...done.entries()].filter(([, c]) => c !== 1),
@@ -267,7 +262,7 @@ export function busConformance(t: Tap, adapter: Adapter): void {
     );
     await ready();
     await publishAll(bus, 'window-retry', ['host-b'], 10);
-    await until('all 10 handled', () => ok.size === 10, adapter.waitMs);
+    await until(() => ok.size === 10, adapter.waitMs, 'all 10 handled');
     t.strictSame([...ok].sort((a, b) => a - b), range(10), 'every message handled, the failed one too');
     t.equal(failures, 0, 'the failing message came back until it succeeded');
     t.strictSame(
@@ -288,7 +283,7 @@ export function busConformance(t: Tap, adapter: Adapter): void {
     const got: BusMessage[] = [];
     bus.subscribe('copy', async (m) => void got.push(m));
     await ready();
-    await until('the message', () => got.length === 1, adapter.waitMs);
+    await until(() => got.length === 1, adapter.waitMs, 'the message');
     t.strictSame(got[0], { v: 1, items: [[0, 'a@b.test', 0]], meta: { tries: 1 } }, 'as it was when published');
     t.not(got[0], msg, 'not the publisher’s object');
   });
@@ -307,7 +302,7 @@ export function busConformance(t: Tap, adapter: Adapter): void {
     });
     await ready();
     await bus.publish('recopy', 'k', { v: 1, items: [[0, 'a@b.test', 0]] });
-    await until('the redelivery', () => got.length === 1, adapter.waitMs);
+    await until(() => got.length === 1, adapter.waitMs, 'the redelivery');
     t.strictSame(got[0], { v: 1, items: [[0, 'a@b.test', 0]] });
   });
 
@@ -317,7 +312,7 @@ export function busConformance(t: Tap, adapter: Adapter): void {
     const got: string[] = [];
     bus.subscribe('early', async (m, key) => void got.push(`${key}${String(m.n)}`), { partitions: 2 });
     await ready();
-    await until('10 deliveries', () => got.length >= 10, adapter.waitMs);
+    await until(() => got.length >= 10, adapter.waitMs, '10 deliveries');
     t.strictSame(
       got.filter((s) => s.startsWith('a')),
       range(5).map((n) => `a${n}`),
@@ -349,7 +344,7 @@ export function busConformance(t: Tap, adapter: Adapter): void {
     await ready();
     await bus.publish('close', 'k', { v: 1, n: 1 });
     await bus.publish('close', 'k', { v: 1, n: 2 });
-    await until('the first handler to start', () => started.length === 1, adapter.waitMs);
+    await until(() => started.length === 1, adapter.waitMs, 'the first handler to start');
     let closed = false;
     const closing = bus.close().then(() => (closed = true));
     // A negative: give close() time it would need to finish if it did not wait (it must not).

@@ -159,7 +159,7 @@ function kafkaOnly(t: Tap): void {
       await publishRound(r);
       if (r === 10) {
         // Mid-stream: A has messages in hand when B's consumer joins and the group rebalances.
-        await until('A to handle some', () => handled.size >= 60, WAIT_MS);
+        await until(() => handled.size >= 60, WAIT_MS, 'A to handle some');
         const bStarted = Date.now();
         b.subscribe('work', handler('b'), { partitions: 4 });
         bJoined = b.ready(WAIT_MS).then(() => Date.now() - bStarted);
@@ -169,8 +169,8 @@ function kafkaOnly(t: Tap): void {
     const joinMs = await bJoined!;
     // After the rebalance, more work: B must get its share of it.
     await publishRound(ROUNDS);
-    await until('every message handled', () => handled.size === keys.length * (ROUNDS + 1), WAIT_MS);
-    await until('A to settle on its new assignment', () => a.assigned('work').length + b.assigned('work').length === 8, WAIT_MS);
+    await until(() => handled.size === keys.length * (ROUNDS + 1), WAIT_MS, 'every message handled');
+    await until(() => a.assigned('work').length + b.assigned('work').length === 8, WAIT_MS, 'A to settle on its new assignment');
 
     const all = Array.from({ length: ROUNDS + 1 }, (_, i) => i);
     for (const key of keys) {
@@ -213,14 +213,14 @@ function kafkaOnly(t: Tap): void {
     for (let r = 0; r < ROUNDS; r++) {
       await publishRound(r);
       if (r === 8) {
-        await until('A to handle some', () => handled.size >= 40, WAIT_MS);
+        await until(() => handled.size >= 40, WAIT_MS, 'A to handle some');
         b.subscribe('mx', handler('b'), { partitions: 2, concurrency: 4 });
         bJoined = b.ready(WAIT_MS);
       }
     }
     await bJoined;
     await publishRound(ROUNDS);
-    await until('every message handled', () => handled.size === keys.length * (ROUNDS + 1), WAIT_MS);
+    await until(() => handled.size === keys.length * (ROUNDS + 1), WAIT_MS, 'every message handled');
     t.equal(handled.size, keys.length * (ROUNDS + 1), 'every message handled');
     t.ok(own.mostPerKeyInOne > 1, `several messages of one key at once in one process (${own.mostPerKeyInOne})`);
     t.ok(own.mostPerKeyInOne <= 4, 'never more than the concurrency');
@@ -242,7 +242,7 @@ function kafkaOnly(t: Tap): void {
     });
     await first.ready(WAIT_MS);
     for (const n of [1, 2, 3]) await first.publish('handoff', 'k', { v: 1, n });
-    await until('the first handler to start', () => started.length === 1, WAIT_MS);
+    await until(() => started.length === 1, WAIT_MS, 'the first handler to start');
     const closing = first.close();
     release();
     await closing;
@@ -250,7 +250,7 @@ function kafkaOnly(t: Tap): void {
     const got: number[] = [];
     next.subscribe('handoff', async (m) => void got.push(m.n as number));
     await next.ready(WAIT_MS);
-    await until('the rest', () => got.length >= 2, WAIT_MS);
+    await until(() => got.length >= 2, WAIT_MS, 'the rest');
     t.strictSame(got, [2, 3], 'the next member starts after the committed message, and misses none');
   });
 }
@@ -334,26 +334,26 @@ function brokerRestarts(t: Tap): void {
     for (const [signal, outlastRetries] of [['SIGKILL', true], ['SIGTERM', false]] as const) {
       // Messages flowing: three more per key published and handled since the last restart.
       const flowing = handled() + 3 * keys.length;
-      await until('messages flowing', () => handled() >= flowing, WAIT_MS);
+      await until(() => handled() >= flowing, WAIT_MS, 'messages flowing');
       const before = total();
       const sendsFailed = failedSends;
       await broker.stop(signal);
       const downAt = Date.now();
       // stop() returns once the broker exited: a publish still in progress now waits on it.
-      await until(`every publisher waiting on the stopped broker (${signal})`, () => keys.every((k) => publishing.has(k)), WAIT_MS);
-      if (outlastRetries) await until('a send failed after kafkajs’ own retries', () => failedSends > sendsFailed, 60_000);
+      await until(() => keys.every((k) => publishing.has(k)), WAIT_MS, `every publisher waiting on the stopped broker (${signal})`);
+      if (outlastRetries) await until(() => failedSends > sendsFailed, 60_000, 'a send failed after kafkajs’ own retries');
       const downMs = Date.now() - downAt;
       const startMs = await broker.start();
       // Publishing and handling resume: new messages are published and handled.
       const up = Date.now();
-      await until(`publishing after the ${signal} restart`, () => total() >= before + 2 * keys.length, 60_000);
+      await until(() => total() >= before + 2 * keys.length, 60_000, `publishing after the ${signal} restart`);
       const target = total();
-      await until(`handling after the ${signal} restart`, () => handled() >= target, 60_000);
+      await until(() => handled() >= target, 60_000, `handling after the ${signal} restart`);
       stalls.push(`${signal}, down ${downMs} ms: broker started in ${startMs} ms, ${before} → ${target} published and handled ${Date.now() - up} ms after`);
     }
     stop = true;
     await Promise.all(publishers);
-    await until('every message handled', () => handled() === total(), 60_000);
+    await until(() => handled() === total(), 60_000, 'every message handled');
     t.strictSame(rejected, [], 'no publish() rejected during the outages');
     for (const key of keys) {
       const ns = seen.get(key) ?? [];
@@ -373,7 +373,7 @@ function brokerRestarts(t: Tap): void {
       (err: Error) => `rejected: ${err.message}`,
     );
     const sendsFailed = failedSends;
-    await until('the publish waiting out the outage', () => failedSends > sendsFailed, 60_000);
+    await until(() => failedSends > sendsFailed, 60_000, 'the publish waiting out the outage');
     const closeStart = Date.now();
     await pub.close();
     const closeMs = Date.now() - closeStart;

@@ -6,15 +6,8 @@
 import t from 'tap';
 import { ManualClock } from '@svc/engine';
 import { fnv1a, InProcessBus, isKafkaWarmup, TimerScheduler, type BusMessage } from '../src/index.ts';
+import { until } from '../../../test/helpers/until.ts';
 
-/** Resolves when `cond()` holds (checked every 5 ms), or fails after `ms`. */
-async function until(cond: () => boolean, ms = 3000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error('timed out waiting');
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
 
 t.test('fnv1a is stable', async (t) => {
   t.equal(fnv1a(''), 0x811c9dc5);
@@ -39,7 +32,7 @@ t.test('bus: messages of one key in order, one at a time; other keys in parallel
     { partitions: 8 },
   );
   for (let n = 0; n < 20; n++) for (const key of ['a', 'b', 'c', 'd']) await bus.publish('topic', key, { v: 1, key, n });
-  await until(() => seen.length === 80);
+  await until(() => seen.length === 80, 3000, 'seen.length === 80');
   for (const key of ['a', 'b', 'c', 'd']) {
     t.strictSame(seen.filter((s) => s.startsWith(`${key}:`)).map((s) => Number(s.split(':')[1])), Array.from({ length: 20 }, (_, i) => i), `${key} in order`);
   }
@@ -58,7 +51,7 @@ t.test('bus: a handler that throws gets the same message again; later ones wait'
     got.push(m.n as number);
   });
   for (const n of [1, 2, 3]) await bus.publish('t', 'k', { v: 1, n });
-  await until(() => got.length === 3);
+  await until(() => got.length === 3, 3000, 'got.length === 3');
   t.strictSame(got, [1, 2, 3], 'delivered once each, in order, after two failures');
   t.equal(errors.length, 2);
   await bus.close();
@@ -72,7 +65,7 @@ t.test('bus: published before a subscriber, delivered after; copies, not the pub
   t.equal(bus.pending('t'), 1);
   const got: BusMessage[] = [];
   bus.subscribe('t', async (m) => void got.push(m));
-  await until(() => got.length === 1);
+  await until(() => got.length === 1, 3000, 'got.length === 1');
   t.strictSame(got[0], { v: 1, items: [[0, 'a@b.test', 0]] });
   await bus.close();
   await t.rejects(bus.publish('t', 'k', { v: 1 }), /closed/, 'a closed bus takes nothing');
@@ -169,7 +162,7 @@ t.test('bus lanes: one partition takes its lanes in turn, so a later job is not 
   );
   for (let n = 0; n < 2; n++) await bus.publish('lanes-x', 'host', { v: 1, job: 'B', n }, { lane: 'B' });
   release();
-  await until(() => seen.length === 8);
+  await until(() => seen.length === 8, 3000, 'seen.length === 8');
   // A's lane went back into the ring when A0 was taken, B's joined behind it: A1, then in turn.
   t.strictSame(seen, ['A0', 'A1', 'B0', 'A2', 'B1', 'A3', 'A4', 'A5'], 'A and B in turn; each lane in its own order');
   await bus.close();
@@ -194,7 +187,7 @@ t.test('bus lanes: a failing message holds only its own lane (concurrency 1), th
   );
   for (let n = 0; n < 3; n++) await bus.publish('poison', 'job-a', { v: 1, job: 'A', n });
   for (let n = 0; n < 3; n++) await bus.publish('poison', 'job-b', { v: 1, job: 'B', n });
-  await until(() => seen.includes('B2'));
+  await until(() => seen.includes('B2'), 3000, "seen.includes('B2')");
   t.strictSame(
     seen.filter((s) => s.startsWith('A')),
     [],
@@ -202,12 +195,12 @@ t.test('bus lanes: a failing message holds only its own lane (concurrency 1), th
   );
   t.strictSame(seen, ['B0', 'B1', 'B2'], 'B, on the same partition, went on meanwhile');
   t.equal(bus.pending('poison') > 0, true, 'A is still pending');
-  await until(() => seen.length === 5);
+  await until(() => seen.length === 5, 3000, 'seen.length === 5');
   t.equal(tries, 3, 'A0 delivered 3 times (maxAttempts)');
   t.strictSame(answered, ['A0'], 'then answered by the dead-letter handler');
   t.strictSame(parked, [JSON.stringify({ v: 1, job: 'A', n: 0 })], 'and parked once');
   t.strictSame(seen.slice(3), ['A1', 'A2'], 'and A went on in order');
-  await until(() => bus.pending('poison') === 0);
+  await until(() => bus.pending('poison') === 0, 3000, "bus.pending('poison') === 0");
   await bus.close();
 });
 
@@ -233,7 +226,7 @@ t.test('bus groups: a partition takes its groups (accounts) in turn, then their 
   await publish('B', 'B1', 2);
   const seen: string[] = [];
   bus.subscribe('fair', async (m) => void seen.push(String(m.m)), { partitions: 1 });
-  await until(() => seen.length === 10);
+  await until(() => seen.length === 10, 3000, 'seen.length === 10');
   // (The queued messages are handed over one by one at subscribe: A1-0 starts before the rest are
   // there, A1-1 is next in the ring by then.) Then B's one job is not queued behind A's two: the
   // accounts alternate, and A's jobs alternate within A's turns.
