@@ -28,7 +28,7 @@ export type JobCounter = (typeof JOB_COUNTERS)[number];
 export type JobCounters = Record<JobCounter, number>;
 
 /** Every counter at 0. */
-export const emptyJobCounters = (): JobCounters => ({ valid: 0, valid_role_based: 0, invalid: 0, risky: 0, unknown: 0, role_based: 0, high_value: 0, catch_all: 0 });
+export const emptyJobCounters = (): JobCounters => Object.fromEntries(JOB_COUNTERS.map((k) => [k, 0])) as JobCounters;
 
 /** Counts one done email: its result, and whether it is role-based, High-Value (charged) and on a catch-all domain. */
 export function countResult(c: JobCounters, r: { result: ValidationResult; is_role_based: boolean; is_catchall: boolean }, chargeable: boolean): void {
