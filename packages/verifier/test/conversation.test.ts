@@ -91,6 +91,19 @@ t.test('slow replies after rejections: the error budget comes down to one below 
   const refused = feed(offer(conversationStart([], 'p@v.test'), BUDGET, [rcpt(1)]).state, [[ok('451 4.3.0 Try later'), 10], [ok('503 5.5.1 need MAIL'), 10]]);
   t.equal(refused.state.session.errors, 2);
   t.strictSame(feed(offer(refused.state, BUDGET, [rcpt(2)]).state, [[MAIL_OK, 10], [RCPT_OK, 2000]]).effects.map((e) => e.type), ['answer'], 'first acceptance of the transaction');
+  // The first acceptance after rejections in the same transaction waits for the flow token too
+  // (Postfix opens the queue file at the first accepted RCPT): not an error sleep either.
+  const mixed = feed(offer(conversationStart(['PIPELINING'], 'p@v.test'), BUDGET, [rcpt(1), rcpt(2), rcpt(3)]).state, [
+    [MAIL_OK, 10],
+    [UNKNOWN, 10],
+    [RCPT_OK, 1010],
+    [UNKNOWN, 1],
+  ]);
+  t.equal(mixed.state.session.errors, 2);
+  t.strictSame(mixed.effects.map((e) => e.type), ['answer', 'answer', 'answer'], 'a late first acceptance after a rejection lowers no budget');
+  // A second acceptance that late in the same transaction is the error sleep again.
+  const second = feed(offer(mixed.state, BUDGET, [rcpt(4)]).state, [[RCPT_OK, 1010]]);
+  t.strictSame(second.effects[0], { type: 'error_budget', errors: 1 });
 });
 
 t.test('a 4.7.x rate reply slows the host down; greylisting does not', async (t) => {

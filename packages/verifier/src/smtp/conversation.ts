@@ -127,7 +127,9 @@ export function receive(state: ConversationState, result: SendResult, gapMs: num
   const effects: ConversationEffect[] = [];
   const rtt = state.roundReplies === 0 ? Math.min(state.rtt, gapMs) : state.rtt;
   const errorsBefore = state.session.errors;
-  const firstAcceptOfTxn = cmd.kind === 'rcpt' && state.session.txnRcpts === 0 && reply.code < 300;
+  // Postfix takes a flow token (in_flow_delay) when the transaction's queue file opens, at its
+  // first ACCEPTED recipient, whatever was rejected before it in the same transaction.
+  const firstAcceptOfTxn = cmd.kind === 'rcpt' && state.session.txnAccepted === 0 && reply.code < 300;
   if (gapMs > rtt + SLOW_REPLY_MS && errorsBefore > 0 && !firstAcceptOfTxn && cmd.kind === 'rcpt') {
     // Replies came a second late after `errorsBefore` rejections: the server's soft error limit
     // (Postfix: smtpd_soft_error_limit). Stay below it from now on. (The first accepted RCPT of
