@@ -61,6 +61,11 @@ function scripted(tries: Map<string, number>) {
       case 'dt.test': // the resolver timed out once
         if (n < 2) return { ...base, result: 'unknown', reason: 'DNS lookup timed out', reason_code: 'dns_timeout', dns_valid: false, smtp_valid: false, b2b_outbound_quality: 'unknown', b2b_quality: 'unknown', validation_layer: 'dns', chargeable: false };
         return { ...base, result: 'valid', reason_code: 'accepted', b2b_outbound_quality: 'high', b2b_quality: 'high', validation_layer: 'smtp', smtp_response: '250 2.1.5 OK', chargeable: true };
+      case 'cf.test': // the mail server could not be reached the first time
+        if (n < 2) return { ...base, result: 'unknown', reason: 'Could not connect to any mail server (connect ECONNREFUSED)', reason_code: 'smtp_connection_failed', smtp_valid: false, b2b_outbound_quality: 'unknown', b2b_quality: 'unknown', validation_layer: 'smtp', chargeable: false };
+        return { ...base, result: 'valid', reason_code: 'accepted', b2b_outbound_quality: 'high', b2b_quality: 'high', validation_layer: 'smtp', smtp_response: '250 2.1.5 OK', chargeable: true };
+      case 'cd.test': // a mail server that is down for good
+        return { ...base, result: 'unknown', reason: 'Could not connect to any mail server (connect ECONNREFUSED)', reason_code: 'smtp_connection_failed', smtp_valid: false, b2b_outbound_quality: 'unknown', b2b_quality: 'unknown', validation_layer: 'smtp', chargeable: false };
       case 'sf.test': // SERVFAIL every time
         return { ...base, result: 'unknown', reason: 'DNS lookup failed (SERVFAIL)', reason_code: 'dns_servfail', dns_valid: false, smtp_valid: false, b2b_outbound_quality: 'unknown', b2b_quality: 'unknown', validation_layer: 'dns', chargeable: false };
       default:
@@ -573,6 +578,24 @@ t.test('a DNS timeout or SERVFAIL in a job is probed again later, like greylisti
     ['b@sf.test', 'unknown', 'dns_servfail', 'done'],
   ], 'the timeout was probed again and answered; SERVFAIL three times, then its unknown stands');
   t.strictSame([w.verifier.tries.get('a@dt.test'), w.verifier.tries.get('b@sf.test')], [2, 3], 'probes: 2 and 3');
+  t.strictSame([done.credits_charged, done.credits_refunded], [1, 1]);
+});
+
+t.test('a mail server that could not be reached in a job is probed again later, within the same attempts, after the connection delay', async (t) => {
+  const w = await world(t);
+  const acc = await w.store.accounts.create({ credits: 10 });
+  const clock = reprobeClock(120_000);
+  const { svc } = await w.service({ greylistDelayMs: 120_000, greylistAttempts: 3, ...clock.options });
+  const job = await svc.createJsonJob(acc, ['a@cf.test', 'b@cd.test']);
+  const done = await w.completed(job.id);
+  const rows = await w.store.jobs.results(job.id, -1, 10);
+  t.strictSame(rows.map((r) => [r.email, r.verdict.result, r.verdict.reason_code, r.state]), [
+    ['a@cf.test', 'valid', 'accepted', 'done'],
+    ['b@cd.test', 'unknown', 'smtp_connection_failed', 'done'],
+  ], 'the refused connection was probed again and answered; the dead server three times, then its unknown stands');
+  t.strictSame([w.verifier.tries.get('a@cf.test'), w.verifier.tries.get('b@cd.test')], [2, 3], 'probes: 2 and 3');
+  t.ok(clock.wakes.includes(60_000), `a re-probe was armed for the connection delay (60 s, shorter than the greylist delay): ${clock.wakes.join(', ')}`);
+  t.notOk(clock.wakes.includes(120_000), 'never the longer greylist delay');
   t.strictSame([done.credits_charged, done.credits_refunded], [1, 1]);
 });
 

@@ -15,7 +15,8 @@
 // `smtp_tempfail` is stored deferred, to be probed again after `greylistDelayMs` by the scheduler
 // (durably: the due time is in the store), up to `greylistAttempts` probes in all; the last one's
 // `unknown` stands. A DNS timeout or SERVFAIL is deferred the same way, after at most
-// DNS_RETRY_DELAY_MS.
+// DNS_RETRY_DELAY_MS; a mail server that could not be reached (`smtp_connection_failed`), after
+// at most CONNECTION_RETRY_DELAY_MS.
 
 import { chargeReasonFor, suppressedVerdict, type ChargedResult } from '@svc/billing';
 import type { SuppressionKind } from '@svc/contracts';
@@ -29,11 +30,21 @@ import type { Bus, BusMessage } from '@svc/bus';
 /**
  * Answers a job probes again later instead of keeping their `unknown`: a 4xx (greylisting) after
  * SVC_JOB_GREYLIST_DELAY_MS; a DNS lookup that timed out or failed with SERVFAIL (an overloaded or
- * flapping resolver says nothing about the domain) after DNS_RETRY_DELAY_MS, or the greylist delay
- * when that is shorter. Both count against SVC_JOB_GREYLIST_ATTEMPTS probes in all.
+ * flapping resolver says nothing about the domain) after DNS_RETRY_DELAY_MS; a mail server that
+ * could not be reached or dropped the line (a restart, a full connection table, a network blip:
+ * nothing about the mailbox) after CONNECTION_RETRY_DELAY_MS. The last two, or the greylist delay
+ * when that is shorter. All count against SVC_JOB_GREYLIST_ATTEMPTS probes in all.
  */
-const RETRY_LATER: Partial<Record<string, 'greylist' | 'dns'>> = { smtp_tempfail: 'greylist', dns_timeout: 'dns', dns_servfail: 'dns' };
+const RETRY_LATER: Partial<Record<string, 'greylist' | 'dns' | 'connection'>> = {
+  smtp_tempfail: 'greylist',
+  dns_timeout: 'dns',
+  dns_servfail: 'dns',
+  smtp_connection_failed: 'connection',
+};
 export const DNS_RETRY_DELAY_MS = 30_000;
+/** Longer than the engine's host-down window (hostDownMs, 10 s): the re-probe meets the host after it. */
+export const CONNECTION_RETRY_DELAY_MS = 60_000;
+const RETRY_DELAY_MS = { dns: DNS_RETRY_DELAY_MS, connection: CONNECTION_RETRY_DELAY_MS } as const;
 
 /** The verifier as the worker uses it. */
 export interface JobVerifier {
@@ -287,7 +298,7 @@ export class JobWorker {
         chargeable: v.chargeable,
         attempts,
         state: again ? 'deferred' : 'done',
-        ...(again ? { next_attempt_at: new Date(now + (delay === 'greylist' ? greylistDelayMs : Math.min(greylistDelayMs, DNS_RETRY_DELAY_MS))).toISOString() } : {}),
+        ...(again ? { next_attempt_at: new Date(now + (delay === 'greylist' ? greylistDelayMs : Math.min(greylistDelayMs, RETRY_DELAY_MS[delay]))).toISOString() } : {}),
         mx_host: trace?.mx_host ?? null,
         latency_ms: Math.round(trace?.latency_ms ?? 0),
       };
