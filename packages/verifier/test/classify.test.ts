@@ -229,7 +229,7 @@ t.test('every provider rule has a fixture, a reason, and only permanent classes 
   // A 4xx reply is never a verdict, whatever rule it looks like.
   for (const [lines] of PROVIDERS) {
     const r = reply(...lines);
-    if (r.code < 500) t.equal(classifyRcpt(r), 'tempfail', lines[0]);
+    if (r.code < 500) t.equal(classifyRcpt(r), 'tempfail', lines[0] ?? '');
   }
 });
 

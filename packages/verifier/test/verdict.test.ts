@@ -420,7 +420,7 @@ t.test('invariants over every kind of evidence', async (t) => {
 
 t.test('SMTP layer: the big mail systems, exact result, code and reason (docs/smtp-replies.md)', async (t) => {
   const invalid = { result: 'invalid', reason_code: 'mailbox_not_found', smtp_valid: false, chargeable: false };
-  const cases: Array<[string[], RcptClass, Partial<Verdict>]> = [
+  const cases: Array<[string[], RcptClass, Record<string, unknown>]> = [
     [['550 5.4.1 Recipient address rejected: Access denied. AS(201806281) [BN1NAM02FT022.eop-nam02.prod.protection.outlook.com]'], 'rejected', { ...invalid, reason: "Microsoft 365 directory-based edge blocking: the recipient is not in the tenant's directory" }],
     [['550 5.1.10 RESOLVER.ADR.RecipientNotFound; Recipient not found by SMTP address lookup'], 'rejected', { ...invalid, reason: 'Microsoft Exchange: the recipient was not found by SMTP address lookup' }],
     [['550 #5.1.0 Address rejected.'], 'rejected', { ...invalid, reason: "Cisco Secure Email (IronPort): the recipient address was rejected, it is not in the organisation's directory", smtp_response: '550 5.1.0 Address rejected.' }],
@@ -445,7 +445,7 @@ t.test('SMTP layer: the big mail systems, exact result, code and reason (docs/sm
   for (const [lines, cls, expected] of cases) {
     const v = verdict(PERSON, smtp({ kind: 'answer', cls, reply: reply(...lines), mxIndex: 0, attempts: 2, catchall: { catchall: false, mxIndex: 0 } }));
     const picked = Object.fromEntries(Object.keys(expected).map((k) => [k, v[k as keyof Verdict]]));
-    t.strictSame(picked, expected, lines[0]);
+    t.strictSame(picked, expected, lines[0] ?? '');
   }
   // The reason names a provider rule only when that rule gives the class the outcome has: a
   // refused MAIL FROM (read as unclassified by the engine) keeps the generic reason.
