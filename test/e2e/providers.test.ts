@@ -102,6 +102,7 @@ for (const d of providerDomains) {
       for (const v of [known, unknown]) {
         t.strictSame([v.result, v.reason_code, v.credits_charged], ['unknown', 'smtp_tempfail', 0]);
         t.match(v.smtp_response, /^421 4\.7\.0 \[TSS04\] Messages from 127\.0\.0\.1 temporarily deferred/);
+        t.match(v.reason, /^Yahoo deferred the check \(a \[TS\] code: volume, complaints or reputation of the sending IP\), during (MAIL FROM|RCPT TO)$/);
       }
     }
   });

@@ -81,8 +81,12 @@ function failureDecision(f: SessionFailure): Decision {
         : { ...base, code: 'smtp_connection_failed', reason: `Mail server closed the connection during ${at}` };
     case 'protocol':
       return { ...base, code: 'smtp_protocol_error', reason: `Mail server broke the SMTP protocol during ${at}` };
-    case 'reply':
-      return { ...base, code: 'smtp_tempfail', reason: `Mail server refused the session during ${at}`, ...(reply ? { reply } : {}) };
+    case 'reply': {
+      // A provider's own deferral or block (Yahoo's [TSS04] 421) says which check refused.
+      const rule = f.reply ? explainRcpt(f.reply).rule : undefined;
+      const reason = rule && (rule.cls === 'tempfail' || rule.cls === 'policy') ? `${rule.reason}, during ${at}` : `Mail server refused the session during ${at}`;
+      return { ...base, code: 'smtp_tempfail', reason, ...(reply ? { reply } : {}) };
+    }
   }
 }
 

@@ -452,4 +452,10 @@ t.test('SMTP layer: the big mail systems, exact result, code and reason (docs/sm
   const viaMail = verdict(PERSON, smtp({ kind: 'answer', cls: 'unclassified', reply: reply('552 1 Requested mail action aborted, mailbox not found'), mxIndex: 0, attempts: 1, catchall: { catchall: false, mxIndex: 0 } }));
   t.equal(viaMail.reason, 'Mail server gave an answer that does not say whether the mailbox exists');
   t.equal(viaMail.reason_code, 'smtp_unclassified');
+  // A session refused with a provider's own deferral names it too; a plain refusal does not.
+  const tss04 = reply('421 4.7.0 [TSS04] Messages from 192.0.2.10 temporarily deferred due to unexpected volume or user complaints');
+  const refused = verdict(PERSON, failure({ phase: 'mail', kind: 'reply', detail: '421', reply: tss04 }));
+  t.strictSame([refused.result, refused.reason_code, refused.reason], ['unknown', 'smtp_tempfail', 'Yahoo deferred the check (a [TS] code: volume, complaints or reputation of the sending IP), during MAIL FROM']);
+  const plain = verdict(PERSON, failure({ phase: 'mail', kind: 'reply', detail: '421', reply: reply('421 4.3.2 Service not available') }));
+  t.strictSame([plain.result, plain.reason_code, plain.reason], ['unknown', 'smtp_tempfail', 'Mail server refused the session during MAIL FROM']);
 });
