@@ -2,6 +2,7 @@
 // and common MTAs, parsed from the wire form so enhanced codes are extracted the real way.
 
 import t from 'tap';
+import { readFileSync } from 'node:fs';
 import { classifyRcpt, explainRcpt, PROVIDER_RULES, type RcptClass } from '../src/smtp/classify.ts';
 import { parseReply } from '../src/smtp/reply.ts';
 
@@ -340,4 +341,12 @@ t.test('"user unknown" in other languages', async (t) => {
   ];
   for (const line of UNCLASSIFIED) t.equal(classifyRcpt(reply(line)), 'unclassified', line);
   t.equal(classifyRcpt(reply('450 Benutzer unbekannt')), 'tempfail');
+});
+
+t.test('docs/smtp-replies.md has a row for every provider rule', async (t) => {
+  const doc = readFileSync(new URL('../../../docs/smtp-replies.md', import.meta.url), 'utf8');
+  for (const rule of PROVIDER_RULES) {
+    t.ok(doc.includes(`\`${rule.id}\``), `${rule.id} is documented`);
+    t.ok(doc.includes(rule.reason), `${rule.id}: its reason text is documented`);
+  }
 });

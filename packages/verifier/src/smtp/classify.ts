@@ -214,9 +214,10 @@ const POLICY_TEXT_INTL = new RegExp(
     '拦截|攔截|黑名单|黑名單|垃圾邮件|垃圾郵件|反垃圾|策略', // zh
     '차단|스팸|블랙리스트|정책', // ko
   ].join('|'),
-  'iu',
+  'u',
 );
-const isPolicyText = (text: string): boolean => POLICY_TEXT.test(text) || POLICY_TEXT_INTL.test(text);
+/** POLICY_TEXT_INTL and UNKNOWN_USER_INTL are lower case, matched on the lower-cased text (faster than the `i` flag over Unicode). */
+const isPolicyText = (text: string, lower = text.toLowerCase()): boolean => POLICY_TEXT.test(text) || POLICY_TEXT_INTL.test(lower);
 
 // "User unknown" wording of servers that send no enhanced code.
 const UNKNOWN_USER_TEXT =
@@ -268,10 +269,10 @@ const UNKNOWN_USER_INTL = new RegExp(
     // Korean
     '존재하지 않는 (사용자|계정|주소|메일 ?주소|메일 ?박스|수신자|받는 ?사람)|(사용자|계정|수신자|메일 ?주소|받는 ?사람)[^.]{0,20}?(존재하지 않습니다|찾을 수 없습니다)|알 수 없는 (사용자|수신자)',
   ].join('|'),
-  'iu',
+  'u',
 );
 // Replies about our sender (MAIL FROM) in those languages: never a verdict on the recipient.
-const SENDER_WORDS = /\b(sender|mail from)\b|absender|exp(é|e)diteur|remitente|mittente|remetente|afzender|nadawc|отправител|odes(í|i)latel|avs(ä|a)ndar|g(ö|o)nderen|差出人|送信者|发件人|發件人|발신자|보낸 ?사람/iu;
+const SENDER_WORDS = /\b(sender|mail from)\b|absender|exp(é|e)diteur|remitente|mittente|remetente|afzender|nadawc|отправител|odes(í|i)latel|avs(ä|a)ndar|g(ö|o)nderen|差出人|送信者|发件人|發件人|발신자|보낸 ?사람/u;
 
 const FULL_TEXT = /(mailbox (is )?full|over ?quota|quota exceeded|insufficient (system )?storage|out of storage)/i;
 
@@ -292,6 +293,7 @@ function genericClass(reply: SmtpReply): RcptClass {
   const { code, enhanced, text } = reply;
   if (code >= 400 && code < 500) return 'tempfail';
   if (code < 500) return 'unclassified'; // 252 "cannot verify" and other oddities
+  const lower = text.toLowerCase();
   const [, subject, detail] = (enhanced ?? '').split('.');
   if (subject === '7') return 'policy';
   // RFC 3463 X.1.7 / X.1.8: our *sender* address or domain was refused (Postfix refuses the sender
@@ -299,18 +301,18 @@ function genericClass(reply: SmtpReply): RcptClass {
   const senderRefused = subject === '1' && (detail === '7' || detail === '8');
   // RFC 3463 X.1.3 "bad destination mailbox address syntax": Postfix answers `501 5.1.3 Bad
   // recipient address syntax`, others 553. The address cannot be delivered as written.
-  if (subject === '1' && detail === '3' && (code === 501 || code === 553) && !isPolicyText(text)) return 'malformed';
+  if (subject === '1' && detail === '3' && (code === 501 || code === 553) && !isPolicyText(text, lower)) return 'malformed';
   if (subject === '1' && !senderRefused && (detail === '1' || detail === '10' || code === 550 || code === 551 || code === 553)) {
     // 5.1.1 bad mailbox, 5.1.10 null MX (RFC 7505), 5.1.3 bad syntax, 5.1.6 moved.
-    return isPolicyText(text) && detail !== '1' ? 'policy' : 'rejected';
+    return isPolicyText(text, lower) && detail !== '1' ? 'policy' : 'rejected';
   }
   if (subject === '2' && detail === '2') return 'full';
   if (subject === '2' && detail === '1') return 'disabled';
   if (code === 552 && FULL_TEXT.test(text)) return 'full';
-  if (isPolicyText(text)) return 'policy';
+  if (isPolicyText(text, lower)) return 'policy';
   if (!senderRefused && (code === 550 || code === 551 || code === 553)) {
     if (UNKNOWN_USER_TEXT.test(text)) return 'rejected';
-    if (UNKNOWN_USER_INTL.test(text) && !SENDER_WORDS.test(text)) return 'rejected';
+    if (UNKNOWN_USER_INTL.test(lower) && !SENDER_WORDS.test(lower)) return 'rejected';
   }
   if (FULL_TEXT.test(text)) return 'full';
   return 'unclassified';

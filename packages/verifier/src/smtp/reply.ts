@@ -3,6 +3,7 @@
 // ("5.1.1") may start the text when the server advertises ENHANCEDSTATUSCODES (RFC 2034).
 // Cisco Secure Email (IronPort) writes the code with a leading '#': "550 #5.1.0 Address rejected.".
 
+import { Buffer, isUtf8 } from 'node:buffer';
 import type { SmtpReply } from '../types.ts';
 
 const LINE = /^(\d{3})([ -]?)(.*)$/;
@@ -48,16 +49,12 @@ export function parseReply(lines: readonly string[]): SmtpReply {
   return reply;
 }
 
-const UTF8 = new TextDecoder('utf-8', { fatal: true });
-/** Latin-1: byte N is U+00NN. */
-const LATIN1 = new TextDecoder('latin1');
 /**
  * Windows-1252's printable characters at 0x80-0x9F, where Latin-1 has C1 controls (0x81, 0x8D,
- * 0x8F, 0x90 and 0x9D are unassigned and stay controls). Node's own 'windows-1252' decoder
+ * 0x8F, 0x90 and 0x9D are unassigned and stay controls). Node's TextDecoder('windows-1252')
  * decodes this range as Latin-1 does, so it is mapped here.
  */
 const CP1252_C1 = '€\u0081‚ƒ„…†‡ˆ‰Š‹Œ\u008dŽ\u008f\u0090‘’“”•–—˜™š›œ\u009džŸ';
-const encoder = new TextEncoder();
 
 /**
  * One reply line from its bytes (without the line ending). RFC 5321 replies are ASCII, RFC 6531
@@ -67,11 +64,9 @@ const encoder = new TextEncoder();
  * character (Latin-1's where they agree), so no reply is dropped or mangled.
  */
 export function decodeReplyLine(bytes: Uint8Array): string {
-  try {
-    return UTF8.decode(bytes);
-  } catch {
-    return LATIN1.decode(bytes).replace(/[\u0080-\u009f]/g, (c) => CP1252_C1.charAt(c.charCodeAt(0) - 0x80));
-  }
+  const b = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (isUtf8(b)) return b.toString('utf8');
+  return b.toString('latin1').replace(/[\u0080-\u009f]/g, (c) => CP1252_C1.charAt(c.charCodeAt(0) - 0x80));
 }
 
 /**
@@ -88,7 +83,7 @@ export class ReplyReader {
 
   /** Returns the replies completed by this chunk. Throws SmtpProtocolError when over the cap. */
   push(chunk: Uint8Array | string): SmtpReply[] {
-    const bytes = typeof chunk === 'string' ? encoder.encode(chunk) : chunk;
+    const bytes = typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : chunk;
     if (this.#buffer.length === 0) this.#buffer = bytes;
     else if (bytes.length > 0) {
       const joined = new Uint8Array(this.#buffer.length + bytes.length);
