@@ -6,6 +6,8 @@
 // Addresses: DNS on 127.0.0.1; live MX hosts on 127.0.10.N; dead MX hosts on 127.0.254.N (nothing
 // listens there, so a connection is refused at once). Every 127.x.y.z is local on Linux.
 
+import type { ProviderId } from './providers.ts';
+
 /** Mirrors `ValidationResult` in packages/verifier/src/types.ts (kept local: the sim does not depend on the code it tests). */
 export type SimResult = 'valid' | 'valid_role_based' | 'risky' | 'invalid' | 'unknown';
 
@@ -55,6 +57,7 @@ export type SmtpKind =
   | 'bad-address-553' // smtp-server: unknown mailboxes 553 5.1.3
   | 'slow-replies' // smtp-server: normal, every reply (and the banner) 150 ms late
   | 'postfix-limits' // raw: normal mailboxes, with the limits Postfix applies to a client that never sends DATA (SimMx.limits)
+  | 'provider' // raw (providers.ts): a big mail system's own replies (SimMx.provider)
   | 'dead';
 
 /**
@@ -103,6 +106,8 @@ export interface SimMx {
   smtp: SmtpKind | null;
   /** For `postfix-limits`: the limits that differ from Postfix's defaults. */
   limits?: MxLimits;
+  /** For `provider`: whose replies the server gives (test/sim/providers.ts). */
+  provider?: ProviderId;
 }
 
 export interface SimDomain {
@@ -158,6 +163,14 @@ const both = (e: SimExpectation): { known: SimExpectation; unknown: SimExpectati
 function mx1(domain: string, n: number, smtp: SmtpKind, priority = 10): SimMx {
   return { priority, exchange: `mx1.${domain}`, ip: live(n), smtp };
 }
+
+const POLICY_BLOCK: SimExpectation = { result: 'unknown', reason_code: 'smtp_policy_block' };
+
+/** A domain whose MX speaks a big mail system's replies (providers.ts; docs/smtp-replies.md). */
+function providerDomain(domain: string, n: number, provider: ProviderId, description: string, expect: { known: SimExpectation; unknown: SimExpectation }): SimDomain {
+  return { domain, behaviour: `provider-${provider}`, dns: 'mx', mx: [{ ...mx1(domain, n, 'provider'), provider }], description, ...expect };
+}
+const NO_SUCH_USER = { known: VALID, unknown: NOT_FOUND };
 
 export const SIM_DOMAINS: readonly SimDomain[] = [
   {
@@ -464,6 +477,25 @@ export const SIM_DOMAINS: readonly SimDomain[] = [
     known: VALID,
     unknown: NOT_FOUND,
   },
+  // The big mail systems (providers.ts): their "no such user" is invalid, their blocks and
+  // deferrals stay unknown.
+  providerDomain('m365.test', 29, 'microsoft-365', 'Microsoft 365: unknown 550 5.4.1 Recipient address rejected: Access denied. AS(201806281) (directory-based edge blocking)', NO_SUCH_USER),
+  providerDomain('exchange.test', 30, 'exchange-resolver', 'Microsoft Exchange: unknown 550 5.1.10 RESOLVER.ADR.RecipientNotFound', NO_SUCH_USER),
+  providerDomain('m365-banned.test', 31, 'microsoft-banned-ip', 'Microsoft 365: every RCPT 550 5.7.606 Access denied, banned sending IP', both(POLICY_BLOCK)),
+  providerDomain('ironport.test', 32, 'cisco-ironport', "Cisco Secure Email (IronPort), no ENHANCEDSTATUSCODES: unknown 550 #5.1.0 Address rejected.", NO_SUCH_USER),
+  providerDomain('yahoo.test', 33, 'yahoo', 'Yahoo / AOL: unknown 552 1 Requested mail action aborted, mailbox not found', NO_SUCH_USER),
+  providerDomain('yahoo-deferred.test', 34, 'yahoo-deferred', 'Yahoo: MAIL FROM 421 4.7.0 [TSS04] ... temporarily deferred, then closes', both({ result: 'unknown', reason_code: 'smtp_tempfail' })),
+  providerDomain('yahoo-blocked.test', 35, 'yahoo-blocked', "Yahoo: every RCPT 553 5.7.1 [BL21] ... because the ip is in Spamhaus's list", both(POLICY_BLOCK)),
+  providerDomain('workspace.test', 36, 'google', 'Google: unknown 550-5.1.1 The email account that you tried to reach does not exist (4 lines)', NO_SUCH_USER),
+  providerDomain('proofpoint.test', 37, 'proofpoint', 'Proofpoint: unknown 550 5.1.1 User Unknown', NO_SUCH_USER),
+  providerDomain('proofpoint-blocked.test', 38, 'proofpoint-blocked', 'Proofpoint: every RCPT 554 5.7.1 Blocked by policy: ...pphosted.com', both(POLICY_BLOCK)),
+  providerDomain('mimecast.test', 39, 'mimecast', 'Mimecast, no enhanced codes: unknown 550 Invalid Recipient - https://community.mimecast.com/...', NO_SUCH_USER),
+  providerDomain('mimecast-blocked.test', 40, 'mimecast-blocked', 'Mimecast: every RCPT 550 Administrative prohibition - envelope blocked', both(POLICY_BLOCK)),
+  providerDomain('barracuda.test', 41, 'barracuda', 'Barracuda, no enhanced codes: unknown 550 No such user (<addr>)', NO_SUCH_USER),
+  providerDomain('barracuda-blocked.test', 42, 'barracuda-blocked', 'Barracuda: every RCPT 554 Service unavailable; Client host [<ip>] blocked using Barracuda Reputation', both(POLICY_BLOCK)),
+  providerDomain('zoho.test', 43, 'zoho', 'Zoho: unknown 550 5.1.1 User does not exist - <addr>', NO_SUCH_USER),
+  providerDomain('latin1.test', 44, 'german-latin1', 'German server writing Latin-1, no enhanced codes: unknown 550 Empfänger unbekannt (ä is the byte 0xE4)', NO_SUCH_USER),
+  providerDomain('cyrillic.test', 45, 'russian-utf8', 'Russian server writing UTF-8, no enhanced codes: unknown 550 Пользователь не найден', NO_SUCH_USER),
 ];
 
 export interface SimExample {

@@ -9,6 +9,7 @@ import { domainToASCII } from 'node:url';
 import { buildZone, startDns, type DnsServer } from './dns.ts';
 import { SIM_DNS_IP, SIM_DOMAINS, SIM_GMAIL_MAILBOXES, type SimDomain } from './domains.ts';
 import { Timers, emptyStats, probeFree, startMx, type MxServerSpec, type MxStats, type RunningMx, type SmtpContext } from './smtp.ts';
+import { startProviderMx, type ProviderId } from './providers.ts';
 
 export * from './domains.ts';
 export type { MxStats } from './smtp.ts';
@@ -56,8 +57,10 @@ const SMTP_PORT_MIN = 20_000;
 const SMTP_PORT_MAX = 60_000;
 const SMTP_PORT_ATTEMPTS = 50;
 
-function mxSpecs(): { live: MxServerSpec[]; dead: string[] } {
-  const live: MxServerSpec[] = [];
+type LiveSpec = MxServerSpec & { provider?: ProviderId };
+
+function mxSpecs(): { live: LiveSpec[]; dead: string[] } {
+  const live: LiveSpec[] = [];
   const dead: string[] = [];
   for (const d of SIM_DOMAINS) {
     for (const m of d.mx) {
@@ -70,6 +73,7 @@ function mxSpecs(): { live: MxServerSpec[]; dead: string[] } {
           kind: m.smtp,
           ...(d.domain === 'gmail.com' ? { extraMailboxes: SIM_GMAIL_MAILBOXES } : {}),
           ...(m.limits ? { limits: m.limits } : {}),
+          ...(m.provider ? { provider: m.provider } : {}),
         });
     }
   }
@@ -82,7 +86,7 @@ function isAddrInUse(err: unknown): boolean {
 
 /** Starts every MX server on one port: the requested one, or a random one free on all sim addresses. */
 async function startAllMx(
-  live: MxServerSpec[],
+  live: LiveSpec[],
   dead: string[],
   requested: number | undefined,
   ctx: SmtpContext,
@@ -99,7 +103,9 @@ async function startAllMx(
       if (isAddrInUse(err) && !fixed) continue;
       throw err;
     }
-    const results = await Promise.allSettled(live.map(spec => startMx(spec, port, ctx)));
+    const results = await Promise.allSettled(
+      live.map(spec => (spec.kind === 'provider' && spec.provider ? startProviderMx({ ...spec, provider: spec.provider }, port, ctx) : startMx(spec, port, ctx))),
+    );
     const servers = results.flatMap(r => (r.status === 'fulfilled' ? [r.value] : []));
     const failure = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (!failure) return { port, servers };

@@ -717,3 +717,69 @@ t.test("latencyModel 'network': pipelined commands share a round trip, the banne
   t.ok(s.bannerMs >= rtt - 5 && s.bannerMs < 2 * rtt, `serial: banner after one round trip (${s.bannerMs.toFixed(0)} ms)`);
   t.ok(s.batchMs >= batch.length * rtt - 5, `serial: one round trip per command (${s.batchMs.toFixed(0)} ms)`);
 });
+
+t.test('provider servers (providers.ts): each big mail system answers with its own wording', async t => {
+  const ms = 'BN1NAM02FT022.mail.protection.outlook.com';
+  // [domain, banner, MAIL reply, RCPT jane.doe reply, RCPT no.such.user reply]
+  const cases: Array<[string, string[], string[], string[], string[]]> = [
+    ['m365.test', [`220 ${ms} Microsoft ESMTP MAIL Service ready at Fri, 27 Nov 2026 07:00:00 +0000 08DE41AB68FE2DF5`], ['250 2.1.0 Sender OK'], ['250 2.1.5 Recipient OK'], ['550 5.4.1 Recipient address rejected: Access denied. AS(201806281) [BN1NAM02FT022.eop-nam02.prod.protection.outlook.com]']],
+    ['exchange.test', [`220 ${ms} Microsoft ESMTP MAIL Service ready at Fri, 27 Nov 2026 07:00:00 +0000 08DE41AB68FE2DF5`], ['250 2.1.0 Sender OK'], ['250 2.1.5 Recipient OK'], ['550 5.1.10 RESOLVER.ADR.RecipientNotFound; Recipient not found by SMTP address lookup']],
+    ['m365-banned.test', [`220 ${ms} Microsoft ESMTP MAIL Service ready at Fri, 27 Nov 2026 07:00:00 +0000 08DE41AB68FE2DF5`], ['250 2.1.0 Sender OK'],
+      ['550 5.7.606 Access denied, banned sending IP [127.0.0.1]. To request removal from this list please visit https://sender.office.com/ and follow the directions. For more information please go to http://go.microsoft.com/fwlink/?LinkID=526655 AS(1430)'],
+      ['550 5.7.606 Access denied, banned sending IP [127.0.0.1]. To request removal from this list please visit https://sender.office.com/ and follow the directions. For more information please go to http://go.microsoft.com/fwlink/?LinkID=526655 AS(1430)']],
+    ['ironport.test', ['220 mx1.ironport.test ESMTP'], ['250 sender <probe@sender.test> ok'], ['250 recipient <jane.doe@ironport.test> ok'], ['550 #5.1.0 Address rejected.']],
+    ['yahoo.test', ['220 mta7001.mail.gq1.yahoo.com ESMTP ready'], ['250 sender <probe@sender.test> ok'], ['250 recipient <jane.doe@yahoo.test> ok'], ['552 1 Requested mail action aborted, mailbox not found']],
+    ['yahoo-blocked.test', ['220 mta7001.mail.gq1.yahoo.com ESMTP ready'], ['250 sender <probe@sender.test> ok'],
+      ["553 5.7.1 [BL21] Connections will not be accepted from 127.0.0.1, because the ip is in Spamhaus's list; see https://postmaster.yahooinc.com/error-codes"],
+      ["553 5.7.1 [BL21] Connections will not be accepted from 127.0.0.1, because the ip is in Spamhaus's list; see https://postmaster.yahooinc.com/error-codes"]],
+    ['workspace.test', ['220 mx.google.com ESMTP a1si.123 - gsmtp'], ['250 2.1.0 OK a1si.123 - gsmtp'], ['250 2.1.5 OK a1si.123 - gsmtp'], [
+      '550-5.1.1 The email account that you tried to reach does not exist. Please try',
+      "550-5.1.1 double-checking the recipient's email address for typos or",
+      '550-5.1.1 unnecessary spaces. For more information, go to',
+      '550 5.1.1  https://support.google.com/mail/?p=NoSuchUser a1si.123 - gsmtp',
+    ]],
+    ['proofpoint.test', ['220 mx1.proofpoint.test ESMTP'], ['250 2.1.0 Ok'], ['250 2.1.5 Ok'], ['550 5.1.1 User Unknown']],
+    ['proofpoint-blocked.test', ['220 mx1.proofpoint-blocked.test ESMTP'], ['250 2.1.0 Ok'], ['554 5.7.1 Blocked by policy: mx0a-00000001.pphosted.com'], ['554 5.7.1 Blocked by policy: mx0a-00000001.pphosted.com']],
+    ['mimecast.test', ['220 mx1.mimecast.test ESMTP mx1'], ['250 OK'], ['250 Accepted'], ['550 Invalid Recipient - https://community.mimecast.com/docs/DOC-1369#550']],
+    ['mimecast-blocked.test', ['220 mx1.mimecast-blocked.test ESMTP'], ['250 OK'], ['550 Administrative prohibition - envelope blocked - https://community.mimecast.com/docs/DOC-1369#550'], ['550 Administrative prohibition - envelope blocked - https://community.mimecast.com/docs/DOC-1369#550']],
+    ['barracuda.test', ['220 mx1.barracuda.test ESMTP (a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6)'], ['250 Sender <probe@sender.test> OK'], ['250 Recipient <jane.doe@barracuda.test> OK'], ['550 No such user (no.such.user@barracuda.test)']],
+    ['barracuda-blocked.test', ['220 mx1.barracuda-blocked.test ESMTP'], ['250 OK'],
+      ['554 Service unavailable; Client host [127.0.0.1] blocked using Barracuda Reputation; https://www.barracudanetworks.com/reputation/?pr=1&ip=127.0.0.1'],
+      ['554 Service unavailable; Client host [127.0.0.1] blocked using Barracuda Reputation; https://www.barracudanetworks.com/reputation/?pr=1&ip=127.0.0.1']],
+    ['zoho.test', ['220 mx1.zoho.test SMTP Server ready November 27, 2026 7:00:00 AM UTC'], ['250 Sender <probe> OK'], ['250 Recipient OK'], ['550 5.1.1 User does not exist - <no.such.user@zoho.test>']],
+    ['cyrillic.test', ['220 mx1.cyrillic.test ESMTP'], ['250 OK'], ['250 OK'], ['550 Пользователь не найден']],
+  ];
+  for (const [domain, banner, mail, known, unknown] of cases) {
+    sim.resetStats();
+    const s = await session(t, domain);
+    t.strictSame(s.banner, banner, `${domain} banner`);
+    t.equal((await s.c.cmd('EHLO client.test'))[0]?.slice(0, 4), '250-', `${domain} EHLO`);
+    t.strictSame(await s.c.cmd('MAIL FROM:<probe@sender.test>'), mail, `${domain} MAIL`);
+    t.strictSame(await s.c.cmd(`RCPT TO:<jane.doe@${domain}>`), known, `${domain} known`);
+    t.strictSame(await s.c.cmd(`RCPT TO:<no.such.user@${domain}>`), unknown, `${domain} unknown`);
+    t.strictSame(await s.c.cmd('QUIT'), ['221 2.0.0 Bye'], `${domain} QUIT`);
+    t.strictSame(sim.statsFor(domain), { ...EMPTY, connections: 1, ehlo: 1, mail: 1, rcpt: 2, quit: 1 }, `${domain} counters`);
+  }
+
+  // Yahoo's [TSS04] deferral comes at MAIL FROM, and the server hangs up.
+  const y = await session(t, 'yahoo-deferred.test');
+  await y.c.cmd('EHLO client.test');
+  t.strictSame(await y.c.cmd('MAIL FROM:<probe@sender.test>'), [
+    '421 4.7.0 [TSS04] Messages from 127.0.0.1 temporarily deferred due to unexpected volume or user complaints - 4.16.55.1; see https://postmaster.yahooinc.com/error-codes',
+  ]);
+  await y.c.closedEvent;
+  t.equal(y.c.closed, true, 'closed after the 421');
+
+  // latin1.test writes Latin-1: "ä" is the one byte 0xE4 on the wire, not UTF-8's 0xC3 0xA4.
+  const sock = net.connect({ host: ipOf('latin1.test'), port: sim.smtpPort });
+  t.teardown(() => sock.destroy());
+  const chunks: Buffer[] = [];
+  sock.on('data', (c: Buffer) => chunks.push(c));
+  await once(sock, 'connect');
+  sock.write('EHLO client.test\r\nMAIL FROM:<probe@sender.test>\r\nRCPT TO:<jane.doe@latin1.test>\r\nRCPT TO:<no.such.user@latin1.test>\r\nQUIT\r\n');
+  await once(sock, 'close');
+  const wire = Buffer.concat(chunks);
+  t.equal(wire.toString('latin1'), '220 mx1.latin1.test ESMTP\r\n250-mx1.latin1.test\r\n250-PIPELINING\r\n250 8BITMIME\r\n250 OK\r\n250 OK\r\n550 Empf\u00e4nger unbekannt\r\n221 2.0.0 Bye\r\n');
+  t.ok(wire.includes(Buffer.from([0x35, 0x35, 0x30, 0x20, 0x45, 0x6d, 0x70, 0x66, 0xe4, 0x6e])), 'the byte 0xE4');
+  t.notOk(wire.includes(Buffer.from([0xc3, 0xa4])), 'no UTF-8 ä');
+});

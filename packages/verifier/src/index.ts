@@ -6,7 +6,7 @@ export { Verifier, verifierConfig, verdictTrace, type KnownMx, type Route, type 
 export { parseAddress } from './syntax.ts';
 export { buildVerdict, processingFailedVerdict } from './verdict.ts';
 export { Semaphore } from './semaphore.ts';
-export { classifyRcpt, type RcptClass } from './smtp/classify.ts';
+export { classifyRcpt, explainRcpt, PROVIDER_RULES, type ProviderRule, type RcptClass, type RcptExplanation } from './smtp/classify.ts';
 // The SMTP reducers, each as one namespace: the session's counts (plan, step, capacity, abandon…),
 // the opening (greeting, EHLO, STARTTLS) and the probe conversation over an open session.
 export * as smtpSession from './smtp/session.ts';
@@ -15,4 +15,4 @@ export * as smtpOpening from './smtp/opening.ts';
 export type { OpeningEffect, OpeningInput, OpeningState } from './smtp/opening.ts';
 export * as smtpConversation from './smtp/conversation.ts';
 export type { ConversationEffect, ConversationState, ConversationStep, Recipient, WireCommand } from './smtp/conversation.ts';
-export { parseReply, ReplyReader, SmtpProtocolError, formatReply } from './smtp/reply.ts';
+export { decodeReplyLine, parseReply, ReplyReader, SmtpProtocolError, formatReply } from './smtp/reply.ts';

@@ -3,6 +3,7 @@
 import { isDisposable, isFreeProvider, roleType } from './lists.ts';
 import type { ProbeOutcome } from './ports.ts';
 import type { SessionFailure } from './ports.ts';
+import { explainRcpt } from './smtp/classify.ts';
 import { formatReply } from './smtp/reply.ts';
 import { parseAddress } from './syntax.ts';
 import { didYouMean } from './typo.ts';
@@ -80,8 +81,12 @@ function failureDecision(f: SessionFailure): Decision {
         : { ...base, code: 'smtp_connection_failed', reason: `Mail server closed the connection during ${at}` };
     case 'protocol':
       return { ...base, code: 'smtp_protocol_error', reason: `Mail server broke the SMTP protocol during ${at}` };
-    case 'reply':
-      return { ...base, code: 'smtp_tempfail', reason: `Mail server refused the session during ${at}`, ...(reply ? { reply } : {}) };
+    case 'reply': {
+      // A provider's own deferral or block (Yahoo's [TSS04] 421) says which check refused.
+      const rule = f.reply ? explainRcpt(f.reply).rule : undefined;
+      const reason = rule && (rule.cls === 'tempfail' || rule.cls === 'policy') ? `${rule.reason}, during ${at}` : `Mail server refused the session during ${at}`;
+      return { ...base, code: 'smtp_tempfail', reason, ...(reply ? { reply } : {}) };
+    }
   }
 }
 
@@ -92,6 +97,10 @@ function smtpDecision(o: ProbeOutcome, role: boolean): Decision {
   }
   const reply = formatReply(o.reply);
   const base = { layer: 'smtp' as const, dns: true, reply };
+  // A provider's own reply (docs/smtp-replies.md) says which rule decided, in the reason; only when
+  // that rule gives the class the outcome carries (a refused MAIL FROM is read otherwise).
+  const explained = explainRcpt(o.reply);
+  const rule = explained.cls === o.cls ? explained.rule : undefined;
   switch (o.cls) {
     case 'accepted':
       if (o.catchall?.catchall) {
@@ -111,17 +120,17 @@ function smtpDecision(o: ProbeOutcome, role: boolean): Decision {
         ? { ...base, result: 'valid_role_based', smtp: true, code: 'role_account', reason: 'Role-based address: a shared inbox, not a person' }
         : { ...base, result: 'valid', smtp: true, code: 'accepted', reason: '' };
     case 'rejected':
-      return { ...base, result: 'invalid', smtp: false, code: 'mailbox_not_found', reason: 'Mailbox does not exist' };
+      return { ...base, result: 'invalid', smtp: false, code: 'mailbox_not_found', reason: rule?.reason ?? 'Mailbox does not exist' };
     case 'malformed':
       return { ...base, result: 'invalid', smtp: false, code: 'address_malformed', reason: 'Mail server says the address is malformed' };
     case 'disabled':
-      return { ...base, result: 'invalid', smtp: false, code: 'mailbox_disabled', reason: 'Mailbox is disabled' };
+      return { ...base, result: 'invalid', smtp: false, code: 'mailbox_disabled', reason: rule?.reason ?? 'Mailbox is disabled' };
     case 'full':
       return { ...base, result: 'unknown', smtp: false, code: 'mailbox_full', reason: 'Mailbox is full: it exists but cannot receive mail now' };
     case 'policy':
-      return { ...base, result: 'unknown', smtp: false, code: 'smtp_policy_block', reason: 'Mail server refused to verify the address (policy or block list)' };
+      return { ...base, result: 'unknown', smtp: false, code: 'smtp_policy_block', reason: rule?.reason ?? 'Mail server refused to verify the address (policy or block list)' };
     case 'tempfail':
-      return { ...base, result: 'unknown', smtp: false, code: 'smtp_tempfail', reason: `Mail server deferred the check (greylisting or rate limit), still deferred after ${o.attempts} attempts` };
+      return { ...base, result: 'unknown', smtp: false, code: 'smtp_tempfail', reason: `${rule?.reason ?? 'Mail server deferred the check (greylisting or rate limit)'}, still deferred after ${o.attempts} attempts` };
     case 'unclassified':
       return { ...base, result: 'unknown', smtp: false, code: 'smtp_unclassified', reason: 'Mail server gave an answer that does not say whether the mailbox exists' };
   }

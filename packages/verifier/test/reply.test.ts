@@ -3,7 +3,8 @@
 
 import t from 'tap';
 import { isDeepStrictEqual } from 'node:util';
-import { command, ehloKeywords, formatReply, MAX_REPLY_BYTES, parseReply, ReplyReader, SmtpProtocolError } from '../src/smtp/reply.ts';
+import { command, decodeReplyLine, ehloKeywords, formatReply, MAX_REPLY_BYTES, parseReply, ReplyReader, SmtpProtocolError } from '../src/smtp/reply.ts';
+import { classifyRcpt } from '../src/smtp/classify.ts';
 import type { SmtpReply } from '../src/types.ts';
 
 /** Feeds `data` to a fresh reader in the given chunk sizes (cycled) and collects every reply. */
@@ -65,6 +66,21 @@ t.test('enhanced codes only when the class digit agrees with the reply code', as
   t.equal(parseReply(['354 3.0.0 go ahead']).enhanced, undefined);
   t.equal(parseReply(['354 3.0.0 go ahead']).text, '3.0.0 go ahead');
   t.equal(parseReply(['550 5.1234.1 x']).enhanced, undefined);
+});
+
+t.test("Cisco's enhanced code with a leading '#'", async (t) => {
+  t.strictSame(parseReply(['550 #5.1.0 Address rejected.']), { code: 550, enhanced: '5.1.0', text: 'Address rejected.', lines: ['550 #5.1.0 Address rejected.'] });
+  t.strictSame(parseReply(['452 #4.3.0 Temporary failure']), { code: 452, enhanced: '4.3.0', text: 'Temporary failure', lines: ['452 #4.3.0 Temporary failure'] });
+  t.equal(parseReply(['550-#5.1.0 Address', '550 #5.1.0 rejected.']).text, 'Address\nrejected.');
+  t.equal(parseReply(['550 #5.1.0']).enhanced, '5.1.0');
+  // Only one '#', only at the start, and the class digit must agree as for the plain form.
+  t.equal(parseReply(['550 ##5.1.0 x']).enhanced, undefined);
+  t.equal(parseReply(['550 # 5.1.0 x']).enhanced, undefined);
+  t.equal(parseReply(['550 #4.1.0 x']).enhanced, undefined);
+  t.equal(parseReply(['550 #4.1.0 x']).text, '#4.1.0 x');
+  t.equal(parseReply(['550 #5.1.0x rejected']).enhanced, undefined);
+  // qmail's code at the end of the text is not an enhanced code.
+  t.equal(parseReply(['550 sorry, no mailbox here by that name. (#5.1.1)']).enhanced, undefined);
 });
 
 t.test('multi-line replies', async (t) => {
@@ -218,6 +234,69 @@ t.test('ReplyReader: MAX_REPLY_BYTES cap', async (t) => {
   t.equal(n, 5);
   t.equal(feed(big + big + big).length, 3);
   t.equal(feed(big + big, [7000]).length, 2);
+});
+
+t.test('decoding: UTF-8 when valid, else Windows-1252 (Latin-1), per line, never lost', async (t) => {
+  const bytes = (...parts: Array<string | number[]>): Buffer => Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p, 'latin1') : Buffer.from(p))));
+  // "550 Benutzer unbekannt / Empfänger unbekannt" as a German server sends it in Latin-1: ä is 0xE4.
+  const latin1 = bytes('550 Empf', [0xe4], 'nger unbekannt\r\n');
+  t.strictSame(new ReplyReader().push(latin1), [{ code: 550, text: 'Empfänger unbekannt', lines: ['550 Empfänger unbekannt'] }]);
+  // The same in UTF-8: ä is 0xC3 0xA4.
+  const utf8 = bytes('550 Empf', [0xc3, 0xa4], 'nger unbekannt\r\n');
+  t.strictSame(new ReplyReader().push(utf8), [{ code: 550, text: 'Empfänger unbekannt', lines: ['550 Empfänger unbekannt'] }]);
+  // Split inside the two UTF-8 bytes, and byte by byte: the line is decoded only once complete.
+  for (let cut = 1; cut < utf8.length; cut++) {
+    const r = new ReplyReader();
+    const got = [...r.push(utf8.subarray(0, cut)), ...r.push(utf8.subarray(cut))];
+    if (got[0]?.text !== 'Empfänger unbekannt') t.fail(`split at ${cut}: ${got[0]?.text}`);
+  }
+  const one = new ReplyReader();
+  const got = [...utf8].flatMap((b) => one.push(Uint8Array.of(b)));
+  t.equal(got[0]?.text, 'Empfänger unbekannt');
+  // Windows-1252 beyond Latin-1: the curly apostrophe 0x92 of "n’existe pas", é 0xE9.
+  const cp1252 = bytes('550 5.1.1 L', [0x92], 'utilisateur n', [0x92], 'existe pas (d', [0xe9], 'sol', [0xe9], ')\r\n');
+  t.equal(new ReplyReader().push(cp1252)[0]?.text, 'L’utilisateur n’existe pas (désolé)');
+  t.equal(decodeReplyLine(bytes('550 ', [0x80, 0x93], 'x', [0x94, 0x96, 0x9f])), '550 €“x”–Ÿ');
+  // Each line on its own: a UTF-8 first line and a Latin-1 second line in one reply.
+  const mixed = bytes('550-5.1.1 Usu', [0xc3, 0xa1], 'rio desconhecido\r\n', '550 5.1.1 Utilisateur inconnu (d', [0xe9], 'sol', [0xe9], ')\r\n');
+  t.strictSame(new ReplyReader().push(mixed)[0]?.lines, ['550-5.1.1 Usuário desconhecido', '550 5.1.1 Utilisateur inconnu (désolé)']);
+  // Real multi-byte scripts in UTF-8.
+  t.equal(new ReplyReader().push(Buffer.from('550 Пользователь не найден\r\n', 'utf8'))[0]?.text, 'Пользователь не найден');
+  t.equal(new ReplyReader().push(Buffer.from('550 5.1.1 用户不存在\r\n', 'utf8'))[0]?.text, '用户不存在');
+  // Invalid UTF-8 (a lone continuation byte, a truncated sequence, an overlong form) never throws
+  // and keeps one character per byte: nothing is dropped or replaced by U+FFFD.
+  for (const bad of [[0x80], [0xc3], [0xe6, 0x88], [0xc0, 0xaf], [0xff, 0xfe], [0x81, 0x8d, 0x8f, 0x90, 0x9d]]) {
+    const line = bytes('550 x', bad, 'y');
+    const text = decodeReplyLine(line);
+    t.equal(text.length, line.length, `one character per byte: ${bad.join(',')}`);
+    t.notOk(text.includes('\ufffd'), `no replacement character: ${bad.join(',')}`);
+    t.ok(text.startsWith('550 x') && text.endsWith('y'));
+  }
+  // Every byte value from 0x20 to 0xFF decodes (Latin-1's printable range maps to itself).
+  const all = Buffer.from(Array.from({ length: 0xe0 }, (_, i) => i + 0x20));
+  const text = decodeReplyLine(all);
+  t.equal(text.length, all.length);
+  for (let b = 0xa0; b <= 0xff; b++) if (text.charCodeAt(b - 0x20) !== b) t.fail(`byte ${b.toString(16)} is not U+00${b.toString(16)}`);
+  // ASCII stays ASCII; a string pushed in is taken as its UTF-8 bytes.
+  t.equal(decodeReplyLine(Buffer.from('250 2.1.5 Ok')), '250 2.1.5 Ok');
+  t.equal(new ReplyReader().push('550 Empfänger unbekannt\r\n')[0]?.text, 'Empfänger unbekannt');
+  // The decoded text is what the classifier reads: the Latin-1 reply is a rejection.
+  t.equal(classifyRcpt(new ReplyReader().push(bytes('550 Benutzer unbekannt: Empf', [0xe4], 'nger existiert nicht\r\n'))[0]!), 'rejected');
+});
+
+t.test('decoding: the cap counts bytes, not characters', async (t) => {
+  // 5,461 three-byte characters (16,383 bytes + '550 ' + CRLF) is over the cap though it is
+  // far fewer characters.
+  const line = `550 ${'不'.repeat(5461)}\r\n`;
+  t.ok(line.length < MAX_REPLY_BYTES);
+  t.ok(Buffer.byteLength(line) > MAX_REPLY_BYTES);
+  t.equal(protocolError(() => new ReplyReader().push(Buffer.from(line, 'utf8')), 'reply too long'), true);
+  // At the cap exactly, in Latin-1 bytes: accepted.
+  const filler = Buffer.alloc(MAX_REPLY_BYTES - '550 \r\n'.length, 0xe4);
+  const atCap = Buffer.concat([Buffer.from('550 '), filler, Buffer.from('\r\n')]);
+  t.equal(atCap.length, MAX_REPLY_BYTES);
+  const r = new ReplyReader().push(atCap);
+  t.equal(r[0]?.text, 'ä'.repeat(filler.length));
 });
 
 t.test('formatReply', async (t) => {

@@ -154,6 +154,40 @@ t.test('replies split into single bytes are reassembled', async (t) => {
   t.strictSame(srv.lines, ['EHLO verifier.test'], 'EHLO went out only after the whole greeting');
 });
 
+t.test('replies in Latin-1 and UTF-8 arrive decoded, whatever the TCP segments', async (t) => {
+  const latin1 = Buffer.concat([Buffer.from('550 Empf'), Buffer.from([0xe4]), Buffer.from('nger unbekannt\r\n')]);
+  const utf8 = Buffer.from('550-5.1.1 Пользователь не найден\r\n550 5.1.1 用户不存在\r\n', 'utf8');
+  const srv = await serve(t, {
+    handle: (line, conn) => {
+      if (line === 'RCPT TO:<a@b.test>') {
+        conn.socket.write(latin1);
+        return '';
+      }
+      if (line === 'RCPT TO:<c@b.test>') {
+        // Cut inside two Cyrillic characters (and between others), one segment at a time.
+        const cuts = [12, 13, 50, 51];
+        let from = 0;
+        void (async () => {
+          for (const cut of [...cuts, utf8.length]) {
+            conn.socket.write(utf8.subarray(from, cut));
+            from = cut;
+            await sleep(5);
+          }
+        })();
+        return '';
+      }
+      return undefined;
+    },
+  });
+  const s = await openOk(t, srv.port);
+  await s.send('mail', 'MAIL FROM:<probe@verifier.test>');
+  t.strictSame(await s.send('rcpt', 'RCPT TO:<a@b.test>'), { ok: true, reply: { code: 550, text: 'Empfänger unbekannt', lines: ['550 Empfänger unbekannt'] } });
+  t.strictSame(await s.send('rcpt', 'RCPT TO:<c@b.test>'), {
+    ok: true,
+    reply: { code: 550, enhanced: '5.1.1', text: 'Пользователь не найден\n用户不存在', lines: ['550-5.1.1 Пользователь не найден', '550 5.1.1 用户不存在'] },
+  });
+});
+
 t.test('connection refused', async (t) => {
   const probe = net.createServer();
   await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));

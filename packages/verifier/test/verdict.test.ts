@@ -209,8 +209,14 @@ t.test('SMTP layer: invalid mailbox answers', async (t) => {
   t.strictSame(verdict(PERSON, smtp(answerOf('disabled', '550 5.2.1 The email account that you tried to reach is disabled.'))), {
     ...smtpInvalid,
     reason_code: 'mailbox_disabled',
-    reason: 'Mailbox is disabled',
+    reason: 'Google: the email account is disabled',
     smtp_response: '550 5.2.1 The email account that you tried to reach is disabled.',
+  });
+  t.strictSame(verdict(PERSON, smtp(answerOf('disabled', '550 5.2.1 <john.smith@acme-industries.com>: Mailbox disabled'))), {
+    ...smtpInvalid,
+    reason_code: 'mailbox_disabled',
+    reason: 'Mailbox is disabled',
+    smtp_response: '550 5.2.1 <john.smith@acme-industries.com>: Mailbox disabled',
   });
   // 501/553 5.1.3: the server says the address is malformed (regression: 501 was unclassified).
   t.strictSame(verdict(PERSON, smtp(answerOf('malformed', '501 5.1.3 Bad recipient address syntax'))), {
@@ -410,4 +416,46 @@ t.test('invariants over every kind of evidence', async (t) => {
   t.equal(n, 48);
   // Only PERSON and the gmail address, accepted by a non-catch-all server, are chargeable.
   t.equal(charged, 2);
+});
+
+t.test('SMTP layer: the big mail systems, exact result, code and reason (docs/smtp-replies.md)', async (t) => {
+  const invalid = { result: 'invalid', reason_code: 'mailbox_not_found', smtp_valid: false, chargeable: false };
+  const cases: Array<[string[], RcptClass, Record<string, unknown>]> = [
+    [['550 5.4.1 Recipient address rejected: Access denied. AS(201806281) [BN1NAM02FT022.eop-nam02.prod.protection.outlook.com]'], 'rejected', { ...invalid, reason: "Microsoft 365 directory-based edge blocking: the recipient is not in the tenant's directory" }],
+    [['550 5.1.10 RESOLVER.ADR.RecipientNotFound; Recipient not found by SMTP address lookup'], 'rejected', { ...invalid, reason: 'Microsoft Exchange: the recipient was not found by SMTP address lookup' }],
+    [['550 #5.1.0 Address rejected.'], 'rejected', { ...invalid, reason: "Cisco Secure Email (IronPort): the recipient address was rejected, it is not in the organisation's directory", smtp_response: '550 5.1.0 Address rejected.' }],
+    [['552 1 Requested mail action aborted, mailbox not found'], 'rejected', { ...invalid, reason: 'Yahoo / AOL: mailbox not found' }],
+    [['550-5.1.1 The email account that you tried to reach does not exist. Please try', '550 5.1.1 double-checking the recipient\'s email address. a1si - gsmtp'], 'rejected', { ...invalid, reason: 'Google: the email account does not exist' }],
+    [['550 Invalid Recipient - https://community.mimecast.com/docs/DOC-1369#550'], 'rejected', { ...invalid, reason: 'Mimecast: invalid recipient, not an address of the organisation' }],
+    [['550 No such user (john.smith@acme-industries.com)'], 'rejected', { ...invalid, reason: 'Barracuda: no such user' }],
+    // No provider marker: the generic reason.
+    [['550 5.1.1 User Unknown'], 'rejected', { ...invalid, reason: 'Mailbox does not exist' }],
+    [['550 5.1.1 User does not exist - <john.smith@acme-industries.com>'], 'rejected', { ...invalid, reason: 'Mailbox does not exist' }],
+    [['550 Benutzer unbekannt'], 'rejected', { ...invalid, reason: 'Mailbox does not exist' }],
+    // Policy and rate replies stay unknown, with the provider in the reason.
+    [['550 5.7.606 Access denied, banned sending IP [192.0.2.10]'], 'policy', { result: 'unknown', reason_code: 'smtp_policy_block', reason: 'Microsoft 365 refused to verify the address: the sending IP or sender is on its block list' }],
+    [["553 5.7.1 [BL21] Connections will not be accepted from 192.0.2.10, because the ip is in Spamhaus's list"], 'policy', { result: 'unknown', reason_code: 'smtp_policy_block', reason: 'Yahoo refused to verify the address on policy (block list or reputation of the sending IP)' }],
+    [['554 5.7.9 Message not accepted for policy reasons'], 'policy', { result: 'unknown', reason_code: 'smtp_policy_block', reason: 'Yahoo refused to verify the address on policy (block list or reputation of the sending IP)' }],
+    [['550 Administrative prohibition - envelope blocked'], 'policy', { result: 'unknown', reason_code: 'smtp_policy_block', reason: 'Mimecast refused to verify the address: a block policy (administrative prohibition, envelope blocked)' }],
+    [['554 Service unavailable; Client host [192.0.2.10] blocked using Barracuda Reputation'], 'policy', { result: 'unknown', reason_code: 'smtp_policy_block', reason: "Barracuda refused to verify the address: the sending IP is on Barracuda Reputation's block list" }],
+    [['554 5.7.1 Blocked by policy: mx0a-001b2d01.pphosted.com'], 'policy', { result: 'unknown', reason_code: 'smtp_policy_block', reason: 'Proofpoint refused to verify the address on policy or reputation' }],
+    [['550 5.4.1 Relay Access Denied ATTR35'], 'policy', { result: 'unknown', reason_code: 'smtp_policy_block', reason: 'Mail server refused to verify the address (policy or block list)' }],
+    [['421 4.7.0 [TSS04] Messages from 192.0.2.10 temporarily deferred due to unexpected volume or user complaints'], 'tempfail', { result: 'unknown', reason_code: 'smtp_tempfail', reason: 'Yahoo deferred the check (a [TS] code: volume, complaints or reputation of the sending IP), still deferred after 2 attempts' }],
+  ];
+  for (const [lines, cls, expected] of cases) {
+    const v = verdict(PERSON, smtp({ kind: 'answer', cls, reply: reply(...lines), mxIndex: 0, attempts: 2, catchall: { catchall: false, mxIndex: 0 } }));
+    const picked = Object.fromEntries(Object.keys(expected).map((k) => [k, v[k as keyof Verdict]]));
+    t.strictSame(picked, expected, lines[0] ?? '');
+  }
+  // The reason names a provider rule only when that rule gives the class the outcome has: a
+  // refused MAIL FROM (read as unclassified by the engine) keeps the generic reason.
+  const viaMail = verdict(PERSON, smtp({ kind: 'answer', cls: 'unclassified', reply: reply('552 1 Requested mail action aborted, mailbox not found'), mxIndex: 0, attempts: 1, catchall: { catchall: false, mxIndex: 0 } }));
+  t.equal(viaMail.reason, 'Mail server gave an answer that does not say whether the mailbox exists');
+  t.equal(viaMail.reason_code, 'smtp_unclassified');
+  // A session refused with a provider's own deferral names it too; a plain refusal does not.
+  const tss04 = reply('421 4.7.0 [TSS04] Messages from 192.0.2.10 temporarily deferred due to unexpected volume or user complaints');
+  const refused = verdict(PERSON, failure({ phase: 'mail', kind: 'reply', detail: '421', reply: tss04 }));
+  t.strictSame([refused.result, refused.reason_code, refused.reason], ['unknown', 'smtp_tempfail', 'Yahoo deferred the check (a [TS] code: volume, complaints or reputation of the sending IP), during MAIL FROM']);
+  const plain = verdict(PERSON, failure({ phase: 'mail', kind: 'reply', detail: '421', reply: reply('421 4.3.2 Service not available') }));
+  t.strictSame([plain.result, plain.reason_code, plain.reason], ['unknown', 'smtp_tempfail', 'Mail server refused the session during MAIL FROM']);
 });

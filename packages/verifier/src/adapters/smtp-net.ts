@@ -6,7 +6,6 @@
 
 import net from 'node:net';
 import tls from 'node:tls';
-import { StringDecoder } from 'node:string_decoder';
 import type { SendResult, SessionFailure, SmtpConnectOptions, SmtpConnector, SmtpPhase, SmtpSession } from '../ports.ts';
 import { openingStart, openingStep, type OpeningInput } from '../smtp/opening.ts';
 import { command, ReplyReader, SmtpProtocolError } from '../smtp/reply.ts';
@@ -60,14 +59,14 @@ class NetSession implements SmtpSession {
   }
 
   #attach(socket: net.Socket): void {
-    // No setEncoding: the same socket may later carry TLS. Decode here, keeping split UTF-8 sequences.
-    const decoder = new StringDecoder('utf8');
-    socket.on('data', (chunk: Buffer) => this.#onData(decoder.write(chunk)));
+    // No setEncoding: the same socket may later carry TLS, and a reply may be UTF-8 or Latin-1. The
+    // reader takes the bytes and decodes each complete line (smtp/reply.ts, decodeReplyLine).
+    socket.on('data', (chunk: Buffer) => this.#onData(chunk));
     socket.on('error', (err: NodeJS.ErrnoException) => this.#fail({ phase: this.#waiters[0]?.phase ?? 'rcpt', kind: 'connection', detail: err.code ?? err.message }));
     socket.on('close', () => this.#fail({ phase: this.#waiters[0]?.phase ?? 'rcpt', kind: 'connection', detail: 'connection closed by server' }));
   }
 
-  #onData(chunk: string): void {
+  #onData(chunk: Buffer): void {
     let replies: SmtpReply[];
     try {
       replies = this.#reader.push(chunk);
