@@ -113,8 +113,9 @@ export interface SmtpContext {
 /** One connection to a `postfix-limits` server, as the server saw it. */
 export interface SimSessionRecord {
   host: string;
-  /** Date.now() when the server took the connection, and when it ended. */
+  /** Date.now() when the server took the connection, when it answered its last RCPT (0: none), and when the connection ended. */
   startMs: number;
+  lastRcptMs: number;
   endMs: number;
   /** MAIL FROM commands accepted (transactions opened). */
   transactions: number;
@@ -624,7 +625,7 @@ async function startRawServer(spec: MxServerSpec, port: number, ctx: SmtpContext
     let acceptedInTransaction = false;
     const client = socket.remoteAddress ?? '';
     /** What this connection did (ctx.sessionLog). */
-    const record: SimSessionRecord = { host: spec.host, startMs: Date.now(), endMs: 0, transactions: 0, accepted: 0, rejected: 0, flowWaits: 0, refused: false };
+    const record: SimSessionRecord = { host: spec.host, startMs: Date.now(), lastRcptMs: 0, endMs: 0, transactions: 0, accepted: 0, rejected: 0, flowWaits: 0, refused: false };
     // Postfix's anvil counts a client's connection from when smtpd takes it until smtpd ends the
     // session: when it hangs up (after its 221 or 421), or when the client goes first; with
     // anvilLagMs, that count-down lands so much later.
@@ -720,6 +721,7 @@ async function startRawServer(spec: MxServerSpec, port: number, ctx: SmtpContext
         case 'RCPT': {
           const m = /^RCPT\s+TO:\s*<([^<>]*)>(?:\s.*)?$/i.exec(line.trim());
           if (!m) return { lines: [style.syntax], error: true };
+          record.lastRcptMs = Date.now();
           if (!greeted) return { lines: [style.needHelo], error: true };
           if (mailFrom === null) return { lines: [style.needMail], error: true };
           // smtpd_recipient_limit: refused without counting an error (within the overshoot limit).

@@ -1,0 +1,65 @@
+// The decision to open one more session to an MX host, without sockets: the open sessions' error
+// budgets and rounds against the queue, and the numbers kept per host for it.
+
+import t from 'tap';
+import { MIN_REJECT_RATE, ROUNDS_BEFORE_OPEN, SessionLoad, openAnother, type OpenInputs } from '../src/open-policy.ts';
+
+const base: OpenInputs = { queued: 100, held: 0, limit: 5, opening: 0, errorsLeft: [], budget: 9, perRound: 50, rejectRate: 0.2 };
+
+t.test('nothing queued, or the limit held: no; no session at all: yes for one recipient', async (t) => {
+  t.equal(openAnother({ ...base, queued: 0 }), false);
+  t.equal(openAnother({ ...base, held: 5, errorsLeft: [0, 0, 0, 0, 0] }), false, 'at the limit even with every budget spent');
+  t.equal(openAnother({ ...base, held: 4, limit: 4, errorsLeft: [1] }), false, 'closing sessions the server counts are held too');
+  t.equal(openAnother({ ...base, queued: 1 }), true);
+});
+
+t.test('the error budgets left: one more session when the queue exceeds what they absorb at the host rate', async (t) => {
+  // Two sessions with 6 and 4 rejections left at a 50% rate absorb 20 recipients (and write 10 a round).
+  const two = { ...base, held: 2, errorsLeft: [6, 4], rejectRate: 0.5 };
+  t.equal(openAnother({ ...two, queued: 20 }), false, '20: the open ones take them');
+  t.equal(openAnother({ ...two, queued: 21 }), true, '21: a budget runs out first');
+  // An opening session counts with a whole budget: 9 / 0.5 = 18.
+  t.equal(openAnother({ ...base, rejectRate: 0.5, held: 1, opening: 1, queued: 18 }), false);
+  t.equal(openAnother({ ...base, rejectRate: 0.5, held: 1, opening: 1, queued: 19 }), true);
+  // Spent budgets and negative estimates count as nothing.
+  t.equal(openAnother({ ...base, held: 2, errorsLeft: [0, -0.5], queued: 1 }), true, 'every open session is spent');
+});
+
+t.test('the rounds: one more session when the open ones would need more than ROUNDS_BEFORE_OPEN rounds', async (t) => {
+  t.equal(ROUNDS_BEFORE_OPEN, 4);
+  // An all-valid host: the rate is floored, so the budgets absorb 9 / 0.02 = 450 each; the rounds decide.
+  const valid = { ...base, held: 1, errorsLeft: [9], rejectRate: 0 };
+  t.equal(MIN_REJECT_RATE, 0.02);
+  t.equal(openAnother({ ...valid, queued: 36 }), false, '36 = 4 rounds of 9');
+  t.equal(openAnother({ ...valid, queued: 37 }), true, '37: a fifth round');
+  // A round is at most perRound RCPTs (a recipient cap of 3), and whole rejections: 2.7 left writes 2.
+  t.equal(openAnother({ ...valid, perRound: 3, queued: 12 }), false);
+  t.equal(openAnother({ ...valid, perRound: 3, queued: 13 }), true);
+  t.equal(openAnother({ ...valid, errorsLeft: [2.7], queued: 8 }), false);
+  t.equal(openAnother({ ...valid, errorsLeft: [2.7], queued: 9 }), true);
+  // Opening ones write min(perRound, budget) each.
+  t.equal(openAnother({ ...valid, errorsLeft: [], opening: 2, queued: 72 }), false);
+  t.equal(openAnother({ ...valid, errorsLeft: [], opening: 2, queued: 73 }), true);
+});
+
+t.test("the last host's tail: five sessions with a few rejections left take the last recipients, none opens", async (t) => {
+  const tail = { ...base, held: 5, limit: 6, errorsLeft: [1, 2, 1, 3, 2] };
+  // 9 rejections left at 20%: 45 recipients; 9 per round, 36 in 4 rounds.
+  t.equal(openAnother({ ...tail, queued: 12 }), false);
+  t.equal(openAnother({ ...tail, queued: 36 }), false);
+  t.equal(openAnother({ ...tail, queued: 46 }), true);
+  // The old rule (queue > 2 × sessions) opened a sixth session for 11.
+  t.equal(openAnother({ ...tail, queued: 11 }), false);
+});
+
+t.test('SessionLoad: the rate with its prior, each session’s rejections left with its RCPTs in flight', async (t) => {
+  const load = new SessionLoad();
+  t.equal(load.rejectRate, 0.25, 'the prior: 2 in 8');
+  for (let i = 0; i < 12; i++) load.answered(i % 4 === 0);
+  t.equal(load.rejectRate, (3 + 2) / (12 + 8));
+  load.progress(1, 2, 4);
+  load.progress(2, 9, 0);
+  t.strictSame(load.errorsLeft([1, 2, 3], 9), [9 - 2 - 0.25 * 4, 0, 9], 'session 3 has not reported: a whole budget');
+  load.ended(1);
+  t.strictSame(load.errorsLeft([1], 9), [9], 'an ended session is forgotten');
+});
