@@ -152,6 +152,7 @@ export class MxActor {
         budget: budget.errors,
         perRound: Math.min(budget.pipelineDepth, budget.rcptsPerTransaction),
         rejectRate: this.#load.rejectRate,
+        roundsPerOpen: this.#load.roundsPerOpen(this.deps.clock.monotonic()),
       })
     ) {
       void this.#open();

@@ -72,6 +72,7 @@ export async function driveSession(session: SmtpSession, id: number, host: Sessi
       counters.rcpts += offered.taken.length;
       const results: Promise<SendResult>[] = write.pipelined ? session.write(write.phase, commands.map((c) => c.line)) : [];
       let last = host.now();
+      host.load.roundStarted(id, last);
       for (let i = 0; i < commands.length && !state.end; i++) {
         const r = write.pipelined ? await results[i]! : await session.send(commands[i]!.phase, commands[i]!.line);
         const now = host.now();
@@ -82,6 +83,7 @@ export async function driveSession(session: SmtpSession, id: number, host: Sessi
         perform(received.effects);
       }
       if (state.end) break;
+      host.load.roundEnded(id, host.now(), state.rtt);
       if (host.waiting() > 0) host.pump();
     }
   } catch (err) {
