@@ -74,8 +74,8 @@ export class SessionLoad {
   /** Running averages: a session's later rounds, and its first (which may wait for a flow token); 0 until timed. */
   #roundMs = 0;
   #firstRoundMs = 0;
-  /** The shortest round trip seen on this host. */
-  #rttMs = Infinity;
+  /** Running average of the sessions' round trips (each session's fastest first reply of a round), 0 until measured. */
+  #rttMs = 0;
 
   #session(id: number): SessionNumbers {
     let s = this.#sessions.get(id);
@@ -101,8 +101,8 @@ export class SessionLoad {
     if (s.roundStart === undefined) return;
     const ms = now - s.roundStart;
     delete s.roundStart;
-    if (Number.isFinite(rtt)) this.#rttMs = Math.min(this.#rttMs, rtt);
-    const avg = (old: number) => (old === 0 ? ms : old + ROUND_WEIGHT * (ms - old));
+    const avg = (old: number, x = ms) => (old === 0 ? x : old + ROUND_WEIGHT * (x - old));
+    if (Number.isFinite(rtt)) this.#rttMs = avg(this.#rttMs, rtt);
     if (s.rounds++ === 0) this.#firstRoundMs = avg(this.#firstRoundMs);
     else this.#roundMs = avg(this.#roundMs);
   }
@@ -136,12 +136,13 @@ export class SessionLoad {
    * What a new session costs before it does a round's work, in rounds of the sessions already
    * open, at `now`: connect, banner and EHLO, plus what a first round takes beyond an ordinary
    * round (a flow token's wait on a Postfix whose tokens are spent), as first rounds took it or
-   * as one still in progress already has. On a link where a pipelined round is one round trip
+   * as one still in progress already has. Round trips and rounds are both running averages, so a
+   * loaded machine that stretches both does not make sessions look cheap. On a link where a pipelined round is one round trip
    * that is about 3 rounds, or 20 more with in_flow_delay; on a server that answers one RCPT per
    * round trip, a fraction of a round.
    */
   roundsPerOpen(now: number): number {
-    if (this.#roundMs <= 0 || !Number.isFinite(this.#rttMs)) return DEFAULT_ROUNDS_PER_OPEN;
+    if (this.#roundMs <= 0 || this.#rttMs <= 0) return DEFAULT_ROUNDS_PER_OPEN;
     let first = this.#firstRoundMs;
     for (const s of this.#sessions.values()) if (s.rounds === 0 && s.roundStart !== undefined) first = Math.max(first, now - s.roundStart);
     return Math.max(MIN_ROUNDS_PER_OPEN, (SETUP_ROUND_TRIPS * this.#rttMs + Math.max(0, first - this.#roundMs)) / this.#roundMs);

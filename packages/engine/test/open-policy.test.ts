@@ -100,9 +100,17 @@ t.test('SessionLoad.roundsPerOpen: setup (3 round trips) and the first round’s
   round(serial, 1, 100, 1200, Infinity);
   // Later rounds average 380 ms; first rounds 450 ms: 70 ms more for a new session.
   const later = 450 + 0.2 * (100 - 450);
-  t.equal(serial.roundsPerOpen(1200), (150 + 450 - later) / later, 'a round without a round trip measured still counts');
+  t.equal(serial.roundsPerOpen(1200), (150 + 450 - later) / later, 'a round without a round trip measured still counts (the round trip stays 50)');
   serial.roundEnded(1, 1300, 50);
   t.equal(serial.roundsPerOpen(1300), (150 + 450 - later) / later, 'a round that never started is not timed');
+  // Round trips are averaged like rounds: 50, then 100 ms (a loaded machine).
+  const loaded = new SessionLoad();
+  round(loaded, 1, 50, 100);
+  round(loaded, 1, 50, 200);
+  round(loaded, 1, 100, 400, 100);
+  const rtt = 50 + 0.2 * 50;
+  const r = 50 + 0.2 * 50;
+  t.equal(loaded.roundsPerOpen(400), (3 * rtt + Math.max(0, 50 - r)) / r);
   // Rounds that look very slow (a stalled process) make a session no cheaper than a quarter round.
   const stalled = new SessionLoad();
   round(stalled, 1, 50, 100);
