@@ -183,8 +183,11 @@ for (const [anvilLagMs, seed] of [
     t.notOk(Object.keys(r.events).some((k) => k.endsWith(' error_sleep') || k.endsWith(' hard_limit')), 'the error limits never bit');
     const floor = [...r.byHost.values()].reduce((n, run) => n + needed(run), 0);
     // Each host may end with sessions whose budgets were not spent (the queue ran out under
-    // them): about one per host. The tail this guards against cost 4 times as many.
-    const ceiling = floor + 1.5 * HOSTS;
+    // them): one or two per host. Measured: 60-63 transactions, 67-68 on a machine at load 19;
+    // the old rule (a session whenever the queue held more than twice the sessions) 70-72, too
+    // close to tell apart here (open-policy.test.ts pins the rule itself); the tail this guards
+    // against, 225.
+    const ceiling = floor + 2 * HOSTS;
     t.ok(r.counters.transactions >= floor && r.counters.transactions <= ceiling, `transactions ${r.counters.transactions} within [${floor}, ${ceiling}]`);
     t.equal(r.world.instance.tokens, 0, 'the flow tokens were spent');
     t.ok(r.world.instance.flowWaits <= ceiling - TOKENS, `flow waits ${r.world.instance.flowWaits} ≤ ${ceiling - TOKENS}`);
