@@ -4,7 +4,9 @@
 // random port. Prints {"dnsServers","smtpPort"} as one JSON line on stdout, then answers IPC:
 //   restart(limits?) closes every MX server and starts fresh ones (new flow-token pools, no
 //                  connections, zeroed counters), so each measured phase meets the same world;
-//                  `limits` overrides some of the postfix hosts' limits until the next restart
+//                  `limits` overrides some of the postfix hosts' limits until the next restart, and
+//                  `limits.oneInstance: n` has the 10 postfix hosts served by ONE Postfix instance
+//                  with one pool of n flow tokens (test/sim/smtp.ts PostfixInstance)
 //   stats()        SMTP counters per MX host name
 //   limitEvents()  how often each postfix host's limits bit, keyed `<host> <event>`
 //   dnsQueries()   DNS queries received, keyed `name/TYPE`
@@ -15,7 +17,7 @@
 
 import { startDns, type Zone } from '../../test/sim/dns.ts';
 import type { MxLimits } from '../../test/sim/domains.ts';
-import { Timers, startMx, type MxStats, type RunningMx, type SmtpContext } from '../../test/sim/smtp.ts';
+import { PostfixInstance, Timers, startMx, type MxStats, type RunningMx, type SmtpContext } from '../../test/sim/smtp.ts';
 import { serveParent } from '../lib/children.ts';
 import { ERROR_SLEEP_MS, IN_FLOW_DELAY_MS, knownLocals, worldHosts } from './world.ts';
 
@@ -56,10 +58,12 @@ let servers: RunningMx[] = [];
 
 /** Limits that differ from the world's for this round of servers (a diagnostic run), or none. */
 let override: Partial<MxLimits> = {};
+/** The one Postfix instance serving every postfix host in this round, or none (each its own). */
+let instance: PostfixInstance | undefined;
 
 async function startServers(port: number): Promise<void> {
   const results = await Promise.allSettled(
-    hosts.map((h) => startMx({ ip: h.ip, host: h.host, kind: h.kind, ...(h.kind === 'postfix-limits' ? { extraMailboxes: known } : {}), ...(h.limits ? { limits: { ...h.limits, ...override } } : {}) }, port, ctx)),
+    hosts.map((h) => startMx({ ip: h.ip, host: h.host, kind: h.kind, ...(h.kind === 'postfix-limits' ? { extraMailboxes: known } : {}), ...(h.limits ? { limits: { ...h.limits, ...override } } : {}), ...(instance && h.kind === 'postfix-limits' ? { instance } : {}) }, port, ctx)),
   );
   servers = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
   const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
@@ -94,7 +98,9 @@ serveParent(
   {
     restart: async (arg) => {
       await stopServers();
-      override = (arg ?? {}) as Partial<MxLimits>;
+      const { oneInstance, ...limits } = (arg ?? {}) as Partial<MxLimits> & { oneInstance?: number };
+      override = limits;
+      instance = oneInstance !== undefined ? new PostfixInstance({ flowTokens: oneInstance }) : undefined;
       ctx = newContext();
       await startServers(smtpPort);
       dns.queries.clear();

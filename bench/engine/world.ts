@@ -42,6 +42,7 @@ export const LIMITS: Required<Omit<MxLimits, 'recipientLimitCode'>> = {
   connectionsPerClient: 5,
   inFlowDelay: true,
   flowTokens: 100,
+  anvilLagMs: 0,
 };
 /** Postfix's smtpd_error_sleep_time and in_flow_delay. */
 export const ERROR_SLEEP_MS = 1000;

@@ -83,8 +83,14 @@ export interface MxLimits {
    * deliver, so tokens never come back. (Postfix 3.7 by hand: about 100 transactions, then 1 s each.)
    */
   inFlowDelay?: boolean;
-  /** Flow tokens the server starts with (100). */
+  /** Flow tokens the server starts with (100); a server of a shared instance (MxServerSpec.instance) uses the instance's pool instead. */
   flowTokens?: number;
+  /**
+   * How long anvil keeps counting a connection after the session ended (0). Postfix's smtpd tells
+   * anvil when it hangs up, and anvil is a separate process: under load the count-down lands later,
+   * so a client that reconnects at once can meet `421 too many connections` though it holds fewer.
+   */
+  anvilLagMs?: number;
 }
 
 /** What the DNS server does for the domain name itself. */

@@ -45,7 +45,7 @@ export interface Sim {
   statsFor(domain: string): MxStats;
   /** DNS queries received, keyed `name/TYPE` (e.g. `accept.test/MX`); for cache tests. */
   dnsQueries(): Record<string, number>;
-  /** How often the `postfix-limits` servers' limits bit, keyed `<mx host> <event>` (error_sleep, hard_limit, banner_421, rcpt_cap, in_flow_delay). */
+  /** How often the `postfix-limits` servers' limits bit, keyed `<mx host> <event>` (error_sleep, hard_limit, banner_421, rcpt_cap, in_flow_delay, anvil_lag). */
   limitEvents(): Record<string, number>;
   /** Zeroes SMTP counters and DNS query counts (greylist memory is kept). */
   resetStats(): void;

@@ -8,7 +8,9 @@ import net from 'node:net';
 import { StringDecoder } from 'node:string_decoder';
 import tls from 'node:tls';
 import t from 'tap';
+import { until } from '../helpers/until.ts';
 import { SIM_DOMAINS, startSim, type MxStats, type Sim } from './index.ts';
+import { PostfixInstance, Timers, startMx, type MxServerSpec, type RunningMx, type SimSessionRecord, type SmtpContext } from './smtp.ts';
 
 // ---------------------------------------------------------------------------------------------
 // A minimal SMTP client: one reply (all its lines) per read, nothing else.
@@ -782,4 +784,103 @@ t.test('provider servers (providers.ts): each big mail system answers with its o
   t.equal(wire.toString('latin1'), '220 mx1.latin1.test ESMTP\r\n250-mx1.latin1.test\r\n250-PIPELINING\r\n250 8BITMIME\r\n250 OK\r\n250 OK\r\n550 Empf\u00e4nger unbekannt\r\n221 2.0.0 Bye\r\n');
   t.ok(wire.includes(Buffer.from([0x35, 0x35, 0x30, 0x20, 0x45, 0x6d, 0x70, 0x66, 0xe4, 0x6e])), 'the byte 0xE4');
   t.notOk(wire.includes(Buffer.from([0xc3, 0xa4])), 'no UTF-8 ä');
+// ---------------------------------------------------------------------------------------------
+// One Postfix instance behind several MX hosts (one flow-token pool), and anvil's count-down lag:
+// servers of their own (startMx), on 127.0.49.x.
+
+/** A context like startSim's, with a session log; in_flow_delay 150 ms. */
+function standaloneContext(log: SimSessionRecord[]): SmtpContext {
+  return { greylistMs: 300, tarpitMs: 400, slowBannerMs: 400, replyLatencyMs: 0, errorSleepMs: 200, inFlowDelayMs: 150, timers: new Timers(), limitEvents: new Map(), sessionLog: r => log.push(r) };
+}
+
+/** startMx on a random free port, retried on EADDRINUSE. */
+async function startStandalone(specs: MxServerSpec[], ctx: SmtpContext): Promise<{ port: number; servers: RunningMx[] }> {
+  for (let attempt = 0; ; attempt++) {
+    const port = 20_000 + Math.floor(Math.random() * 40_000);
+    const servers: RunningMx[] = [];
+    try {
+      for (const spec of specs) servers.push(await startMx(spec, port, ctx));
+      return { port, servers };
+    } catch (err) {
+      await Promise.all(servers.map(s => s.close()));
+      if ((err as { code?: string }).code !== 'EADDRINUSE' || attempt >= 20) throw err;
+    }
+  }
+}
+
+t.test('PostfixInstance: two MX hosts of one instance share its flow tokens; the session log counts the waits', async t => {
+  const log: SimSessionRecord[] = [];
+  const ctx = standaloneContext(log);
+  const instance = new PostfixInstance({ flowTokens: 2 });
+  const hosts = ['mx1.shared.test', 'mx2.shared.test'];
+  const { port, servers } = await startStandalone(
+    hosts.map((host, i) => ({ ip: `127.0.49.${i + 1}`, host, kind: 'postfix-limits' as const, limits: { inFlowDelay: true, flowTokens: 50 }, instance })),
+    ctx,
+  );
+  t.teardown(async () => {
+    ctx.timers.clear();
+    await Promise.all(servers.map(s => s.close()));
+  });
+  /** One transaction on host i: MAIL, an unknown recipient, then a known one; the known one's reply time. */
+  const transaction = async (i: number): Promise<number> => {
+    const c = await SmtpClient.open(`127.0.49.${i + 1}`, port);
+    t.strictSame(await c.reply(), [`220 ${hosts[i]} ESMTP`]);
+    t.equal((await c.cmd('EHLO client.test'))[0], `250-${hosts[i]}`);
+    t.strictSame(await c.cmd('MAIL FROM:<probe@sender.test>'), ['250 2.1.0 Ok']);
+    t.strictSame(await c.cmd('RCPT TO:<nobody@shared.test>'), POSTFIX_UNKNOWN('nobody@shared.test'), 'a rejection takes no token');
+    const r = await timed(c, 'RCPT TO:<jane.doe@shared.test>');
+    t.strictSame(r.reply, ['250 2.1.5 Ok']);
+    t.strictSame(await c.cmd('QUIT'), ['221 2.0.0 Bye']);
+    await c.closedEvent;
+    return r.ms;
+  };
+  const first = await transaction(0);
+  const second = await transaction(1);
+  t.ok(first < 140 && second < 140, `the instance's 2 tokens, one per host: at once (${first.toFixed(0)}, ${second.toFixed(0)} ms)`);
+  const third = await transaction(0);
+  t.ok(third >= 145, `the third transaction waits: the instance's pool, not the server's own flowTokens 50 (${third.toFixed(0)} ms)`);
+  t.strictSame([instance.tokens, instance.tokensTaken, instance.flowWaits], [0, 2, 1]);
+  t.strictSame(Object.fromEntries(ctx.limitEvents), { 'mx1.shared.test in_flow_delay': 1 });
+  await until(() => log.length === 3, 2000, 'three sessions logged');
+  t.strictSame(
+    log.map(r => [r.host, r.transactions, r.accepted, r.rejected, r.flowWaits, r.refused]),
+    [
+      ['mx1.shared.test', 1, 1, 1, 0, false],
+      ['mx2.shared.test', 1, 1, 1, 0, false],
+      ['mx1.shared.test', 1, 1, 1, 1, false],
+    ],
+  );
+  t.ok(log.every(r => r.endMs >= r.startMs), 'start before end');
+});
+
+t.test('anvilLagMs: a connection still counts for a while after the server hung up; the refusal is counted as anvil_lag', async t => {
+  const log: SimSessionRecord[] = [];
+  const ctx = standaloneContext(log);
+  const host = 'mx1.anvil-lag.test';
+  const { port, servers } = await startStandalone([{ ip: '127.0.49.3', host, kind: 'postfix-limits', limits: { connectionsPerClient: 1, anvilLagMs: 400 } }], ctx);
+  t.teardown(async () => {
+    ctx.timers.clear();
+    await Promise.all(servers.map(s => s.close()));
+  });
+  const open = async (): Promise<{ c: SmtpClient; banner: string[] }> => {
+    const c = await SmtpClient.open('127.0.49.3', port);
+    t.teardown(() => c.close());
+    return { c, banner: await c.reply() };
+  };
+  const a = await open();
+  t.strictSame(a.banner, [`220 ${host} ESMTP`]);
+  t.strictSame(await a.c.cmd('QUIT'), ['221 2.0.0 Bye']);
+  await a.c.closedEvent;
+  const refusedAt = performance.now();
+  const b = await open();
+  t.strictSame(b.banner, [`421 4.7.0 ${host} Error: too many connections from 127.0.0.1`], 'the ended session still counts');
+  await b.c.closedEvent;
+  t.strictSame(Object.fromEntries(ctx.limitEvents), { [`${host} banner_421`]: 1, [`${host} anvil_lag`]: 1 });
+  // Once the lag is over, served again (the refused connection's own count-down lags too).
+  t.strictSame(servers[0]!.anvil!(), { '127.0.0.1': 2 }, 'both ended connections still count');
+  await until(() => Object.keys(servers[0]!.anvil!()).length === 0, 3000, 'anvil counted both down');
+  t.ok(performance.now() - refusedAt >= 350, `not before the lag (${(performance.now() - refusedAt).toFixed(0)} ms)`);
+  const c = await open();
+  t.strictSame(c.banner, [`220 ${host} ESMTP`], 'served again');
+  t.strictSame(servers[0]!.anvil!(), { '127.0.0.1': 1 });
 });

@@ -100,11 +100,37 @@ export interface SmtpContext {
   errorSleepMs: number;
   inFlowDelayMs: number;
   timers: Timers;
-  /** How often a `postfix-limits` server's limits bit, keyed `<host> <event>`: error_sleep, hard_limit, banner_421, rcpt_cap, in_flow_delay. */
+  /**
+   * How often a `postfix-limits` server's limits bit, keyed `<host> <event>`: error_sleep,
+   * hard_limit, banner_421, rcpt_cap, in_flow_delay, and anvil_lag (a banner_421 that only a
+   * connection in its count-down lag caused: without `anvilLagMs` it would have been served).
+   */
   limitEvents: Map<string, number>;
+  /** Called when a `postfix-limits` connection ends, with what it did (optional: a per-session log for tests). */
+  sessionLog?: (s: SimSessionRecord) => void;
 }
 
-function countLimit(ctx: SmtpContext, host: string, event: 'error_sleep' | 'hard_limit' | 'banner_421' | 'rcpt_cap' | 'in_flow_delay'): void {
+/** One connection to a `postfix-limits` server, as the server saw it. */
+export interface SimSessionRecord {
+  host: string;
+  /** Date.now() when the server took the connection, when it answered its last RCPT (0: none), and when the connection ended. */
+  startMs: number;
+  lastRcptMs: number;
+  endMs: number;
+  /** MAIL FROM commands accepted (transactions opened). */
+  transactions: number;
+  /** RCPT commands answered 250, and answered 4xx/5xx (the recipient cap's 452 included). */
+  accepted: number;
+  rejected: number;
+  /** Transactions whose first accepted RCPT waited in_flow_delay. */
+  flowWaits: number;
+  /** Refused at the banner (anvil). */
+  refused: boolean;
+}
+
+export type LimitEvent = 'error_sleep' | 'hard_limit' | 'banner_421' | 'rcpt_cap' | 'in_flow_delay' | 'anvil_lag';
+
+function countLimit(ctx: SmtpContext, host: string, event: LimitEvent): void {
   const key = `${host} ${event}`;
   ctx.limitEvents.set(key, (ctx.limitEvents.get(key) ?? 0) + 1);
 }
@@ -118,11 +144,46 @@ export interface MxServerSpec {
   extraMailboxes?: readonly string[];
   /** `postfix-limits`: the limits that differ from Postfix's defaults. */
   limits?: MxLimits;
+  /** `postfix-limits`: served by this Postfix instance with other MX hosts (one flow-token pool); default an instance of its own. */
+  instance?: PostfixInstance;
+}
+
+/**
+ * One Postfix instance behind several MX listeners (one master, one qmgr): one pool of flow tokens
+ * for every transaction on any of them. A fresh instance has about `default_process_limit` (100)
+ * tokens; a probe never delivers, so none come back, and once they are spent the first accepted
+ * RCPT of every transaction waits `in_flow_delay` (bench/engine/real-postfix.ts: measured on
+ * Postfix 3.7, one instance serving 10 hosts). Anvil stays per listener here: the by-hand setup
+ * gave each MX host its own client address.
+ */
+export class PostfixInstance {
+  /** Tokens left. */
+  tokens: number;
+  /** Transactions that took a token, and that found none and waited. */
+  tokensTaken = 0;
+  flowWaits = 0;
+
+  constructor(opts: { flowTokens?: number } = {}) {
+    this.tokens = opts.flowTokens ?? 100;
+  }
+
+  /** A transaction's first accepted RCPT: true when it must wait (no token left). */
+  takeToken(): boolean {
+    if (this.tokens > 0) {
+      this.tokens--;
+      this.tokensTaken++;
+      return false;
+    }
+    this.flowWaits++;
+    return true;
+  }
 }
 
 export interface RunningMx {
   ip: string;
   stats: MxStats;
+  /** `postfix-limits`: the connections anvil counts now per client address (lagging count-downs included). */
+  anvil?(): Record<string, number>;
   close(): Promise<void>;
 }
 
@@ -533,12 +594,13 @@ async function startRawServer(spec: MxServerSpec, port: number, ctx: SmtpContext
   // Postfix's limits (postconf(5) defaults), on the `postfix-limits` kind only.
   const limits: Required<MxLimits> | undefined =
     spec.kind === 'postfix-limits'
-      ? { softErrors: 10, hardErrors: 20, junkCommands: 100, recipientsPerTransaction: 1000, recipientLimitCode: 452, connectionsPerClient: 50, inFlowDelay: false, flowTokens: 100, ...spec.limits }
+      ? { softErrors: 10, hardErrors: 20, junkCommands: 100, recipientsPerTransaction: 1000, recipientLimitCode: 452, connectionsPerClient: 50, inFlowDelay: false, flowTokens: 100, anvilLagMs: 0, ...spec.limits }
       : undefined;
-  /** Open connections per client address (Postfix's anvil). */
+  /** Open connections per client address (Postfix's anvil), and those of them already ended but still counted (anvilLagMs). */
   const perClient = new Map<string, number>();
-  /** Flow tokens left on this server (Postfix's master), shared by its sessions. */
-  let flowTokens = limits?.flowTokens ?? 0;
+  const lagging = new Map<string, number>();
+  /** The flow tokens (Postfix's master): this server's own pool, or its instance's shared by several servers. */
+  const flow = spec.instance ?? new PostfixInstance({ flowTokens: limits?.flowTokens ?? 0 });
 
   const server = net.createServer(socket => {
     sockets.add(socket);
@@ -562,22 +624,43 @@ async function startRawServer(spec: MxServerSpec, port: number, ctx: SmtpContext
     let recipients = 0;
     let acceptedInTransaction = false;
     const client = socket.remoteAddress ?? '';
+    /** What this connection did (ctx.sessionLog). */
+    const record: SimSessionRecord = { host: spec.host, startMs: Date.now(), lastRcptMs: 0, endMs: 0, transactions: 0, accepted: 0, rejected: 0, flowWaits: 0, refused: false };
     // Postfix's anvil counts a client's connection from when smtpd takes it until smtpd ends the
-    // session: when it hangs up (after its 221 or 421), or when the client goes first.
+    // session: when it hangs up (after its 221 or 421), or when the client goes first; with
+    // anvilLagMs, that count-down lands so much later.
     let counted = false;
-    const countIn = (): boolean => {
+    /** Counts the connection in; says whether it is over the limit, and whether only lagging count-downs put it there. */
+    const countIn = (): { over: boolean; byLag: boolean } => {
       counted = true;
-      perClient.set(client, (perClient.get(client) ?? 0) + 1);
-      return limits !== undefined && (perClient.get(client) ?? 0) > limits.connectionsPerClient;
+      const n = (perClient.get(client) ?? 0) + 1;
+      perClient.set(client, n);
+      if (!limits) return { over: false, byLag: false };
+      const over = n > limits.connectionsPerClient;
+      return { over, byLag: over && n - (lagging.get(client) ?? 0) <= limits.connectionsPerClient };
     };
     const countOut = (): void => {
       if (!counted) return;
       counted = false;
-      perClient.set(client, (perClient.get(client) ?? 1) - 1);
+      const lag = limits?.anvilLagMs ?? 0;
+      const down = (): void => {
+        perClient.set(client, (perClient.get(client) ?? 1) - 1);
+      };
+      if (lag <= 0) return down();
+      lagging.set(client, (lagging.get(client) ?? 0) + 1);
+      // Not ctx.timers: a count-down still due when the sim closes does not matter, and it must not be dropped before then.
+      setTimeout(() => {
+        lagging.set(client, (lagging.get(client) ?? 1) - 1);
+        down();
+      }, lag).unref();
     };
     socket.once('close', countOut);
+    if (limits && ctx.sessionLog) {
+      const log = ctx.sessionLog;
+      socket.once('close', () => log({ ...record, endMs: Date.now() }));
+    }
     // 'network': smtpd takes the connection once the handshake is done (see the banner below).
-    const tooManyAtAccept = network ? false : countIn();
+    const tooManyAtAccept = network ? { over: false, byLag: false } : countIn();
 
     /** Bytes to the client: at once, or half a round trip later on a 'network' link. */
     const transmit = (fn: () => void): void => {
@@ -632,31 +715,38 @@ async function startRawServer(spec: MxServerSpec, port: number, ctx: SmtpContext
           mailFrom = m[1] ?? '';
           recipients = 0;
           acceptedInTransaction = false;
+          record.transactions++;
           return { lines: [style.mailOk] };
         }
         case 'RCPT': {
           const m = /^RCPT\s+TO:\s*<([^<>]*)>(?:\s.*)?$/i.exec(line.trim());
           if (!m) return { lines: [style.syntax], error: true };
+          record.lastRcptMs = Date.now();
           if (!greeted) return { lines: [style.needHelo], error: true };
           if (mailFrom === null) return { lines: [style.needMail], error: true };
           // smtpd_recipient_limit: refused without counting an error (within the overshoot limit).
           if (limits && ++recipients > limits.recipientsPerTransaction) {
             countLimit(ctx, spec.host, 'rcpt_cap');
+            record.rejected++;
             return { lines: [limits.recipientLimitCode === 452 ? '452 4.5.3 Error: too many recipients' : '451 4.5.3 Too many recipients'] };
           }
           const address = m[1] ?? '';
           const reply = policy.rcpt({ raw: address, address, mailFrom, remoteAddress: socket.remoteAddress ?? '' });
-          if (reply) return { lines: renderReply(reply), error: true };
+          if (reply) {
+            record.rejected++;
+            return { lines: renderReply(reply), error: true };
+          }
+          record.accepted++;
           // in_flow_delay: the first accepted recipient opens a queue file, which takes a flow token
-          // from the server's pool; with none left it waits (probes never deliver, so none come back).
+          // from the pool (the server's, or its instance's); with none left it waits (probes never
+          // deliver, so none come back).
           const first = !acceptedInTransaction;
           acceptedInTransaction = true;
-          let waits = false;
-          if (limits?.inFlowDelay && first) {
-            if (flowTokens > 0) flowTokens--;
-            else waits = true;
+          const waits = limits?.inFlowDelay === true && first && flow.takeToken();
+          if (waits) {
+            record.flowWaits++;
+            countLimit(ctx, spec.host, 'in_flow_delay');
           }
-          if (waits) countLimit(ctx, spec.host, 'in_flow_delay');
           return { lines: [style.rcptOk], ...(waits ? { delayMs: ctx.inFlowDelayMs } : {}) };
         }
         case 'RSET':
@@ -742,11 +832,15 @@ async function startRawServer(spec: MxServerSpec, port: number, ctx: SmtpContext
     // when the handshake's last ACK lands (1.5 round trips) and its banner lands half one later.
     ctx.timers.after(network ? 3 * oneWay : latency, () => {
       if (socket.destroyed) return;
-      const tooManyConnections = network ? countIn() : tooManyAtAccept;
+      const anvil = network ? countIn() : tooManyAtAccept;
       if (spec.kind === 'banner421') return hangUp([BANNER_421]);
       // smtpd_client_connection_count_limit (Postfix's anvil): refused at the banner.
-      if (tooManyConnections) countLimit(ctx, spec.host, 'banner_421');
-      if (tooManyConnections) return hangUp([`421 4.7.0 ${spec.host} Error: too many connections from ${client}`]);
+      if (anvil.over) {
+        countLimit(ctx, spec.host, 'banner_421');
+        if (anvil.byLag) countLimit(ctx, spec.host, 'anvil_lag');
+        record.refused = true;
+        return hangUp([`421 4.7.0 ${spec.host} Error: too many connections from ${client}`]);
+      }
       write(style.banner);
       busy = false;
       pump();
@@ -758,6 +852,7 @@ async function startRawServer(spec: MxServerSpec, port: number, ctx: SmtpContext
   return {
     ip: spec.ip,
     stats,
+    ...(limits ? { anvil: () => Object.fromEntries([...perClient].filter(([, n]) => n > 0)) } : {}),
     close: async () => {
       for (const socket of sockets) socket.destroy();
       await new Promise<void>(resolve => server.close(() => resolve()));

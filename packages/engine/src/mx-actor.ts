@@ -10,6 +10,7 @@ import { classifyRcpt, type SessionFailure, type SmtpConnector, type SmtpReply }
 import type { SessionBudget } from '@svc/verifier';
 import type { Clock, ClockTimer } from './clock.ts';
 import { LimitPolicy } from './limit-policy.ts';
+import { openAnother, SessionLoad } from './open-policy.ts';
 import { Queue, type Entry } from './queue.ts';
 import { driveSession, type SessionHost } from './session-driver.ts';
 import type { MxThrottle } from './throttle.ts';
@@ -53,6 +54,8 @@ export class MxActor {
    */
   #noPermit = false;
   readonly policy: LimitPolicy;
+  /** The open sessions' errors and this host's rejection rate: whether one more session is worth opening (open-policy.ts). */
+  readonly #load = new SessionLoad();
   /** What the session driver sees of this actor. */
   readonly #host: SessionHost;
 
@@ -70,6 +73,7 @@ export class MxActor {
       waiting: () => this.queue.live(),
       waitForWork: () => this.#waitForWork(),
       pump: () => this.#pump(),
+      load: this.#load,
       answered: (entry, reply, session, viaMail) => this.#report(entry, (sink, id) => sink.answered(id, { reply, session, viaMail, interruptions: entry.interruptions })),
       smtputf8Unsupported: (entry) => this.#report(entry, (sink, id) => sink.smtputf8Unsupported(id)),
       requeue: (entry) => {
@@ -131,13 +135,26 @@ export class MxActor {
     this.#report(entry, (sink, id) => sink.hostFailed(id, failure));
   }
 
-  /** Wakes idle sessions and opens new ones while there is more work than sessions. */
+  /** Wakes idle sessions and opens new ones while the open ones cannot take the queue (open-policy.ts). */
   #pump(): void {
     for (const w of this.#idleWaiters.splice(0)) w();
     this.policy.grow(this.deps.clock.now());
     if (this.#retryTimer) return;
     if (this.#noPermit && this.#sessions.size + this.#opening > 0) return;
-    while (this.policy.held(this.#sessions.size, this.#opening, this.#closing) < this.policy.limit && this.queue.live() > (this.#sessions.size + this.#opening) * 2) {
+    const { budget } = this.policy;
+    while (
+      openAnother({
+        queued: this.queue.live(),
+        held: this.policy.held(this.#sessions.size, this.#opening, this.#closing),
+        limit: this.policy.limit,
+        opening: this.#opening,
+        errorsLeft: this.#load.errorsLeft(this.#sessions, budget.errors),
+        budget: budget.errors,
+        perRound: Math.min(budget.pipelineDepth, budget.rcptsPerTransaction),
+        rejectRate: this.#load.rejectRate,
+        roundsPerOpen: this.#load.roundsPerOpen(this.deps.clock.monotonic()),
+      })
+    ) {
       void this.#open();
       if (this.#noPermit) break;
     }

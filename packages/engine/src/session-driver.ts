@@ -4,6 +4,7 @@
 // is the reducer's; what a recipient or the host does next is the actor's.
 
 import { smtpConversation, type ConversationEffect, type ConversationState, type SendResult, type SessionBudget, type SessionFailure, type SmtpReply, type SmtpSession } from '@svc/verifier';
+import type { SessionLoad } from './open-policy.ts';
 import type { Entry } from './queue.ts';
 import type { EngineCounters } from './types.ts';
 
@@ -24,6 +25,8 @@ export interface SessionHost {
   waitForWork(): Promise<boolean>;
   /** More work than sessions: open more. */
   pump(): void;
+  /** Where the session's errors, RCPTs in flight and answers are kept for the decision to open another (open-policy.ts). */
+  readonly load: SessionLoad;
   answered(entry: Entry, reply: SmtpReply, session: number, viaMail: boolean): void;
   smtputf8Unsupported(entry: Entry): void;
   /** Back to the front of the queue, no count (a recipient cap). */
@@ -40,9 +43,14 @@ export async function driveSession(session: SmtpSession, id: number, host: Sessi
   let state: ConversationState = conversationStart(session.extensions, host.mailFrom);
   const inFlight = new Map<number, Entry>();
   const perform = (effects: ConversationEffect[]): void => {
-    for (const e of effects) performOne(e, inFlight, id, host);
+    for (const e of effects) {
+      if (e.type === 'answer') host.load.answered(e.reply.code >= 400);
+      performOne(e, inFlight, id, host);
+    }
   };
+  const progress = (): void => host.load.progress(id, state.session.errors, state.session.inFlight.reduce((n, c) => n + (c.kind === 'rcpt' ? 1 : 0), 0));
   try {
+    progress();
     for (;;) {
       const n = room(state, host.budget);
       if (n === 0) break;
@@ -50,6 +58,7 @@ export async function driveSession(session: SmtpSession, id: number, host: Sessi
       for (const entry of batch) inFlight.set(entry.req.id, entry);
       const offered = offer(state, host.budget, batch.map((e) => e.req));
       state = offered.state;
+      progress();
       perform(offered.effects);
       if (offered.taken.length === 0) {
         // Only recipients this session must not take (it deferred them): retire, a new session takes them.
@@ -63,15 +72,18 @@ export async function driveSession(session: SmtpSession, id: number, host: Sessi
       counters.rcpts += offered.taken.length;
       const results: Promise<SendResult>[] = write.pipelined ? session.write(write.phase, commands.map((c) => c.line)) : [];
       let last = host.now();
+      host.load.roundStarted(id, last);
       for (let i = 0; i < commands.length && !state.end; i++) {
         const r = write.pipelined ? await results[i]! : await session.send(commands[i]!.phase, commands[i]!.line);
         const now = host.now();
         const received = receive(state, r, now - last);
         last = now;
         state = received.state;
+        progress();
         perform(received.effects);
       }
       if (state.end) break;
+      host.load.roundEnded(id, host.now(), state.rtt);
       if (host.waiting() > 0) host.pump();
     }
   } catch (err) {
@@ -79,6 +91,8 @@ export async function driveSession(session: SmtpSession, id: number, host: Sessi
     const r = interrupt(state, { phase: 'rcpt', kind: 'protocol', detail: `internal error: ${(err as Error).message}` });
     perform(r.effects);
     throw err;
+  } finally {
+    host.load.ended(id);
   }
   return finish(state).state.end ?? 'close';
 }
