@@ -784,6 +784,8 @@ t.test('provider servers (providers.ts): each big mail system answers with its o
   t.equal(wire.toString('latin1'), '220 mx1.latin1.test ESMTP\r\n250-mx1.latin1.test\r\n250-PIPELINING\r\n250 8BITMIME\r\n250 OK\r\n250 OK\r\n550 Empf\u00e4nger unbekannt\r\n221 2.0.0 Bye\r\n');
   t.ok(wire.includes(Buffer.from([0x35, 0x35, 0x30, 0x20, 0x45, 0x6d, 0x70, 0x66, 0xe4, 0x6e])), 'the byte 0xE4');
   t.notOk(wire.includes(Buffer.from([0xc3, 0xa4])), 'no UTF-8 ä');
+});
+
 // ---------------------------------------------------------------------------------------------
 // One Postfix instance behind several MX hosts (one flow-token pool), and anvil's count-down lag:
 // servers of their own (startMx), on 127.0.49.x.
