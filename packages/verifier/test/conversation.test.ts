@@ -82,9 +82,20 @@ t.test('slow replies after rejections: the error budget comes down to one below 
   ]).state;
   for (let id = 2; id <= 4; id++) s = feed(offer(s, BUDGET, [rcpt(id)]).state, [[UNKNOWN, 10]]).state;
   t.equal(s.session.errors, 4);
-  // The 5th RCPT's reply comes 900 ms after a round trip of 10: the server sleeps past 4 errors.
-  const slow = feed(offer(s, BUDGET, [rcpt(5)]).state, [[UNKNOWN, 900]]);
-  t.strictSame(slow.effects[0], { type: 'error_budget', errors: 3 });
+  // The 5th RCPT's reply comes 900 ms after a round trip of 10: the server may sleep past 4
+  // errors, or the client's own loop stalled. The 6th comes late too: it sleeps before every reply.
+  const late = feed(offer(s, BUDGET, [rcpt(5)]).state, [[UNKNOWN, 900]]);
+  t.strictSame(late.effects.map((e) => e.type), ['answer'], 'one late reply: not yet');
+  const slow = feed(offer(late.state, BUDGET, [rcpt(6)]).state, [[UNKNOWN, 900]]);
+  t.strictSame(slow.effects[0], { type: 'error_budget', errors: 3 }, 'the second in a row: one below the count the first came at');
+  // A stall: one late reply, then the rest of the chunk at once. No budget is lowered.
+  const stalled = feed(offer(s, BUDGET, [rcpt(5), rcpt(6), rcpt(7)]).state, [
+    [UNKNOWN, 1500],
+    [UNKNOWN, 0],
+    [UNKNOWN, 0],
+  ]);
+  t.strictSame(stalled.effects.map((e) => e.type), ['answer', 'answer', 'answer'], 'a stalled client loop lowers nothing');
+  t.equal(stalled.state.slowSince, undefined, 'and forgets the late reply');
   // A late reply with no error yet is not; nor is a late first acceptance of a transaction (in_flow_delay).
   const fresh = offer(conversationStart([], 'p@v.test'), BUDGET, [rcpt(1)]).state;
   t.strictSame(feed(fresh, [[MAIL_OK, 10], [RCPT_OK, 2000]]).effects.map((e) => e.type), ['answer'], 'no error yet');
@@ -101,9 +112,14 @@ t.test('slow replies after rejections: the error budget comes down to one below 
   ]);
   t.equal(mixed.state.session.errors, 2);
   t.strictSame(mixed.effects.map((e) => e.type), ['answer', 'answer', 'answer'], 'a late first acceptance after a rejection lowers no budget');
-  // A second acceptance that late in the same transaction is the error sleep again.
-  const second = feed(offer(mixed.state, BUDGET, [rcpt(4)]).state, [[RCPT_OK, 1010]]);
-  t.strictSame(second.effects[0], { type: 'error_budget', errors: 1 });
+  // A second acceptance that late in the same transaction, and another reply after it, is the
+  // error sleep again.
+  const second = feed(offer(mixed.state, BUDGET, [rcpt(4), rcpt(5)]).state, [
+    [RCPT_OK, 1010],
+    [UNKNOWN, 1010],
+  ]);
+  t.strictSame(second.effects.map((e) => e.type), ['answer', 'error_budget', 'answer']);
+  t.strictSame(second.effects[1], { type: 'error_budget', errors: 1 });
 });
 
 t.test('a 4.7.x rate reply slows the host down; greylisting does not', async (t) => {

@@ -47,6 +47,8 @@ export interface ConversationState {
   roundReplies: number;
   /** Recipients answered on this session: a session that made progress is no fault of those it left. */
   answered: number;
+  /** The rejections counted when a reply came a second late, until the next reply confirms (late too) or clears it. */
+  slowSince?: number;
   /** How the session ended; unset while it is open. */
   end?: 'quit' | 'close';
 }
@@ -130,11 +132,19 @@ export function receive(state: ConversationState, result: SendResult, gapMs: num
   // Postfix takes a flow token (in_flow_delay) when the transaction's queue file opens, at its
   // first ACCEPTED recipient, whatever was rejected before it in the same transaction.
   const firstAcceptOfTxn = cmd.kind === 'rcpt' && state.session.txnAccepted === 0 && reply.code < 300;
-  if (gapMs > rtt + SLOW_REPLY_MS && errorsBefore > 0 && !firstAcceptOfTxn && cmd.kind === 'rcpt') {
-    // Replies came a second late after `errorsBefore` rejections: the server's soft error limit
-    // (Postfix: smtpd_soft_error_limit). Stay below it from now on. (The first accepted RCPT of
-    // a transaction may be late for another reason: in_flow_delay.)
-    effects.push({ type: 'error_budget', errors: Math.max(1, errorsBefore - 1) });
+  let slowSince = state.slowSince;
+  if (cmd.kind === 'rcpt' && errorsBefore > 0 && !firstAcceptOfTxn) {
+    if (gapMs > rtt + SLOW_REPLY_MS) {
+      // A reply a second late after `errorsBefore` rejections: the server's soft error limit
+      // (Postfix: smtpd_soft_error_limit) sleeps before EVERY reply from then on, so the next
+      // one is late too. One late reply alone is not enough: a client whose own event loop
+      // stalled (a loaded machine) sees one late gap and then the rest of the chunk at once, and
+      // once cut every host's budget to one (a session per rejection). The second late reply in
+      // a row confirms it: stay below the count the first one came at. (The first accepted RCPT
+      // of a transaction may be late for another reason: in_flow_delay.)
+      if (slowSince === undefined) slowSince = errorsBefore;
+      else effects.push({ type: 'error_budget', errors: Math.max(1, Math.min(slowSince, errorsBefore) - 1) });
+    } else slowSince = undefined;
   }
   const stepped = step(state.session, reply);
   let answered = state.answered;
@@ -163,6 +173,8 @@ export function receive(state: ConversationState, result: SendResult, gapMs: num
     }
   }
   const next: ConversationState = { ...state, session: stepped.state, rtt, roundReplies: state.roundReplies + 1, answered };
+  if (slowSince === undefined) delete next.slowSince;
+  else next.slowSince = slowSince;
   if (stepped.state.phase === 'closed') {
     // The server ended it (421, a refused RSET): nothing is left in flight, the line is closed.
     next.end = 'close';
