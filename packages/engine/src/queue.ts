@@ -50,6 +50,11 @@ export class Queue {
     return out;
   }
 
+  /** Everything waiting and not withdrawn, front first (a copy: the queue may change while it is read). */
+  entries(): Entry[] {
+    return this.#items.slice(this.#head).filter((i) => !i.withdrawn);
+  }
+
   /** Removes and returns everything not withdrawn. */
   drain(): Entry[] {
     const out = this.#items.slice(this.#head).filter((i) => !i.withdrawn);

@@ -367,8 +367,8 @@ t.test('sessions retiring under a connection cap: reconnects refused while the o
 
 
 /**
- * A session limit shared with other processes, as RedisMxThrottle is: `free` permits per host
- * are left for this engine. A waiter learns of a permit given back a few milliseconds later (a
+ * A session limit shared with other processes, as RedisMxThrottle is: `free` permits per server
+ * address are left for this engine. A waiter learns of a permit given back a few milliseconds later (a
  * round trip to Redis and a message). A wait is cancelled by the signal unless `ignoreSignal`.
  */
 class SharedThrottle {
@@ -441,7 +441,7 @@ t.test('close(): an open whose permit comes after its work went to another sessi
   // everything and stays warm. close() ends it, its permit goes to the waiting open, which finds
   // no work: the actor is idle, and close() must hear of it. (The throttle ignores the signal, so
   // the permit really comes.)
-  const { throttle, smtp, engine, check, all, closed } = setupShared({ 'mx.shared.test': 1 }, true, { 'mx.shared.test': {} }, { idleMs: 60_000 });
+  const { throttle, smtp, engine, check, all, closed } = setupShared({ '192.0.2.9': 1 }, true, { 'mx.shared.test': {} }, { idleMs: 60_000 });
   const outcomes = await all(['a', 'b', 'c', 'd', 'e'].map((l) => check('a.test', l)));
   t.strictSame(classes(outcomes), ['accepted', 'accepted', 'accepted', 'accepted', 'accepted']);
   t.equal(throttle.waiting.length, 1, 'a second open waits for a permit');
@@ -454,7 +454,7 @@ t.test('close(): an open whose permit comes after its work went to another sessi
 
 t.test('close() never waits for a permit: the wait is cancelled and the recipients no session can take are answered', async (t) => {
   // Every permit of the host is held by other processes (free 0), for as long as they like.
-  const { clock, throttle, smtp, engine, check, closed, untilWaiting } = setupShared({ 'mx.shared.test': 0 }, false, { 'mx.shared.test': {} });
+  const { clock, throttle, smtp, engine, check, closed, untilWaiting } = setupShared({ '192.0.2.9': 0 }, false, { 'mx.shared.test': {} });
   const pending = Promise.all([check('a.test', 'x'), check('b.test', 'y')]);
   await untilWaiting();
   t.ok(throttle.waiting.length >= 1, 'an open waits for a permit');
@@ -471,7 +471,7 @@ t.test('close() never waits for a permit: the wait is cancelled and the recipien
 t.test('close() after a permit wait was cancelled: a free permit is still used, the sessions still open take the queue', async (t) => {
   // One permit here, the actor wants two sessions: one waits. close() while the recipients are in
   // flight (each RCPT takes 30 ms): the wait is cancelled, the open session answers everyone.
-  const { clock, throttle, smtp, engine, check, closed, untilWaiting } = setupShared({ 'mx.shared.test': 1 }, false, { 'mx.shared.test': { latencyMs: 30 } }, { pipelineDepth: 2 });
+  const { clock, throttle, smtp, engine, check, closed, untilWaiting } = setupShared({ '192.0.2.9': 1 }, false, { 'mx.shared.test': { latencyMs: 30 } }, { pipelineDepth: 2 });
   const pending = Promise.all(['a', 'b', 'c', 'd', 'e', 'f'].map((l) => check('a.test', l)));
   await untilWaiting();
   t.equal(throttle.waiting.length, 1, 'a second open waits');

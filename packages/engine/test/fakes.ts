@@ -91,6 +91,18 @@ const OK_RCPT = reply('250 2.1.5 Ok');
 const OK_RSET = reply('250 2.0.0 Ok');
 const NO_USER = reply('550 5.1.1 <x>: Recipient address rejected: User unknown in virtual mailbox table');
 
+/**
+ * A per-client connection cap on a server ADDRESS, whatever name the client connected for (one
+ * address serving many MX names): past `maxSessions`, a 421 at the banner. A session counts from
+ * its open until `countDownLagMs` after it closed (Postfix's anvil hears of the close late).
+ */
+export interface AddressCap {
+  maxSessions: number;
+  countDownLagMs?: number;
+  /** The banner refusal's text (default Microsoft 365's "4.3.2 ... concurrent server connections"). */
+  banner?: string;
+}
+
 export class FakeSession implements SmtpSession {
   readonly extensions: ReadonlySet<string>;
   readonly tls = false;
@@ -104,6 +116,7 @@ export class FakeSession implements SmtpSession {
     readonly server: string,
     readonly spec: FakeServer,
     readonly id: number,
+    readonly ip: string = '',
   ) {
     this.extensions = new Set(spec.extensions ?? ['PIPELINING', 'ENHANCEDSTATUSCODES']);
   }
@@ -124,7 +137,7 @@ export class FakeSession implements SmtpSession {
   #close(): void {
     if (this.closed) return;
     this.closed = true;
-    this.smtp.closed(this.server);
+    this.smtp.closed(this.server, this.ip);
   }
 
   /** Pipelined commands: the fake answers them in order, as a pipelining server would. */
@@ -209,10 +222,15 @@ export class FakeSmtp implements SmtpConnector {
   activeTotal = 0;
   refusedAtBanner = 0;
   peakTotal = 0;
+  /** Per address with a cap: connections the server counts now (closed ones until their lag is over), the most at once, refusals. */
+  readonly countedByIp = new Map<string, number>();
+  readonly peakByIp = new Map<string, number>();
+  readonly refusedByIp = new Map<string, number>();
 
   constructor(
     readonly servers: Record<string, FakeServer>,
     readonly clock: ManualClock,
+    readonly addressCaps: Record<string, AddressCap> = {},
   ) {}
 
   async open(opts: SmtpConnectOptions): Promise<{ ok: true; session: SmtpSession } | { ok: false; failure: SessionFailure }> {
@@ -226,7 +244,18 @@ export class FakeSmtp implements SmtpConnector {
       this.refusedAtBanner++;
       return { ok: false, failure: { phase: 'greeting', kind: 'reply', detail: 'server refused the session', reply: reply('421 4.7.0 mx Error: too many connections from 192.0.2.99') } };
     }
-    const session = new FakeSession(this, opts.servername, spec, this.sessions.length);
+    const cap = this.addressCaps[opts.host];
+    if (cap) {
+      const counted = this.countedByIp.get(opts.host) ?? 0;
+      if (counted >= cap.maxSessions) {
+        this.refusedAtBanner++;
+        this.refusedByIp.set(opts.host, (this.refusedByIp.get(opts.host) ?? 0) + 1);
+        return { ok: false, failure: { phase: 'greeting', kind: 'reply', detail: 'server refused the session', reply: reply(cap.banner ?? '421 4.3.2 The maximum number of concurrent server connections has exceeded a limit, closing transmission channel') } };
+      }
+      this.countedByIp.set(opts.host, counted + 1);
+      this.peakByIp.set(opts.host, Math.max(this.peakByIp.get(opts.host) ?? 0, counted + 1));
+    }
+    const session = new FakeSession(this, opts.servername, spec, this.sessions.length, opts.host);
     this.sessions.push(session);
     const n = (this.active.get(opts.servername) ?? 0) + 1;
     this.active.set(opts.servername, n);
@@ -236,9 +265,14 @@ export class FakeSmtp implements SmtpConnector {
     return { ok: true, session };
   }
 
-  closed(server: string): void {
+  closed(server: string, ip: string): void {
     this.active.set(server, (this.active.get(server) ?? 1) - 1);
     this.activeTotal--;
+    const cap = this.addressCaps[ip];
+    if (!cap) return;
+    const down = () => this.countedByIp.set(ip, (this.countedByIp.get(ip) ?? 1) - 1);
+    if (cap.countDownLagMs) this.clock.setTimeout(down, cap.countDownLagMs);
+    else down();
   }
 
   /** Command lines, optionally of one server or one session. */
