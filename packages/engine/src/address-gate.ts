@@ -65,6 +65,8 @@ interface Held {
   permit?: () => void;
   /** Asked to end for a waiting name; counted in #yielded until its slot is free. */
   yielded: boolean;
+  /** The session was established (closing: counted in #closingSessions). */
+  established?: boolean;
 }
 
 interface IdleSession {
@@ -77,6 +79,8 @@ export class AddressGate {
   #opening = 0;
   #open = 0;
   #closing = 0;
+  /** Of #closing, the sessions that were established (the others: refused opens the server saw, cooling down). */
+  #closingSessions = 0;
   readonly #waiters: Waiter[] = [];
   readonly #idle: IdleSession[] = [];
   /** Idle sessions asked to end whose slots are not free yet. */
@@ -195,7 +199,10 @@ export class AddressGate {
     if (held.state === 'free') return;
     if (held.state === 'opening') this.#opening--;
     else if (held.state === 'open') this.#open--;
-    else this.#closing--;
+    else {
+      this.#closing--;
+      if (held.established) this.#closingSessions--;
+    }
     held.state = 'free';
     if (held.yielded) this.#yielded--;
     held.permit?.();
@@ -205,8 +212,11 @@ export class AddressGate {
   /** Counted as closing until `closed` settles and slotCooldownMs more have passed (the server's count-down). */
   #closeAfter(held: Held, closed: Promise<void>): void {
     if (held.state === 'opening') this.#opening--;
-    else if (held.state === 'open') this.#open--;
-    else return;
+    else if (held.state === 'open') {
+      this.#open--;
+      held.established = true;
+      this.#closingSessions++;
+    } else return;
     held.state = 'closing';
     this.#closing++;
     const cooled = () => void this.deps.clock.setTimeout(() => this.#free(held), this.deps.config.slotCooldownMs);
@@ -237,8 +247,9 @@ export class AddressGate {
         const now = clock.now();
         const atBanner = failure.phase === 'greeting' && failure.reply?.code === 421;
         if (atBanner) counters.bannerRefusals++;
-        // Decided on the others' slots: this one is on its way out.
-        const decision = this.policy.refused(failure, { open: this.#open, closing: this.#closing, opening: this.#opening - 1 }, now);
+        // Decided on our other sessions on the address (open, or ended and not yet counted down)
+        // and opens under way; refused opens still cooling down say nothing about the cap.
+        const decision = this.policy.refused(failure, { open: this.#open, closing: this.#closingSessions, opening: this.#opening - 1 }, now);
         if (decision.action === 'backoff') {
           this.#refusedSince ??= now;
           this.#blockedUntil = Math.max(this.#blockedUntil, now + decision.delayMs);

@@ -90,7 +90,9 @@ export class MxActor {
       },
     };
     this.#user = {
-      wants: () => this.queue.live() > 0,
+      // A slot is worth taking while more recipients wait than the open sessions will soon take
+      // (the same measure as #pump's: two rounds' worth per session).
+      wants: () => this.queue.live() > this.#sessions.size * 2,
       blocked: (until, failure, giveUpAt) => this.#blocked(until, failure, giveUpAt),
     };
   }
@@ -165,10 +167,13 @@ export class MxActor {
     }
   }
 
-  /** The host is down and recipients wait: nothing opens until its window ends (a timer then pumps). */
+  /**
+   * The host is down and recipients wait: nothing opens until its window ends (a timer then
+   * pumps). A session of ours still open there takes them meanwhile (one open failed, not the host).
+   */
   #waitWhileDown(): boolean {
     const now = this.deps.clock.now();
-    if (!this.policy.down(now) || this.queue.live() === 0) return false;
+    if (!this.policy.down(now) || this.queue.live() === 0 || this.#sessions.size > 0) return false;
     this.#retryTimer = this.deps.clock.setTimeout(() => {
       this.#retryTimer = undefined;
       this.#afterSession();
@@ -281,7 +286,11 @@ export class MxActor {
     if (this.deps.closing() || this.deps.config.idleMs <= 0) return Promise.resolve(false);
     const { clock } = this.deps;
     return new Promise((resolve) => {
+      let finished = false;
+      let withdraw = () => {};
       const done = (more: boolean) => {
+        if (finished) return;
+        finished = true;
         clock.clearTimeout(timer);
         const i = this.#idleWaiters.indexOf(waiter);
         if (i >= 0) this.#idleWaiters.splice(i, 1);
@@ -291,7 +300,12 @@ export class MxActor {
       const waiter = () => done(true);
       const timer = clock.setTimeout(() => done(false), this.deps.config.idleMs);
       this.#idleWaiters.push(waiter);
-      const withdraw = this.#sessions.get(session)?.idle(() => done(false)) ?? (() => {});
+      // Offered to the address's gate: another name waiting for a slot ends the wait (at once, when one waits already).
+      const offer = this.#sessions.get(session)?.idle(() => done(false));
+      if (offer) {
+        if (finished) offer();
+        else withdraw = offer;
+      }
     });
   }
 
