@@ -8,6 +8,7 @@ import t from 'tap';
 import type { MxHost, ProbeOutcome } from '@svc/verifier';
 import { ManualClock } from '../src/clock.ts';
 import { Engine } from '../src/engine.ts';
+import { MemoryMxThrottle } from '../src/throttle.ts';
 import { ENGINE_DEFAULTS, type EngineConfig } from '../src/types.ts';
 import { FakeDns, FakeSmtp, MemoryCache, PROBE_PREFIX, probeLocals, reply, type AddressCap, type FakeServer } from './fakes.ts';
 
@@ -193,4 +194,31 @@ t.test('a host that is down: recipients routed to it meanwhile wait for the end 
   const back = await clock.run(timed(check('down.test', 'judy', hosts)));
   t.strictSame([cls(back.o), back.at], ['accepted', 20_000], 'the next window\'s end: the server answers');
   await closed(t);
+});
+
+t.test('the shared throttle is asked per address, and its permit goes back with the slot: after the QUIT reply, the close and the cool-down', async (t) => {
+  const clock = new ManualClock();
+  const events: string[] = [];
+  const inner = new MemoryMxThrottle(5);
+  const throttle = {
+    acquire: async (key: string, signal?: AbortSignal) => {
+      const release = await inner.acquire(key, signal);
+      events.push(`acquire ${key} @${clock.now() - t0}`);
+      return () => {
+        events.push(`release ${key} @${clock.now() - t0}`);
+        release();
+      };
+    },
+  };
+  const t0 = clock.now();
+  const names = ['mx-c.example', 'mx-d.example'];
+  const smtp = new FakeSmtp(Object.fromEntries(names.map((n) => [n, { latencyMs: 10 }])), clock);
+  const engine = new Engine({ dns: new FakeDns(Object.fromEntries(names.map((n) => [n, [SHARED_IP]]))), smtp, cache: new MemoryCache(), clock, throttle, config: { ...CONFIG, idleMs: 0 }, randomLocal: probeLocals(), closeCheckMs: 600_000 });
+  const o = await clock.run(engine.check({ domain: 'c.test', hosts: [{ exchange: names[0]!, priority: 0 }], local: 'kim', utf8: false, retries: 0 }));
+  t.equal(cls(o), 'accepted');
+  await clock.advance(1_000);
+  const quit = smtp.log.find((c) => c.verb === 'QUIT')!.at - t0;
+  t.strictSame(events, [`acquire ${SHARED_IP} @0`, `release ${SHARED_IP} @${quit + 10 + ENGINE_DEFAULTS.slotCooldownMs}`], `QUIT written at ${quit} ms, its reply 10 ms later, then the cool-down`);
+  t.equal(inner.active(SHARED_IP), 0);
+  await clock.run(engine.close());
 });
