@@ -216,7 +216,11 @@ export class MxActor {
           refused = err ?? new Error('refused');
           break;
         }
-        if (!slot) break; // no work left: it went elsewhere while we waited
+        if (!slot) {
+          // No work left: it went elsewhere while we waited (an earlier address's refusal included: nothing to fail).
+          opened = undefined;
+          break;
+        }
         opened = await smtp.open({ host: ip, servername: this.host, port: config.smtpPort, heloName: config.heloName, timeoutMs: config.smtpTimeoutMs });
         if (opened.ok) break;
         decision = slot.refused(opened.failure);

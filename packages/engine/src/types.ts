@@ -54,7 +54,7 @@ export const ENGINE_DEFAULTS = {
   throttleCooldownMs: 10_000,
   hostDownMs: 10_000,
   slotCooldownMs: 100,
-  refusedWaitMs: 30_000,
+  refusedWaitMs: 10_000,
 } satisfies Partial<EngineConfig>;
 
 export interface EngineDeps {
