@@ -13,7 +13,7 @@
 import { permitWaitCancelled } from '@svc/contracts';
 import type { SessionFailure } from '@svc/verifier';
 import type { Clock, ClockTimer } from './clock.ts';
-import { LimitPolicy, type RefusedOpen } from './limit-policy.ts';
+import { LimitPolicy, STREAK_GAP_MS, type RefusedOpen } from './limit-policy.ts';
 import type { MxThrottle } from './throttle.ts';
 import type { EngineConfig, EngineCounters } from './types.ts';
 
@@ -90,8 +90,9 @@ export class AddressGate {
   /** After a back-off: one session at a time until one opens. */
   #trial = false;
   #timer: ClockTimer | undefined;
-  /** When the refusals in a row began (undefined: the last open succeeded). */
+  /** When the refusals in a row began (undefined: the last open succeeded), and the last one. */
   #refusedSince: number | undefined;
+  #lastRefusalAt = -Infinity;
 
   constructor(
     readonly ip: string,
@@ -251,7 +252,8 @@ export class AddressGate {
         // and opens under way; refused opens still cooling down say nothing about the cap.
         const decision = this.policy.refused(failure, { open: this.#open, closing: this.#closingSessions, opening: this.#opening - 1 }, now);
         if (decision.action === 'backoff') {
-          this.#refusedSince ??= now;
+          if (this.#refusedSince === undefined || now - this.#lastRefusalAt > STREAK_GAP_MS) this.#refusedSince = now;
+          this.#lastRefusalAt = now;
           this.#blockedUntil = Math.max(this.#blockedUntil, now + decision.delayMs);
           this.#trial = true;
           clock.clearTimeout(this.#timer);

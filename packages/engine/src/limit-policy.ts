@@ -15,6 +15,8 @@ import type { EngineConfig, EngineCounters } from './types.ts';
 export const BACKOFF_FIRST_MS = 250;
 /** The longest wait between two tries of a refusing address. */
 export const BACKOFF_MAX_MS = 8_000;
+/** Refusals further apart than this are not in a row (a back-off at its longest tries more often). */
+export const STREAK_GAP_MS = 2 * BACKOFF_MAX_MS + 1_000;
 
 /** What to do about an open that failed. */
 export type RefusedOpen =
@@ -34,6 +36,7 @@ export class LimitPolicy {
   #cooldownUntil = 0;
   /** 421s at the banner in a row with nothing of ours on the address (the back-off's exponent). */
   #refusals = 0;
+  #lastRefusalAt = -Infinity;
 
   constructor(
     readonly config: EngineConfig,
@@ -86,7 +89,10 @@ export class LimitPolicy {
       }
       if (refusedAtBanner) {
         // Nothing of ours there: another client of ours on the egress address, a count-down the
-        // server has not done yet, or a server that is busy. Waited out, never a verdict.
+        // server has not done yet, or a server that is busy. Waited out, never a verdict. (A
+        // refusal long after the last one starts the back-off over.)
+        if (now - this.#lastRefusalAt > STREAK_GAP_MS) this.#refusals = 0;
+        this.#lastRefusalAt = now;
         this.counters.throttled++;
         const delayMs = Math.min(BACKOFF_MAX_MS, BACKOFF_FIRST_MS * 2 ** this.#refusals);
         this.#refusals++;

@@ -125,8 +125,9 @@ t.test('a 421 at the banner past the deadline: answered with the refusal when th
   t.equal(cls(job.o), 'failure:greeting:reply:421', 'the job recipient (no deadline): the 421 too');
   // Two opens at 0 (three recipients with the probe): the first refusal, with the other still
   // opening, waits for it; the second backs off.
-  const tries = [0, 0, 250, 750, 1_750, 3_750, 7_750, 15_750, 23_750];
-  t.equal(job.at, 23_750, `tried at ${tries.join(', ')} ms: the next (31,750) is past refusedWaitMs (30 s)`);
+  const tries = [0, 0, 250, 750, 1_750, 3_750, 7_750];
+  t.equal(ENGINE_DEFAULTS.refusedWaitMs, 10_000);
+  t.equal(job.at, 7_750, `tried at ${tries.join(', ')} ms: the next (15,750) is past refusedWaitMs (10 s) from the first refusal`);
   t.equal(smtp.refusedByIp.get(SHARED_IP), tries.length);
   await closed(t);
 });
@@ -221,4 +222,25 @@ t.test('the shared throttle is asked per address, and its permit goes back with 
   t.strictSame(events, [`acquire ${SHARED_IP} @0`, `release ${SHARED_IP} @${quit + 10 + ENGINE_DEFAULTS.slotCooldownMs}`], `QUIT written at ${quit} ms, its reply 10 ms later, then the cool-down`);
   t.equal(inner.active(SHARED_IP), 0);
   await clock.run(engine.close());
+});
+
+t.test('close() never waits for an address slot: a name waiting behind another name\'s busy session is answered', async (t) => {
+  const a = 'mx-e.example', b = 'mx-f.example';
+  const { clock, smtp, engine, check, closed } = setup({
+    servers: { [a]: { delay: (c) => (c.verb === 'RCPT' ? 300 : 0) }, [b]: {} },
+    addresses: { [a]: [SHARED_IP], [b]: [SHARED_IP] },
+    config: { maxConnectionsPerMx: 1, idleMs: 0 },
+  });
+  const slow = check('e.test', 'liam', [{ exchange: a, priority: 0 }]);
+  await clock.advance(10);
+  const waiting = check('f.test', 'mia', [{ exchange: b, priority: 0 }]);
+  await clock.advance(10);
+  t.equal(engine.gateState(SHARED_IP)?.waiting, 1, "b waits for the address's one slot");
+  await closed(t);
+  const [o1, o2] = await clock.run(Promise.all([slow, waiting]));
+  t.equal(cls(o1), 'accepted', 'the busy session finished its recipient');
+  t.equal(cls(o2), 'failure:connect:connection:', 'the waiting one: a connection failure (unknown), not a hang');
+  t.match((o2 as { failure: { detail: string } }).failure.detail, /no SMTP session permit for mx-f\.example: no session permit free for 192\.0\.2\.50/);
+  t.equal(engine.gateState(SHARED_IP)?.waiting, 0);
+  t.equal(smtp.opens.filter((o) => o.servername === b).length, 0, 'b never connected');
 });

@@ -4,7 +4,7 @@
 
 import t from 'tap';
 import { parseReply } from '@svc/verifier';
-import { BACKOFF_FIRST_MS, BACKOFF_MAX_MS, HostPolicy, LimitPolicy } from '../src/limit-policy.ts';
+import { BACKOFF_FIRST_MS, BACKOFF_MAX_MS, HostPolicy, LimitPolicy, STREAK_GAP_MS } from '../src/limit-policy.ts';
 import { ENGINE_DEFAULTS, type EngineConfig, type EngineCounters } from '../src/types.ts';
 
 const CONFIG: EngineConfig = { ...ENGINE_DEFAULTS, smtpPort: 25, heloName: 'v.test', mailFrom: 'p@v.test', maxConnectionsPerMx: 5 };
@@ -47,6 +47,8 @@ t.test('a 421 at the banner with nothing of ours there: back-off doubling from 2
   t.equal(p.limit, 5, 'the limit stays: nothing of ours was there to count');
   p.opened(1);
   t.strictSame(p.refused(busy, NONE, T0), { action: 'backoff', delayMs: 250 }, 'an open starts the back-off over');
+  t.strictSame(p.refused(busy, NONE, T0 + STREAK_GAP_MS), { action: 'backoff', delayMs: 500 }, 'refusals in a row double it');
+  t.strictSame(p.refused(busy, NONE, T0 + 2 * STREAK_GAP_MS + 1), { action: 'backoff', delayMs: 250 }, 'so does a refusal long after the last one');
 });
 
 t.test('a refused connection with nothing of ours there: the next address; anything else fails the host', async (t) => {
