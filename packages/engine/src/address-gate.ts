@@ -13,7 +13,7 @@
 import { permitWaitCancelled } from '@svc/contracts';
 import type { SessionFailure } from '@svc/verifier';
 import type { Clock, ClockTimer } from './clock.ts';
-import { LimitPolicy, STREAK_GAP_MS, type RefusedOpen } from './limit-policy.ts';
+import { LimitPolicy, type RefusedOpen } from './limit-policy.ts';
 import type { MxThrottle } from './throttle.ts';
 import type { EngineConfig, EngineCounters } from './types.ts';
 
@@ -21,11 +21,8 @@ import type { EngineConfig, EngineCounters } from './types.ts';
 export interface SlotUser {
   /** It has recipients waiting for a session (a slot granted to it now would be used). */
   wants(): boolean;
-  /**
-   * The address refuses sessions: none to it before `until`. Recipients that cannot wait that
-   * long (past their deadline, or past `giveUpAt` when they have none) are answered with `failure`.
-   */
-  blocked(until: number, failure: SessionFailure, giveUpAt: number): void;
+  /** The address refuses sessions: none to it before `until`. Recipients that cannot wait that long are answered with `failure`. */
+  blocked(until: number, failure: SessionFailure): void;
 }
 
 /** One slot of the gate, held by one open or session. Every method but learn is called once at most, and one of opened/refused/unused first. */
@@ -90,9 +87,6 @@ export class AddressGate {
   /** After a back-off: one session at a time until one opens. */
   #trial = false;
   #timer: ClockTimer | undefined;
-  /** When the refusals in a row began (undefined: the last open succeeded), and the last one. */
-  #refusedSince: number | undefined;
-  #lastRefusalAt = -Infinity;
 
   constructor(
     readonly ip: string,
@@ -230,7 +224,7 @@ export class AddressGate {
   }
 
   #slot(held: Held): Slot {
-    const { clock, counters, config } = this.deps;
+    const { clock, counters } = this.deps;
     return {
       ip: this.ip,
       opened: () => {
@@ -239,7 +233,6 @@ export class AddressGate {
         this.#open++;
         held.state = 'open';
         this.#trial = false;
-        this.#refusedSince = undefined;
         this.policy.opened(this.#open);
         this.#grant();
       },
@@ -252,8 +245,6 @@ export class AddressGate {
         // and opens under way; refused opens still cooling down say nothing about the cap.
         const decision = this.policy.refused(failure, { open: this.#open, closing: this.#closingSessions, opening: this.#opening - 1 }, now);
         if (decision.action === 'backoff') {
-          if (this.#refusedSince === undefined || now - this.#lastRefusalAt > STREAK_GAP_MS) this.#refusedSince = now;
-          this.#lastRefusalAt = now;
           this.#blockedUntil = Math.max(this.#blockedUntil, now + decision.delayMs);
           this.#trial = true;
           clock.clearTimeout(this.#timer);
@@ -267,9 +258,8 @@ export class AddressGate {
         if (failure.phase === 'connect') this.#free(held);
         else this.#closeAfter(held, Promise.resolve());
         if (decision.action === 'backoff') {
-          const giveUpAt = this.#refusedSince! + config.refusedWaitMs;
           const users = new Set([held.user, ...this.#waiters.map((w) => w.user)]);
-          for (const u of users) u.blocked(this.#blockedUntil, failure, giveUpAt);
+          for (const u of users) u.blocked(this.#blockedUntil, failure);
         }
         return decision;
       },

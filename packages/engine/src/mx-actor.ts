@@ -93,7 +93,7 @@ export class MxActor {
       // A slot is worth taking while more recipients wait than the open sessions will soon take
       // (the same measure as #pump's: two rounds' worth per session).
       wants: () => this.queue.live() > this.#sessions.size * 2,
-      blocked: (until, failure, giveUpAt) => this.#blocked(until, failure, giveUpAt),
+      blocked: (until, failure) => this.#blocked(until, failure),
     };
   }
 
@@ -118,12 +118,12 @@ export class MxActor {
   enqueue(req: RcptRequest): void {
     const down = this.policy.down(this.deps.clock.now());
     // A host that is down: the next MX at once (RFC 5321 5.1); with none, the recipient waits for
-    // the window's end and one more try (#pump).
-    if (down && (req.nextHost || this.deps.closing())) {
+    // the window's end and one more try (#pump), unless its deadline comes first.
+    if (down && (req.nextHost || this.deps.closing() || (req.deadlineAt ?? Infinity) <= this.policy.downUntil)) {
       this.deps.sinkOf(req.domain).hostFailed(req.id, down);
       return;
     }
-    const entry: Entry = { req, interruptions: req.interruptions, withdrawn: false };
+    const entry: Entry = { req, interruptions: req.interruptions, withdrawn: false, arrivedAt: this.deps.clock.now() };
     this.#entries.set(req.id, entry);
     this.queue.push(entry);
     this.#pump();
@@ -186,9 +186,14 @@ export class MxActor {
     for (const entry of this.queue.drain()) this.#hostFailed(entry, failure);
   }
 
-  /** The gate of an address backs off: recipients that cannot wait until `until` are answered with its refusal. */
-  #blocked(until: number, failure: SessionFailure, giveUpAt: number): void {
-    for (const entry of this.queue.entries()) if (until > (entry.req.deadlineAt ?? giveUpAt)) this.#hostFailed(entry, failure);
+  /**
+   * The gate of an address backs off: recipients that cannot wait until `until` are answered with
+   * its refusal. One waits for a refusing address as long as its deadline allows, and at most
+   * refusedWaitMs from when it came here (a job's recipients have no deadline).
+   */
+  #blocked(until: number, failure: SessionFailure): void {
+    const wait = this.deps.config.refusedWaitMs;
+    for (const entry of this.queue.entries()) if (until > Math.min(entry.req.deadlineAt ?? Infinity, entry.arrivedAt + wait)) this.#hostFailed(entry, failure);
   }
 
   // Every way out of #open ends in #afterSession: the actor's last step to idle must reach the

@@ -9,6 +9,8 @@ export interface Entry {
   interruptions: number;
   /** Withdrawn by its domain actor (answered elsewhere, past its deadline): skipped wherever it is found. */
   withdrawn: boolean;
+  /** When it came to this MX actor (clock time). */
+  readonly arrivedAt: number;
 }
 
 /** Entries waiting for a session, oldest first: a ring-free deque (push back, take front, put back at the front). */

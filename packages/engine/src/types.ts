@@ -36,7 +36,7 @@ export interface EngineConfig {
    * anvil), and a new connection inside that moment is refused at the banner.
    */
   slotCooldownMs: number;
-  /** A 421 at the banner is waited out (backing off) within the recipient's deadline, or this long when it has none (a job's). */
+  /** A recipient waits out an address that refuses at the banner (421, backing off) this long at most, and never past its deadline. */
   refusedWaitMs: number;
 }
 

@@ -119,15 +119,17 @@ t.test('a 421 at the banner backs off (250 ms, doubling) and waits for a slot wi
 t.test('a 421 at the banner past the deadline: answered with the refusal when the next try would come too late', async (t) => {
   const host = 'mx.busy.example';
   const { clock, smtp, check, timed, closed } = setup({ servers: { [host]: {} }, addresses: { [host]: [SHARED_IP] }, caps: { [SHARED_IP]: { maxSessions: 0, banner: '421 4.3.2 Service not available, closing transmission channel' } } });
-  const [sync, job] = await clock.run(Promise.all([timed(check('busy.test', 'dave', [{ exchange: host, priority: 0 }], 1_000)), timed(check('busy.test', 'erin', [{ exchange: host, priority: 0 }]))]));
+  const mx = [{ exchange: host, priority: 0 }];
+  const [sync, job, long] = await clock.run(Promise.all([timed(check('busy.test', 'dave', mx, 1_000)), timed(check('busy.test', 'erin', mx)), timed(check('busy.test', 'fred', mx, 30_000))]));
   t.equal(cls(sync.o), 'failure:greeting:reply:421', 'the sync request: the 421 itself');
   t.equal(sync.at, 750, 'after the try at 750 ms (the next, at 1750 ms, is past its 1 s deadline)');
   t.equal(cls(job.o), 'failure:greeting:reply:421', 'the job recipient (no deadline): the 421 too');
-  // Two opens at 0 (three recipients with the probe): the first refusal, with the other still
+  t.strictSame([cls(long.o), long.at], ['failure:greeting:reply:421', 7_750], 'a sync request with a 30 s deadline: refusedWaitMs bounds it too');
+  // Two opens at 0 (four recipients with the probe): the first refusal, with the other still
   // opening, waits for it; the second backs off.
   const tries = [0, 0, 250, 750, 1_750, 3_750, 7_750];
   t.equal(ENGINE_DEFAULTS.refusedWaitMs, 10_000);
-  t.equal(job.at, 7_750, `tried at ${tries.join(', ')} ms: the next (15,750) is past refusedWaitMs (10 s) from the first refusal`);
+  t.equal(job.at, 7_750, `tried at ${tries.join(', ')} ms: the next (15,750) is past refusedWaitMs (10 s) from its arrival`);
   t.equal(smtp.refusedByIp.get(SHARED_IP), tries.length);
   await closed(t);
 });
