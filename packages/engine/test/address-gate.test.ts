@@ -184,6 +184,8 @@ t.test('a host that is down: recipients routed to it meanwhile wait for the end 
   const failover = await clock.run(timed(check('two.test', 'ivan', [{ exchange: host, priority: 0 }, { exchange: 'mx2.down.example', priority: 10 }])));
   t.equal(cls(failover.o), 'accepted', 'a domain with another MX fails over at once');
   t.equal(failover.at, 1_000);
+  const short = await clock.run(timed(check('down.test', 'hank', hosts, 5_000)));
+  t.strictSame([cls(short.o), short.at], ['failure:connect:connection:', 1_000], 'one whose deadline comes before the window ends: at once');
   let answered = 0;
   for (const w of waiting) void w.then(() => answered++);
   await clock.advance(8_999);
