@@ -277,7 +277,7 @@ export class AddressGate {
         this.#yield();
         return () => this.#withdrawIdle(held);
       },
-      learn: (kind) => this.policy.learn(kind, this.#open + this.#closing, clock.now()),
+      learn: (kind) => this.policy.learn(kind, this.#open + this.#closingSessions, clock.now()),
     };
   }
 }
