@@ -1,6 +1,6 @@
 // The MxThrottle port's conformance suite (the port is in packages/contracts/src/throttle.ts):
 // one function run on every adapter, the engine's in-process MemoryMxThrottle and the store's
-// RedisMxThrottle. What only a shared Redis adds (other instances, other processes, leases) stays
+// RedisMxThrottle. Permits are keyed by mail server address (IPv4 or IPv6), as the engine asks. What only a shared Redis adds (other instances, other processes, leases) stays
 // in the Redis adapter's own test file.
 
 import type tap from 'tap';
@@ -40,26 +40,26 @@ export function mxThrottleConformance<T extends MxThrottle>(t: Tap, fresh: (t: T
   t.test('at most max permits at once; a release hands one over', async (t) => {
     const a = fresh(t);
     const th = a.make(2);
-    const r1 = await th.acquire('mx.a.test');
-    const r2 = await th.acquire('mx.a.test');
-    const third = track(th.acquire('mx.a.test'));
+    const r1 = await th.acquire('192.0.2.1');
+    const r2 = await th.acquire('192.0.2.1');
+    const third = track(th.acquire('192.0.2.1'));
     await a.waited(th, 1);
-    t.equal(await a.active(th, 'mx.a.test'), 2, 'two held');
+    t.equal(await a.active(th, '192.0.2.1'), 2, 'two held');
     t.notOk(third.done(), 'the third waits');
     r1();
     const r3 = await within(third.p, 1000, 'the third gets the released permit');
-    t.equal(await a.active(th, 'mx.a.test'), 2, 'still two held');
+    t.equal(await a.active(th, '192.0.2.1'), 2, 'still two held');
     r2();
     r3();
-    await activeIs(a, th, 'mx.a.test', 0);
+    await activeIs(a, th, '192.0.2.1', 0);
   });
 
   t.test('release is idempotent', async (t) => {
     const a = fresh(t);
     const th = a.make(1);
-    const ra = await th.acquire('mx.c.test');
-    const b = track(th.acquire('mx.c.test'));
-    const c = track(th.acquire('mx.c.test'));
+    const ra = await th.acquire('192.0.2.3');
+    const b = track(th.acquire('192.0.2.3'));
+    const c = track(th.acquire('192.0.2.3'));
     await a.waited(th, 2);
     ra();
     ra();
@@ -67,23 +67,23 @@ export function mxThrottleConformance<T extends MxThrottle>(t: Tap, fresh: (t: T
     ra();
     await sleep(200); // c must not get one: nothing to wait for but time
     t.notOk(c.done(), 'a second release of the same permit frees nothing');
-    t.equal(await a.active(th, 'mx.c.test'), 1);
+    t.equal(await a.active(th, '192.0.2.3'), 1);
     rb();
     const rc = await within(c.p, 1000, 'c gets the permit b gave back');
     rb();
-    t.equal(await a.active(th, 'mx.c.test'), 1);
+    t.equal(await a.active(th, '192.0.2.3'), 1);
     rc();
     rc();
-    await activeIs(a, th, 'mx.c.test', 0);
+    await activeIs(a, th, '192.0.2.3', 0);
   });
 
-  t.test('hosts are independent', async (t) => {
+  t.test('addresses are independent (IPv4 and IPv6 alike)', async (t) => {
     const a = fresh(t);
     const th = a.make(1);
-    const r1 = await th.acquire('mx1.d.test');
-    const r2 = await within(th.acquire('mx2.d.test'), 1000, 'another host has its own permits');
-    t.equal(await a.active(th, 'mx1.d.test'), 1);
-    t.equal(await a.active(th, 'mx2.d.test'), 1);
+    const r1 = await th.acquire('192.0.2.4');
+    const r2 = await within(th.acquire('2001:db8::4'), 1000, 'another address has its own permits');
+    t.equal(await a.active(th, '192.0.2.4'), 1);
+    t.equal(await a.active(th, '2001:db8::4'), 1);
     r1();
     r2();
   });
@@ -91,12 +91,12 @@ export function mxThrottleConformance<T extends MxThrottle>(t: Tap, fresh: (t: T
   t.test('permits go in arrival order', async (t) => {
     const a = fresh(t);
     const th = a.make(1);
-    let release = await th.acquire('mx.f.test');
+    let release = await th.acquire('192.0.2.6');
     const order: number[] = [];
     const pending: Promise<void>[] = [];
     for (let i = 0; i < 3; i++) {
       pending.push(
-        th.acquire('mx.f.test').then((r) => {
+        th.acquire('192.0.2.6').then((r) => {
           order.push(i);
           release = r;
         }),
@@ -117,19 +117,19 @@ export function mxThrottleConformance<T extends MxThrottle>(t: Tap, fresh: (t: T
     const a = fresh(t);
     const th = a.make(1);
     const ac = new AbortController();
-    const r1 = await th.acquire('mx.test', ac.signal);
-    const waiting = th.acquire('mx.test', ac.signal);
+    const r1 = await th.acquire('192.0.2.7', ac.signal);
+    const waiting = th.acquire('192.0.2.7', ac.signal);
     await a.waited(th, 1);
-    const after = th.acquire('mx.test');
+    const after = th.acquire('192.0.2.7');
     await a.waited(th, 2);
     ac.abort(new Error('closing'));
-    await t.rejects(within(waiting, 1000, 'the withdrawn wait'), /no session permit free for mx\.test, and the wait was cancelled: closing/);
-    await t.rejects(within(th.acquire('mx.test', ac.signal), 1000, 'a refusal'), /wait was cancelled/, 'none free: no wait once aborted');
+    await t.rejects(within(waiting, 1000, 'the withdrawn wait'), /no session permit free for 192\.0\.2\.7, and the wait was cancelled: closing/);
+    await t.rejects(within(th.acquire('192.0.2.7', ac.signal), 1000, 'a refusal'), /wait was cancelled/, 'none free: no wait once aborted');
     r1();
     const r3 = await within(after, 1000, 'the permit passes to the next waiter, not to the withdrawn one');
-    t.equal(await a.active(th, 'mx.test'), 1);
+    t.equal(await a.active(th, '192.0.2.7'), 1);
     r3();
-    await activeIs(a, th, 'mx.test', 0);
-    (await within(th.acquire('mx.test', ac.signal), 1000, 'a free permit, signal aborted'))();
+    await activeIs(a, th, '192.0.2.7', 0);
+    (await within(th.acquire('192.0.2.7', ac.signal), 1000, 'a free permit, signal aborted'))();
   });
 }

@@ -2,14 +2,17 @@
 // A domain actor (key = domain) holds its domain's catch-all verdict and routes recipients to the
 // MX actor of its first MX host, failing over in priority order; an MX actor (key = MX host) owns
 // the sessions to that host, shared by every domain on it. They share no state: a domain actor
-// sends an MX actor a request per routing and hears back by id. In the cluster profile every
-// process runs its own engine; the jobs.mx topic, keyed by MX host, gives each host's job
-// recipients to one worker, and the MxThrottle on Redis shares each host's session limit.
+// sends an MX actor a request per routing and hears back by id. Every session holds a slot of
+// the gate of the server address it connects to (key = IP address), shared by every MX name that
+// resolves to it: a server counts its per-client connection limit per address. In the cluster
+// profile every process runs its own engine; the jobs.mx topic, keyed by MX host, gives each
+// host's job recipients to one worker, and the MxThrottle on Redis shares each address's limit.
 
 import type { CatchallEvidence, ProbeOutcome, ProbePort, ProbeRequest, SessionFailure, SmtpReply } from '@svc/verifier';
 import { systemClock, type Clock, type ClockTimer } from './clock.ts';
 import { MemoryMxThrottle } from './throttle.ts';
 import { MxActor, mailRefusalClass } from './mx-actor.ts';
+import { AddressGate } from './address-gate.ts';
 import type { EngineCounters, EngineDeps, RcptSink, Resolve } from './types.ts';
 import { classifyRcpt } from '@svc/verifier';
 import { createHmac, randomBytes } from 'node:crypto';
@@ -49,6 +52,8 @@ interface Item {
   interruptions: number;
   /** A session it must not use (the one that deferred it: retry on a new session). */
   notSession?: number;
+  /** When its request's deadline passes (clock time); none for a job's recipients and the catch-all probe. */
+  deadlineAt?: number;
   /** Answered, or past its deadline. */
   done: boolean;
   /** The MX host holding it now (queued or in a session), told to forget it when it is answered here first. */
@@ -121,7 +126,16 @@ class DomainActor implements RcptSink {
   #route(item: Item, hosts: string[]): void {
     const host = hosts[item.mxIndex]!;
     item.at = host;
-    this.engine.mx(host).enqueue({ id: item.id, domain: item.domain, local: item.local, utf8: item.utf8, interruptions: item.interruptions, ...(item.notSession !== undefined ? { notSession: item.notSession } : {}) });
+    this.engine.mx(host).enqueue({
+      id: item.id,
+      domain: item.domain,
+      local: item.local,
+      utf8: item.utf8,
+      interruptions: item.interruptions,
+      nextHost: item.mxIndex + 1 < hosts.length,
+      ...(item.notSession !== undefined ? { notSession: item.notSession } : {}),
+      ...(item.deadlineAt !== undefined ? { deadlineAt: item.deadlineAt } : {}),
+    });
   }
 
   /** The recipient (or the current probe) a report of an MX actor is about; undefined when it is no longer wanted. */
@@ -247,9 +261,11 @@ class DomainActor implements RcptSink {
 export class Engine implements ProbePort {
   readonly #domains = new Map<string, DomainActor>();
   readonly #mxs = new Map<string, MxActor>();
+  /** One gate per server address, shared by every MX name that resolves to it. */
+  readonly #gates = new Map<string, AddressGate>();
   readonly #idleWaiters: Array<() => void> = [];
   readonly throttle;
-  readonly counters: EngineCounters = { sessionsOpened: 0, transactions: 0, rcpts: 0, requeuedForCap: 0, requeuedForClosing: 0, throttled: 0, slowReplies: 0, closeIdleByCheck: 0 };
+  readonly counters: EngineCounters = { sessionsOpened: 0, transactions: 0, rcpts: 0, requeuedForCap: 0, requeuedForClosing: 0, throttled: 0, slowReplies: 0, bannerRefusals: 0, slotWaits: 0, idleYields: 0, closeIdleByCheck: 0 };
   closing = false;
   /** Aborted by close(): the MX actors stop waiting for session permits. */
   readonly #closed = new AbortController();
@@ -265,7 +281,7 @@ export class Engine implements ProbePort {
     this.probeSalt = deps.probeSalt ?? randomBytes(16).toString('hex');
     this.clock = deps.clock ?? systemClock;
     this.throttle = deps.throttle ?? new MemoryMxThrottle(deps.config.maxConnectionsPerMx);
-    // Every permit wait listens to it, one per MX host with a wait (more than Node's warning level of 10).
+    // Every slot and permit wait listens to it (more than Node's warning level of 10).
     setMaxListeners(0, this.#closed.signal);
   }
 
@@ -281,7 +297,10 @@ export class Engine implements ProbePort {
     return new Promise<ProbeOutcome>((resolve) => {
       const pending: Pending = { item, resolve, hosts };
       actor.open.set(item.id, pending); // counted before the cache read, so the actor stays
-      if (req.deadlineMs !== undefined) pending.timer = this.clock.setTimeout(() => actor.expire(pending, req.deadlineMs!), req.deadlineMs);
+      if (req.deadlineMs !== undefined) {
+        item.deadlineAt = this.clock.now() + req.deadlineMs;
+        pending.timer = this.clock.setTimeout(() => actor.expire(pending, req.deadlineMs!), req.deadlineMs);
+      }
       actor.ready().then(
         () => {
           if (!item.done) actor.submit(pending);
@@ -301,9 +320,9 @@ export class Engine implements ProbePort {
     if (!actor) {
       actor = new MxActor(host, {
         smtp: this.deps.smtp,
-        throttle: this.throttle,
         config: this.deps.config,
         addresses: (h) => this.#addresses(h),
+        gate: (ip) => this.gate(ip),
         // An item whose actor is gone (it expired, the actor went idle) is answered into the void.
         sinkOf: (domain) => this.#domains.get(domain) ?? NOWHERE,
         closing: () => this.closing,
@@ -318,6 +337,21 @@ export class Engine implements ProbePort {
       this.#mxs.set(host, actor);
     }
     return actor;
+  }
+
+  /** The gate of a server address, created on first use. */
+  gate(ip: string): AddressGate {
+    let gate = this.#gates.get(ip);
+    if (!gate) {
+      gate = new AddressGate(ip, { config: this.deps.config, counters: this.counters, clock: this.clock, throttle: this.throttle });
+      this.#gates.set(ip, gate);
+    }
+    return gate;
+  }
+
+  /** A server address's slots (for tests and operators): open, opening, closing (not yet counted down by the server), limit, waiting opens. */
+  gateState(ip: string): ReturnType<AddressGate['state']> | undefined {
+    return this.#gates.get(ip)?.state();
   }
 
   /** Tells the MX actor of `host` that recipient `id` is no longer wanted. */
@@ -367,7 +401,7 @@ export class Engine implements ProbePort {
     return this.#domains.size;
   }
 
-  /** MX actors (for tests and operators): host → sessions open now, limit, learnt budget. */
+  /** MX actors (for tests and operators): host → sessions open now, the limit of its address, learnt budget. */
   mxState(host: string): { sessions: number; limit: number; budget: MxActor['budget'] } | undefined {
     const a = this.#mxs.get(host);
     return a && { sessions: a.sessions, limit: a.limit, budget: { ...a.budget } };
@@ -375,7 +409,7 @@ export class Engine implements ProbePort {
 
   /**
    * Stops retrying, lets every recipient be answered, ends every warm session with QUIT. Never
-   * waits for a session permit (a shared limit's may be held by other processes for as long as
+   * waits for a slot or a session permit (a shared limit's may be held by other processes for as long as
    * they like): waits for one are cancelled, a permit free at once is still taken, and recipients
    * that no session of ours can take are answered as connection failures. Bounded by the SMTP
    * timeouts and the retry delays.

@@ -9,6 +9,8 @@ export interface Entry {
   interruptions: number;
   /** Withdrawn by its domain actor (answered elsewhere, past its deadline): skipped wherever it is found. */
   withdrawn: boolean;
+  /** When it came to this MX actor (clock time). */
+  readonly arrivedAt: number;
 }
 
 /** Entries waiting for a session, oldest first: a ring-free deque (push back, take front, put back at the front). */
@@ -48,6 +50,11 @@ export class Queue {
     }
     this.unshift(skipped);
     return out;
+  }
+
+  /** Everything waiting and not withdrawn, front first (a copy: the queue may change while it is read). */
+  entries(): Entry[] {
+    return this.#items.slice(this.#head).filter((i) => !i.withdrawn);
   }
 
   /** Removes and returns everything not withdrawn. */

@@ -21,8 +21,8 @@ export interface SessionHost {
   take(n: number, session: number): Entry[];
   /** Recipients still waiting. */
   waiting(): number;
-  /** Waits for more recipients (a warm session); false when none came. */
-  waitForWork(): Promise<boolean>;
+  /** Waits for more recipients (session `session`, warm); false when none came or its slot is wanted elsewhere. */
+  waitForWork(session: number): Promise<boolean>;
   /** More work than sessions: open more. */
   pump(): void;
   /** Where the session's errors, RCPTs in flight and answers are kept for the decision to open another (open-policy.ts). */
@@ -33,8 +33,8 @@ export interface SessionHost {
   requeue(entry: Entry): void;
   /** The session ended under it without an answer. */
   interrupted(entry: Entry, failure: SessionFailure, progress: boolean): void;
-  /** A sign about the host (a recipient cap, a lower error budget, slow down). */
-  learn(e: Extract<ConversationEffect, { type: 'rcpt_cap' | 'error_budget' | 'throttle' }>): void;
+  /** A sign about the host (a recipient cap, a lower error budget) or its address (slow down), seen on session `session`. */
+  learn(e: Extract<ConversationEffect, { type: 'rcpt_cap' | 'error_budget' | 'throttle' }>, session: number): void;
 }
 
 /** Converses until the session has nothing more to do; says how it must end (`close` after a throw too). */
@@ -63,7 +63,7 @@ export async function driveSession(session: SmtpSession, id: number, host: Sessi
       if (offered.taken.length === 0) {
         // Only recipients this session must not take (it deferred them): retire, a new session takes them.
         if (host.waiting() > 0) break;
-        if (await host.waitForWork()) continue;
+        if (await host.waitForWork(id)) continue;
         break;
       }
       const write = offered.effects.find((e) => e.type === 'write')!;
@@ -127,7 +127,7 @@ function performOne(e: ConversationEffect, inFlight: Map<number, Entry>, session
     case 'rcpt_cap':
     case 'error_budget':
     case 'throttle':
-      host.learn(e);
+      host.learn(e, session);
       return;
     case 'write':
     case 'end':

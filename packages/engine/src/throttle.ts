@@ -1,14 +1,15 @@
 // The in-process adapter of the MxThrottle port (declared in @svc/contracts, which the store's
-// Redis adapter implements too). In the embedded profile one process is the only client, so an
-// in-process semaphore is the whole truth; the cluster profile puts the same port on Redis so
-// every process sharing an egress IP counts against one limit.
+// Redis adapter implements too), keyed by server address. In the embedded profile one process is
+// the only client, so an in-process semaphore is the whole truth (the address gates keep below
+// it); the cluster profile puts the same port on Redis so every process sharing an egress IP
+// counts against one limit per server address.
 
 import { permitWaitCancelled, type MxThrottle } from '@svc/contracts';
 
 // Re-exported so the engine's files keep importing the port from here.
 export { permitWaitCancelled, type MxThrottle };
 
-/** In-process adapter: at most `max` permits per host, handed over in arrival order. */
+/** In-process adapter: at most `max` permits per key (a server address), handed over in arrival order. */
 export class MemoryMxThrottle implements MxThrottle {
   #active = new Map<string, number>();
   #waiting = new Map<string, Array<() => void>>();
@@ -17,7 +18,8 @@ export class MemoryMxThrottle implements MxThrottle {
     if (!Number.isInteger(max) || max < 1) throw new RangeError('max must be a positive integer');
   }
 
-  async acquire(host: string, signal?: AbortSignal): Promise<() => void> {
+  async acquire(address: string, signal?: AbortSignal): Promise<() => void> {
+    const host = address;
     const n = this.#active.get(host) ?? 0;
     if (n < this.max) this.#active.set(host, n + 1);
     else {

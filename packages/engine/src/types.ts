@@ -11,7 +11,7 @@ export interface EngineConfig {
   /** Per-phase SMTP timeout (connect, greeting, EHLO, STARTTLS, MAIL, RCPT, RSET, QUIT). */
   smtpTimeoutMs: number;
   smtpRetryDelayMs: number;
-  /** Sessions per MX host (per egress IP). */
+  /** Sessions per server address (per egress IP), whatever MX names lead to it. */
   maxConnectionsPerMx: number;
   /** How long a warm session waits for more recipients before QUIT (SVC_SMTP_IDLE_MS). */
   idleMs: number;
@@ -28,8 +28,20 @@ export interface EngineConfig {
   addressCacheTtlMs: number;
   /** After a throttling sign (421 at the banner, refused connection, 4.7.x), how long before one more session is tried. */
   throttleCooldownMs: number;
-  /** A host that could not be reached at all is skipped (its recipients fail over) this long. */
+  /** A host that could not be reached at all is skipped this long: recipients with another MX fail over, the others wait for one more try after it. */
   hostDownMs: number;
+  /**
+   * A session's slot at its address stays taken this long after a session that ended WITHOUT the
+   * server's answer to QUIT (dropped, refused at the banner, closed by us): the server counts
+   * such a connection down only once it reads the close (Postfix's smtpd tells anvil then), and a
+   * new connection inside that moment is refused at the banner. After a 221 the slot is free at
+   * once: smtpd has told anvil before it answers (measured on Postfix 3.7: never refused, even
+   * reconnecting at 0 ms; after a close without QUIT, refusals up to 100 ms later on a loaded
+   * machine).
+   */
+  slotCooldownMs: number;
+  /** A recipient waits out an address that refuses at the banner (421, backing off) this long at most, and never past its deadline. */
+  refusedWaitMs: number;
 }
 
 export const ENGINE_DEFAULTS = {
@@ -45,6 +57,8 @@ export const ENGINE_DEFAULTS = {
   addressCacheTtlMs: 300_000,
   throttleCooldownMs: 10_000,
   hostDownMs: 10_000,
+  slotCooldownMs: 200,
+  refusedWaitMs: 10_000,
 } satisfies Partial<EngineConfig>;
 
 export interface EngineDeps {
@@ -77,6 +91,10 @@ export interface RcptRequest {
   readonly notSession?: number;
   /** Sessions that already ended under it on this host (kept across greylisting retries). */
   readonly interruptions: number;
+  /** Another MX host of the domain comes after this one: a host that is down fails it over at once. */
+  readonly nextHost: boolean;
+  /** When its request's deadline passes (clock time); none for a job's recipients. */
+  readonly deadlineAt?: number;
 }
 
 /** What an MX actor reports to the domain actor of a request. Each report ends the request at that MX actor. */
@@ -94,6 +112,12 @@ export interface EngineCounters {
   requeuedForClosing: number;
   throttled: number;
   slowReplies: number;
+  /** 421 replies at the banner (the open is retried: never a verdict while the deadline allows). */
+  bannerRefusals: number;
+  /** Opens that waited for a slot of their server address. */
+  slotWaits: number;
+  /** Warm sessions asked to end because another MX name waited for a slot of their address. */
+  idleYields: number;
   /** close() found the engine idle on its own periodic check, not by an actor's word: a missed notification (should stay 0). */
   closeIdleByCheck: number;
 }

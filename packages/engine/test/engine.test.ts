@@ -368,8 +368,8 @@ t.test('sessions retiring under a connection cap: reconnects refused while the o
 
 
 /**
- * A session limit shared with other processes, as RedisMxThrottle is: `free` permits per host
- * are left for this engine. A waiter learns of a permit given back a few milliseconds later (a
+ * A session limit shared with other processes, as RedisMxThrottle is: `free` permits per server
+ * address are left for this engine. A waiter learns of a permit given back a few milliseconds later (a
  * round trip to Redis and a message). A wait is cancelled by the signal unless `ignoreSignal`.
  */
 class SharedThrottle {
@@ -442,7 +442,7 @@ t.test('close(): an open whose permit comes after its work went to another sessi
   // one permit left here: the second open waits; the first session answers everything and stays
   // warm. close() ends it, its permit goes to the waiting open, which finds no work: the actor is
   // idle, and close() must hear of it. (The throttle ignores the signal, so the permit really comes.)
-  const { throttle, smtp, engine, check, all, closed } = setupShared({ 'mx.shared.test': 1 }, true, { 'mx.shared.test': {} }, { idleMs: 60_000 });
+  const { throttle, smtp, engine, check, all, closed } = setupShared({ '192.0.2.9': 1 }, true, { 'mx.shared.test': {} }, { idleMs: 60_000 });
   const outcomes = await all(Array.from({ length: 40 }, (_, i) => check('a.test', `u${i}`)));
   t.strictSame(new Set(classes(outcomes)), new Set(['accepted']));
   t.equal(throttle.waiting.length, 1, 'a second open waits for a permit');
@@ -455,7 +455,7 @@ t.test('close(): an open whose permit comes after its work went to another sessi
 
 t.test('close() never waits for a permit: the wait is cancelled and the recipients no session can take are answered', async (t) => {
   // Every permit of the host is held by other processes (free 0), for as long as they like.
-  const { clock, throttle, smtp, engine, check, closed, untilWaiting } = setupShared({ 'mx.shared.test': 0 }, false, { 'mx.shared.test': {} });
+  const { clock, throttle, smtp, engine, check, closed, untilWaiting } = setupShared({ '192.0.2.9': 0 }, false, { 'mx.shared.test': {} });
   const pending = Promise.all([check('a.test', 'x'), check('b.test', 'y')]);
   await untilWaiting();
   t.ok(throttle.waiting.length >= 1, 'an open waits for a permit');
@@ -473,7 +473,7 @@ t.test('close() after a permit wait was cancelled: a free permit is still used, 
   // One permit here, the actor wants two sessions (more than 4 rounds of 2 RCPTs queued): one
   // waits. close() while the recipients are in flight (each RCPT takes 30 ms): the wait is
   // cancelled, the open session answers everyone.
-  const { clock, throttle, smtp, engine, check, closed, untilWaiting } = setupShared({ 'mx.shared.test': 1 }, false, { 'mx.shared.test': { latencyMs: 30 } }, { pipelineDepth: 2 });
+  const { clock, throttle, smtp, engine, check, closed, untilWaiting } = setupShared({ '192.0.2.9': 1 }, false, { 'mx.shared.test': { latencyMs: 30 } }, { pipelineDepth: 2 });
   const pending = Promise.all(Array.from({ length: 10 }, (_, i) => check('a.test', `u${i}`)));
   await untilWaiting();
   t.equal(throttle.waiting.length, 1, 'a second open waits');

@@ -76,6 +76,8 @@ export interface FakeServer {
   latencyMs?: number;
   /** Accept the catch-all probe too. */
   catchAll?: boolean;
+  /** Hang up on QUIT without answering it (its 221): the connection is counted down late (AddressCap.countDownLagMs). */
+  quitUnanswered?: boolean;
   /** Per-client connection cap: past it, a 421 at the banner (Postfix's smtpd_client_connection_count_limit). */
   maxSessions?: number;
   /** Extra delay before answering this command (a server sleeping on purpose). */
@@ -91,6 +93,19 @@ const OK_RCPT = reply('250 2.1.5 Ok');
 const OK_RSET = reply('250 2.0.0 Ok');
 const NO_USER = reply('550 5.1.1 <x>: Recipient address rejected: User unknown in virtual mailbox table');
 
+/**
+ * A per-client connection cap on a server ADDRESS, whatever name the client connected for (one
+ * address serving many MX names): past `maxSessions`, a 421 at the banner. A session counts from
+ * its open until it answered the QUIT (Postfix's smtpd tells anvil before it sends the 221), or
+ * until `countDownLagMs` after a close without that answer (anvil hears of it when smtpd reads the EOF).
+ */
+export interface AddressCap {
+  maxSessions: number;
+  countDownLagMs?: number;
+  /** The banner refusal's text (default Microsoft 365's "4.3.2 ... concurrent server connections"). */
+  banner?: string;
+}
+
 export class FakeSession implements SmtpSession {
   readonly extensions: ReadonlySet<string>;
   readonly tls = false;
@@ -104,6 +119,7 @@ export class FakeSession implements SmtpSession {
     readonly server: string,
     readonly spec: FakeServer,
     readonly id: number,
+    readonly ip: string = '',
   ) {
     this.extensions = new Set(spec.extensions ?? ['PIPELINING', 'ENHANCEDSTATUSCODES']);
   }
@@ -121,10 +137,11 @@ export class FakeSession implements SmtpSession {
     return cmd;
   }
 
-  #close(): void {
+  /** `answeredQuit`: the session ended with the server's 221 (counted down at once, as Postfix's anvil is). */
+  #close(answeredQuit = false): void {
     if (this.closed) return;
     this.closed = true;
-    this.smtp.closed(this.server);
+    this.smtp.closed(this.server, this.ip, answeredQuit);
   }
 
   /** Pipelined commands: the fake answers them in order, as a pipelining server would. */
@@ -185,12 +202,14 @@ export class FakeSession implements SmtpSession {
     }
   }
 
-  async quit(): Promise<void> {
-    if (this.closed) return;
+  async quit(): Promise<boolean> {
+    if (this.closed) return false;
     this.#record('quit', 'QUIT');
     if (this.spec.latencyMs) await this.smtp.clock.sleep(this.spec.latencyMs);
     this.quits++;
-    this.#close();
+    // A server that hangs up on QUIT without its 221 counts the connection down late (quitUnanswered).
+    this.#close(!this.spec.quitUnanswered);
+    return !this.spec.quitUnanswered;
   }
 
   destroy(): void {
@@ -209,10 +228,15 @@ export class FakeSmtp implements SmtpConnector {
   activeTotal = 0;
   refusedAtBanner = 0;
   peakTotal = 0;
+  /** Per address with a cap: connections the server counts now (closed ones until their lag is over), the most at once, refusals. */
+  readonly countedByIp = new Map<string, number>();
+  readonly peakByIp = new Map<string, number>();
+  readonly refusedByIp = new Map<string, number>();
 
   constructor(
     readonly servers: Record<string, FakeServer>,
     readonly clock: ManualClock,
+    readonly addressCaps: Record<string, AddressCap> = {},
   ) {}
 
   async open(opts: SmtpConnectOptions): Promise<{ ok: true; session: SmtpSession } | { ok: false; failure: SessionFailure }> {
@@ -226,7 +250,18 @@ export class FakeSmtp implements SmtpConnector {
       this.refusedAtBanner++;
       return { ok: false, failure: { phase: 'greeting', kind: 'reply', detail: 'server refused the session', reply: reply('421 4.7.0 mx Error: too many connections from 192.0.2.99') } };
     }
-    const session = new FakeSession(this, opts.servername, spec, this.sessions.length);
+    const cap = this.addressCaps[opts.host];
+    if (cap) {
+      const counted = this.countedByIp.get(opts.host) ?? 0;
+      if (counted >= cap.maxSessions) {
+        this.refusedAtBanner++;
+        this.refusedByIp.set(opts.host, (this.refusedByIp.get(opts.host) ?? 0) + 1);
+        return { ok: false, failure: { phase: 'greeting', kind: 'reply', detail: 'server refused the session', reply: reply(cap.banner ?? '421 4.3.2 The maximum number of concurrent server connections has exceeded a limit, closing transmission channel') } };
+      }
+      this.countedByIp.set(opts.host, counted + 1);
+      this.peakByIp.set(opts.host, Math.max(this.peakByIp.get(opts.host) ?? 0, counted + 1));
+    }
+    const session = new FakeSession(this, opts.servername, spec, this.sessions.length, opts.host);
     this.sessions.push(session);
     const n = (this.active.get(opts.servername) ?? 0) + 1;
     this.active.set(opts.servername, n);
@@ -236,9 +271,16 @@ export class FakeSmtp implements SmtpConnector {
     return { ok: true, session };
   }
 
-  closed(server: string): void {
+  closed(server: string, ip: string, answeredQuit: boolean): void {
     this.active.set(server, (this.active.get(server) ?? 1) - 1);
     this.activeTotal--;
+    const cap = this.addressCaps[ip];
+    if (!cap) return;
+    const down = () => this.countedByIp.set(ip, (this.countedByIp.get(ip) ?? 1) - 1);
+    // Postfix's smtpd tells anvil before its 221 goes out; a session that ended any other way is
+    // counted down only once smtpd has read the EOF (countDownLagMs).
+    if (cap.countDownLagMs && !answeredQuit) this.clock.setTimeout(down, cap.countDownLagMs);
+    else down();
   }
 
   /** Command lines, optionally of one server or one session. */

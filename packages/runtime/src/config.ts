@@ -235,7 +235,7 @@ export const CONFIG_TABLE = {
   smtpRetries: int('SVC_SMTP_RETRIES', V.smtpRetries, 0, 5, 'retries of a 4xx (greylisting) in a synchronous request'),
   smtpRetryDelayMs: int('SVC_SMTP_RETRY_DELAY_MS', V.smtpRetryDelayMs, 0, 600_000, 'wait before such a retry', ' ms'),
   egressId: text('SVC_EGRESS_ID', () => os.hostname(), 'this host\'s name', 'the egress IP this process probes from, as a name: with REDIS_URL, every process with the same id shares one SMTP session limit per MX host', (v) => (v.length <= 200 ? undefined : 'must be at most 200 characters'), 'string'),
-  maxConnectionsPerMx: int('SVC_SMTP_MAX_CONNECTIONS_PER_MX', V.maxConnectionsPerMx, 1, 100, 'concurrent SMTP sessions per MX host (per egress IP), shared by every domain on the host; fewer for a while after the host signals too many'),
+  maxConnectionsPerMx: int('SVC_SMTP_MAX_CONNECTIONS_PER_MX', V.maxConnectionsPerMx, 1, 100, 'concurrent SMTP sessions per mail server address (per egress IP), shared by every MX host name and domain that leads to it; fewer for a while after the server signals too many'),
   smtpIdleMs: int('SVC_SMTP_IDLE_MS', V.idleMs, 0, 600_000, 'how long a warm SMTP session waits for more work (from any request or job) before it QUITs', ' ms'),
   readyDomain: text('SVC_READY_DOMAIN', () => 'gmail.com', lit('gmail.com'), 'domain whose MX `/ready` resolves and connects to', (v) => (HOST_NAME.test(v) && v.includes('.') ? undefined : `must be a domain name, got ${shown(v)}`), 'domain'),
   bootstrapApiKey: text(

@@ -40,8 +40,11 @@ export interface SmtpSession {
    * on as it arrives (and a pipelined QUIT's reply need not be waited for).
    */
   write(phase: SmtpPhase, lines: readonly string[]): Promise<SendResult>[];
-  /** Sends QUIT (politely, bounded by the timeout) and closes the socket. Never throws. */
-  quit(): Promise<void>;
+  /**
+   * Sends QUIT (politely, bounded by the timeout) and closes the socket. Never throws. True when
+   * the server answered the QUIT (a 2xx, its 221): it has then counted the connection down.
+   */
+  quit(): Promise<boolean>;
   /** Closes at once (no QUIT). */
   destroy(): void;
 }

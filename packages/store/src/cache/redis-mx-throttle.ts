@@ -1,9 +1,12 @@
-// The cluster adapter of the MxThrottle port: at most `max` SMTP sessions per (egress IP, MX
-// host) across every process that shares one Redis, sync probes of the fronts included. The port
+// The cluster adapter of the MxThrottle port: at most `max` SMTP sessions per (egress IP, mail
+// server address) across every process that shares one Redis, sync probes of the fronts included.
+// The engine asks per server address (the IP its session connects to: many MX names can share
+// one, and the server's per-client limit counts the address) and gives a permit back only once
+// the server can have counted the session down (QUIT's reply, the close, a cool-down). The port
 // is declared once, in @svc/contracts: engine and store are siblings (neither imports the other),
 // and the runtime hands this adapter to the engine.
 //
-// Per (egressId, host), four keys share one hash tag (one Redis Cluster slot):
+// Per (egressId, address), four keys share one hash tag (one Redis Cluster slot):
 //   …:held  sorted set, member = permit token, score = lease expiry (Redis clock, ms)
 //   …:queue sorted set, member = waiting token, score = ticket (…:seq, INCR): the arrival order
 //   …:qexp  sorted set, member = waiting token, score = expiry of the waiter's registration
@@ -55,7 +58,7 @@ export interface RedisMxThrottleOptions {
   redis: Redis;
   /** Which egress IP the permits count against (SVC_EGRESS_ID, default the host name). */
   egressId: string;
-  /** Most permits per (egressId, MX host) across all processes. */
+  /** Most permits per (egressId, server address) across all processes. */
   max: number;
   /** A permit not renewed for this long is free again (a killed process's permits). Default 30 s. */
   leaseMs?: number;
@@ -232,9 +235,11 @@ export class RedisMxThrottle implements MxThrottle {
     return this.leaseMs * 4;
   }
 
-  async acquire(host: string, signal?: AbortSignal): Promise<() => void> {
+  async acquire(address: string, signal?: AbortSignal): Promise<() => void> {
     if (this.#closed) throw closedError();
-    const name = host.toLowerCase(); // MX names are case-insensitive; one limit per name
+    // One limit per key: a server address (an IPv6 address in either case is one). The per-key
+    // state below is called a host's.
+    const name = address.toLowerCase();
     const h = this.#host(name);
     const token = this.#tokenBase + (this.#seq++).toString(36);
     this.#startHeartbeat();
@@ -276,9 +281,9 @@ export class RedisMxThrottle implements MxThrottle {
     });
   }
 
-  /** Permits held now for `host` by every process of this egress id. */
-  async active(host: string): Promise<number> {
-    return (await this.#eval(S.active, [this.#host(host.toLowerCase()).keys[0]], [])) as number;
+  /** Permits held now for `address` by every process of this egress id. */
+  async active(address: string): Promise<number> {
+    return (await this.#eval(S.active, [this.#host(address.toLowerCase()).keys[0]], [])) as number;
   }
 
   /**

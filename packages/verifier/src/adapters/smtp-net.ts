@@ -191,12 +191,14 @@ class NetSession implements SmtpSession {
     });
   }
 
-  async quit(): Promise<void> {
+  async quit(): Promise<boolean> {
+    let answered = false;
     if (!this.#closed && this.#waiters.length === 0) {
       const r = await this.send('quit', 'QUIT');
-      void r;
+      answered = r.ok && r.reply.code >= 200 && r.reply.code < 300;
     }
     this.destroy();
+    return answered;
   }
 
   destroy(): void {

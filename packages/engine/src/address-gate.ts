@@ -1,0 +1,288 @@
+// The gate of one server address (docs/decisions/smtp-engine.md): every SMTP session to the
+// address, whichever MX name led to it, holds one of its slots. A server's per-client connection
+// limit counts connections to its address, and many MX names can share one (a large provider's
+// tenant names resolve to a few addresses), so the count, the adaptive limit (limit-policy.ts),
+// the back-off after a refusal and the shared MxThrottle permit are the address's, here.
+//
+// A slot is held from the grant until the server can have counted the session down: through the
+// open, the session, the QUIT until its reply came and the socket closed; after a session that
+// ended without the server's 221 (dropped, refused, closed by us), slotCooldownMs more. MX actors that want a slot wait in one FIFO; a slot that frees goes to the first. When
+// names wait and the address is full, a warm session of another name that has nothing to do is
+// asked to end (QUIT), so its slot passes on.
+
+import { permitWaitCancelled } from '@svc/contracts';
+import type { SessionFailure } from '@svc/verifier';
+import type { Clock, ClockTimer } from './clock.ts';
+import { LimitPolicy, type RefusedOpen } from './limit-policy.ts';
+import type { MxThrottle } from './throttle.ts';
+import type { EngineConfig, EngineCounters } from './types.ts';
+
+/** What the gate sees of an MX actor. */
+export interface SlotUser {
+  /** It has recipients waiting for a session (a slot granted to it now would be used). */
+  wants(): boolean;
+  /** The address refuses sessions: none to it before `until`. Recipients that cannot wait that long are answered with `failure`. */
+  blocked(until: number, failure: SessionFailure): void;
+}
+
+/** One slot of the gate, held by one open or session. Every method but learn is called once at most, and one of opened/refused/unused first. */
+export interface Slot {
+  readonly ip: string;
+  /** The session is established. */
+  opened(): void;
+  /** The open failed: the slot is freed (after the cool-down when the server saw the connection) and the decision returned. */
+  refused(failure: SessionFailure): RefusedOpen;
+  /** Granted, never connected (no work left): free at once. */
+  unused(): void;
+  /** The session ended; `closed` settles once the QUIT's reply came (or the line was dropped) and the socket is closed: true when the server answered the QUIT. */
+  ended(closed: Promise<boolean>): void;
+  /** The session waits for work: `end` asks it to quit. Returns the withdrawal of that offer. */
+  idle(end: () => void): () => void;
+  /** A rate sign from the conversation. */
+  learn(kind: 'connections' | 'rate'): void;
+}
+
+export interface GateDeps {
+  config: EngineConfig;
+  counters: EngineCounters;
+  clock: Clock;
+  throttle: MxThrottle;
+}
+
+interface Waiter {
+  user: SlotUser;
+  resolve: (granted: boolean) => void;
+  reject: (err: Error) => void;
+  detach: () => void;
+}
+
+interface Held {
+  user: SlotUser;
+  state: 'opening' | 'open' | 'closing' | 'free';
+  permit?: () => void;
+  /** Asked to end for a waiting name; counted in #yielded until its slot is free. */
+  yielded: boolean;
+  /** The session was established (closing: counted in #closingSessions). */
+  established?: boolean;
+}
+
+interface IdleSession {
+  held: Held;
+  end: () => void;
+}
+
+export class AddressGate {
+  readonly policy: LimitPolicy;
+  #opening = 0;
+  #open = 0;
+  #closing = 0;
+  /** Of #closing, the sessions that were established (the others: refused opens the server saw, cooling down). */
+  #closingSessions = 0;
+  readonly #waiters: Waiter[] = [];
+  readonly #idle: IdleSession[] = [];
+  /** Idle sessions asked to end whose slots are not free yet. */
+  #yielded = 0;
+  /** No new session before this (a back-off after a refusal). */
+  #blockedUntil = 0;
+  /** After a back-off: one session at a time until one opens. */
+  #trial = false;
+  #timer: ClockTimer | undefined;
+
+  constructor(
+    readonly ip: string,
+    readonly deps: GateDeps,
+  ) {
+    this.policy = new LimitPolicy(deps.config, deps.counters);
+  }
+
+  get limit(): number {
+    return this.policy.limit;
+  }
+
+  /** Slots the server may count now: opening, open, and closing until counted down. */
+  get held(): number {
+    return this.#opening + this.#open + this.#closing;
+  }
+
+  /** For tests and operators. */
+  state(): { open: number; opening: number; closing: number; limit: number; waiting: number; blockedUntil: number } {
+    return { open: this.#open, opening: this.#opening, closing: this.#closing, limit: this.policy.limit, waiting: this.#waiters.length, blockedUntil: this.#blockedUntil };
+  }
+
+  /**
+   * A slot and the shared throttle's permit for it, in arrival order; undefined when the user no
+   * longer wants one by the time it is its turn. Once `signal` is aborted the call never waits:
+   * a slot free at once is taken, otherwise it rejects (a wait in progress is withdrawn).
+   */
+  async take(user: SlotUser, signal?: AbortSignal): Promise<Slot | undefined> {
+    if (!(await this.#acquire(user, signal))) return undefined;
+    const held: Held = { user, state: 'opening', yielded: false };
+    try {
+      held.permit = await this.deps.throttle.acquire(this.ip, signal);
+    } catch (err) {
+      this.#free(held);
+      throw err;
+    }
+    if (!user.wants()) {
+      // The work went to another session while the permit came.
+      this.#free(held);
+      return undefined;
+    }
+    return this.#slot(held);
+  }
+
+  #acquire(user: SlotUser, signal?: AbortSignal): Promise<boolean> {
+    return new Promise<boolean>((resolve, reject) => {
+      const onAbort = () => {
+        const i = this.#waiters.indexOf(w);
+        if (i < 0) return;
+        this.#waiters.splice(i, 1);
+        reject(permitWaitCancelled(this.ip, signal));
+      };
+      const w: Waiter = { user, resolve, reject, detach: () => signal?.removeEventListener('abort', onAbort) };
+      this.#waiters.push(w);
+      this.#grant();
+      if (!this.#waiters.includes(w)) return;
+      if (signal?.aborted) return onAbort();
+      this.deps.counters.slotWaits++;
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.#yield();
+    });
+  }
+
+  #canGrant(now: number): boolean {
+    if (now < this.#blockedUntil) return false;
+    if (this.#trial) return this.held === 0;
+    this.policy.grow(now);
+    return this.held < this.policy.limit;
+  }
+
+  /** Grants free slots to the waiters, first come first served. */
+  #grant(): void {
+    const now = this.deps.clock.now();
+    while (this.#waiters.length > 0 && this.#canGrant(now)) {
+      const w = this.#waiters.shift()!;
+      w.detach();
+      if (!w.user.wants()) {
+        w.resolve(false);
+        continue;
+      }
+      this.#opening++;
+      w.resolve(true);
+    }
+  }
+
+  /** Names wait and the address is full: warm sessions of other names with nothing to do give their slots up. */
+  #yield(): void {
+    if (this.#trial || this.deps.clock.now() < this.#blockedUntil || this.#idle.length === 0) return;
+    const wanting = this.#waiters.filter((w) => w.user.wants());
+    let need = wanting.length - Math.max(0, this.policy.limit - this.held) - this.#yielded;
+    for (const s of [...this.#idle]) {
+      if (need <= 0) return;
+      if (!wanting.some((w) => w.user !== s.held.user)) continue;
+      this.#idle.splice(this.#idle.indexOf(s), 1);
+      s.held.yielded = true;
+      this.#yielded++;
+      this.deps.counters.idleYields++;
+      need--;
+      s.end();
+    }
+  }
+
+  /** The slot is free: its permit goes back, the next waiter gets it. */
+  #free(held: Held): void {
+    if (held.state === 'free') return;
+    if (held.state === 'opening') this.#opening--;
+    else if (held.state === 'open') this.#open--;
+    else {
+      this.#closing--;
+      if (held.established) this.#closingSessions--;
+    }
+    held.state = 'free';
+    if (held.yielded) this.#yielded--;
+    held.permit?.();
+    this.#grant();
+  }
+
+  /**
+   * Counted as closing until `closed` settles: at once after the server answered the QUIT (it has
+   * counted the session down before its 221), slotCooldownMs later after any other end (the server
+   * counts it down only once it reads the close).
+   */
+  #closeAfter(held: Held, closed: Promise<boolean>): void {
+    if (held.state === 'opening') this.#opening--;
+    else if (held.state === 'open') {
+      this.#open--;
+      held.established = true;
+      this.#closingSessions++;
+    } else return;
+    held.state = 'closing';
+    this.#closing++;
+    // (Freed from a timer even at 0 ms: never inside the caller's turn, which may be granting.)
+    const cooled = (answered: boolean) => void this.deps.clock.setTimeout(() => this.#free(held), answered ? 0 : this.deps.config.slotCooldownMs);
+    closed.then(cooled, () => cooled(false));
+  }
+
+  #withdrawIdle(held: Held): void {
+    const i = this.#idle.findIndex((s) => s.held === held);
+    if (i >= 0) this.#idle.splice(i, 1);
+  }
+
+  #slot(held: Held): Slot {
+    const { clock, counters } = this.deps;
+    return {
+      ip: this.ip,
+      opened: () => {
+        if (held.state !== 'opening') return;
+        this.#opening--;
+        this.#open++;
+        held.state = 'open';
+        this.#trial = false;
+        this.policy.opened(this.#open);
+        this.#grant();
+      },
+      refused: (failure) => {
+        if (held.state !== 'opening') return { action: 'fail' };
+        const now = clock.now();
+        const atBanner = failure.phase === 'greeting' && failure.reply?.code === 421;
+        if (atBanner) counters.bannerRefusals++;
+        // Decided on our other sessions on the address (open, or ended and not yet counted down)
+        // and opens under way; refused opens still cooling down say nothing about the cap.
+        const decision = this.policy.refused(failure, { open: this.#open, closing: this.#closingSessions, opening: this.#opening - 1 }, now);
+        if (decision.action === 'backoff') {
+          this.#blockedUntil = Math.max(this.#blockedUntil, now + decision.delayMs);
+          this.#trial = true;
+          clock.clearTimeout(this.#timer);
+          this.#timer = clock.setTimeout(() => {
+            this.#timer = undefined;
+            this.#grant();
+          }, this.#blockedUntil - now);
+        }
+        // A connection the server took (it answered) counts there until it has hung up: the
+        // connector has closed the socket by now, so only the cool-down is left.
+        if (failure.phase === 'connect') this.#free(held);
+        else this.#closeAfter(held, Promise.resolve());
+        if (decision.action === 'backoff') {
+          const users = new Set([held.user, ...this.#waiters.map((w) => w.user)]);
+          for (const u of users) u.blocked(this.#blockedUntil, failure);
+        }
+        return decision;
+      },
+      unused: () => {
+        if (held.state === 'opening') this.#free(held);
+      },
+      ended: (closed) => {
+        this.#withdrawIdle(held);
+        this.#closeAfter(held, closed);
+      },
+      idle: (end) => {
+        if (held.state !== 'open') return () => {};
+        const s: IdleSession = { held, end };
+        this.#idle.push(s);
+        this.#yield();
+        return () => this.#withdrawIdle(held);
+      },
+      learn: (kind) => this.policy.learn(kind, this.#open + this.#closingSessions, clock.now()),
+    };
+  }
+}
