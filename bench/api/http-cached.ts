@@ -3,8 +3,10 @@
 // The full service (startService: Fastify with its hooks, key lookup, rate limiter, PGlite store,
 // credits, verifier) runs in a child process, the simulated internet in another; autocannon runs
 // here. After one validation of each address has filled the verdict cache, autocannon posts
-// (a) a role address (cached, never charged: no store write) and (b) a valid personal address
-// (cached, charged: a reserve + settle transaction in the store per request) to /v1/validate.
+// (a) a role address (cached, never charged: no credit moves) and (b) a valid personal address
+// (cached, charged: a debit of 1 credit per request, the debits of one account group-committed,
+// packages/store/src/repos/ledger.ts) to /v1/validate. Each answer is also a decision for
+// analytics (buffered, written in batches to the store's validation_decisions table).
 // Baseline in the same run: a bare Fastify app (bench/api/bare-fastify-child.ts) in a child
 // process with one POST route that parses the same body and answers an object of the same size,
 // loaded once before and once after the service (order: bare, a, b, bare; baseline = their mean).
@@ -94,7 +96,12 @@ export async function run(opts: HttpOptions = {}): Promise<BenchResult> {
   let svc: Child<{ url: string }> | undefined;
   let bare: Child<{ url: string }> | undefined;
   try {
+    // HTTP_BENCH_CPU_PROF=<dir>: the service child writes a V8 CPU profile there when it stops,
+    // the bare child in <dir>/bare (profiling slows both: the figures of such a run are not the
+    // benchmark's).
+    const profDir = process.env.HTTP_BENCH_CPU_PROF;
     svc = await startChild<{ url: string }>('api/service-child.ts', {
+      ...(profDir ? { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${profDir}`] } : {}),
       env: {
         PORT: '0',
         HOST: '127.0.0.1',
@@ -124,7 +131,7 @@ export async function run(opts: HttpOptions = {}): Promise<BenchResult> {
     if (charged.status !== 200 || charged.json.result !== 'valid' || charged.json.credits_charged !== 1) throw new Error(`warm-up ${CHARGED}: ${charged.status} ${charged.text}`);
     const creditsBefore = await fetch(`${svc.info.url}/v1/credits`, { headers: { 'x-api-key': KEY }, signal: AbortSignal.timeout(10_000) }).then((r) => r.json() as Promise<{ balance: number }>);
 
-    bare = await startChild<{ url: string }>('api/bare-fastify-child.ts', { args: [role.text] });
+    bare = await startChild<{ url: string }>('api/bare-fastify-child.ts', { args: [role.text], ...(profDir ? { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${profDir}/bare`] } : {}) });
     const probe = await post(`${bare.info.url}/v1/validate`, { email: ROLE });
     if (probe.status !== 200) throw new Error(`bare route: ${probe.status} ${probe.text}`);
 

@@ -29,13 +29,31 @@ const MAX_DOMAIN = 255;
 const sha256 = (s: string): string => createHash('sha256').update(s, 'utf8').digest('hex');
 
 /**
+ * The hashes of the mailboxes decided lately: cached validations repeat the same addresses, and
+ * a SHA-256 (a hash object, a digest, a hex string) was more than half of what building and
+ * buffering a decision cost on the request (CPU profile of bench/api/http-cached.ts). Bounded
+ * like the verifier's parse cache, which holds the same addresses.
+ */
+const hashes = new Map<string, string>();
+const MAX_HASHES = 10_000;
+function mailboxHash(key: string): string {
+  let h = hashes.get(key);
+  if (h === undefined) {
+    h = sha256(key);
+    if (hashes.size >= MAX_HASHES) hashes.clear();
+    hashes.set(key, h);
+  }
+  return h;
+}
+
+/**
  * The normalised address is the verifier's mailbox key (exact local part, lower-case ASCII
  * domain), so every spelling of one mailbox has one hash. An address that fails the syntax check
  * is hashed as written (trimmed, lower-cased), and its domain is what follows its last `@`
  * (`(none)` when nothing does).
  */
 export function addressIdentity(email: string, trace?: VerdictTrace): AddressIdentity {
-  if (trace?.key !== undefined && trace.domain !== undefined) return { email_hash: sha256(trace.key), domain: trace.domain.slice(0, MAX_DOMAIN) };
+  if (trace?.key !== undefined && trace.domain !== undefined) return { email_hash: mailboxHash(trace.key), domain: trace.domain.slice(0, MAX_DOMAIN) };
   const written = email.trim();
   const parsed = parseAddress(written);
   if (parsed.ok) return { email_hash: sha256(`${parsed.local}@${parsed.asciiDomain}`), domain: parsed.asciiDomain.slice(0, MAX_DOMAIN) };

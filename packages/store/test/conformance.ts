@@ -630,7 +630,19 @@ export function storeConformance(t: Tap, adapter: Adapter): void {
       t.strictSame(fit, Array(10).fill(OK), 'ten debits of 1 on 15: all taken');
       t.equal(statements - before, 1, 'in one statement');
       await money(t, acc, 5, 0, 'after the batch');
-      t.strictSame((await rows(acc)).slice(1), Array.from({ length: 10 }, (_, i) => `debit:1:fit ${i}`), 'one ledger row each, in arrival order');
+      t.strictSame((await rows(acc)).slice(1), Array.from({ length: 10 }, (_, i) => `debit:1:fit ${i}`), 'one ledger row per note, in arrival order');
+
+      // Debits of one batch with the same note are one row of their sum (sync validations all say 'sync').
+      const same = await store.accounts.create({ credits: 25 });
+      const notes = ['sync', 'sync', 'mcp', 'sync', 'mcp', 'bulk'];
+      const before2 = statements;
+      const taken = await Promise.all(notes.map((n, i) => store.ledger.debit(same, i + 1, n)));
+      t.strictSame(taken, Array(6).fill(OK), 'debits of 1 to 6 (21) on 25: all taken');
+      t.equal(statements - before2, 1, 'in one statement');
+      t.strictSame((await rows(same)).slice(1), ['debit:7:sync', 'debit:8:mcp', 'debit:6:bulk'], 'one row per note, of its sum, notes in order of their first debit');
+      await money(t, same, 4, 0, 'balance and ledger agree');
+      const n = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM credit_ledger WHERE account_id = $1', [same]);
+      t.strictSame(n, [{ n: 4 }], 'the grant and three debit rows');
 
       // 20 of 1 on 15: the sum does not fit, so each is tried alone in arrival order.
       const acc2 = await store.accounts.create({ credits: 15 });

@@ -83,8 +83,9 @@ export class LedgerRepo {
    * Takes `amount` credits at once, without a reservation, if that many are available: for work
    * whose cost is known before it starts. Debits of one account that arrive while an earlier
    * batch is being written are written together (group commit): one statement takes their sum
-   * and writes one ledger row each, or, when the sum is not available, each is tried alone in
-   * arrival order. Either way every debit is all-or-nothing and the balance never goes negative.
+   * and writes one ledger row per note (the sum of that note's debits, notes in arrival order),
+   * or, when the sum is not available, each is tried alone in arrival order, one row each.
+   * Either way every debit is all-or-nothing and the balance never goes negative.
    */
   debit(accountId: string, amount: number, note: string, completes?: IdempotentCompletion): Promise<DebitResult> {
     if (!Number.isSafeInteger(amount) || amount <= 0) throw new RangeError('amount must be a positive integer');
@@ -133,18 +134,28 @@ export class LedgerRepo {
     }
   }
 
-  /** The whole batch in one statement, or nothing (false) when its sum is not available. */
+  /**
+   * The whole batch in one statement, or nothing (false) when its sum is not available. Debits
+   * of the batch with the same note are one ledger row, of their sum: the batch is taken in one
+   * statement at one instant, so those rows said nothing more than their sum does, and each row
+   * cost Postgres-in-WASM ~50 µs (its foreign key, the sequence, two indexes), more than the
+   * rest of a cached validation's request (docs/decisions/credits-and-billing.md, "Group commit").
+   */
   async #debitAll(accountId: string, batch: PendingDebit[]): Promise<boolean> {
-    const total = batch.reduce((n, d) => n + d.amount, 0);
+    const byNote = new Map<string, number>();
+    let total = 0;
+    for (const d of batch) {
+      total += d.amount;
+      byNote.set(d.note, (byNote.get(d.note) ?? 0) + d.amount);
+    }
     const rows = await this.db.query(
       `WITH taken AS (UPDATE accounts SET balance = balance - $2 WHERE id = $1 AND balance - reserved >= $2 RETURNING id)
        INSERT INTO credit_ledger (account_id, kind, amount, note)
-       SELECT taken.id, 'debit', d.amount, d.note FROM taken, unnest($3::bigint[], $4::text[]) AS d(amount, note) RETURNING id`,
-      [accountId, total, batch.map((d) => d.amount), batch.map((d) => d.note)],
+       SELECT taken.id, 'debit', d.amount, d.note FROM taken, unnest($3::bigint[], $4::text[]) WITH ORDINALITY AS d(amount, note, n) ORDER BY d.n RETURNING id`,
+      [accountId, total, [...byNote.values()], [...byNote.keys()]],
     );
-    return rows.length === batch.length;
+    return rows.length === byNote.size;
   }
-
 
   /**
    * Releases open reservations of `purpose` older than `olderThanMs` (a crash left them open).
