@@ -22,6 +22,7 @@ import type { Verdict } from '@svc/verifier';
 import { InProcessBus, MX_TOPIC, RESULTS_TOPIC, WORK_TOPIC, type BusMessage, type SchedulerTimers } from '@svc/bus';
 import { ManualClock, type ClockTimer } from '@svc/engine';
 import { JobWorker, JobsService, dedupeKey, intake, resultsPath, type JobsServiceOptions, type JobVerifier } from '../src/index.ts';
+import { mxHostOf } from '../src/pipeline/worker.ts';
 import { migratedPglite } from '../../../test/helpers/pglite.ts';
 import { until } from '../../../test/helpers/until.ts';
 
@@ -683,7 +684,7 @@ t.test('the worker probes at most maxInFlight addresses at once across its lanes
   t.teardown(() => bus.close());
   const { emails: results, all } = collectResults(bus);
   const store = { jobs: { claimForWork: async () => true, isProcessing: async () => true } } as unknown as ConstructorParameters<typeof JobWorker>[0]['store'];
-  const worker = new JobWorker({ store, verifier, bus, greylistDelayMs: 10, greylistAttempts: 1, maxInFlight: 5 });
+  const worker = new JobWorker({ store, verifier, bus, greylistDelayMs: 10, greylistAttempts: 1, maxInFlight: 5, smtpInFlight: 5 });
   worker.start(16);
   const sent: string[] = [];
   for (let i = 0; i < 8; i++) {
@@ -696,6 +697,55 @@ t.test('the worker probes at most maxInFlight addresses at once across its lanes
   t.equal(most, 3, '8 messages of 3 on 16 lanes with room for 5: one message at a time');
   t.strictSame(probed, sent, 'in the order they came');
   t.throws(() => new JobWorker({ store, verifier, bus, greylistDelayMs: 10, greylistAttempts: 1, maxInFlight: 0 }), RangeError);
+});
+
+t.test("MX-host messages have budgets of their own: every host's first message is probed at once, a host's next waits for its share", async (t) => {
+  // 10 MX hosts, two messages of 4 emails each (u0-u3 and u40-u43 on h0 …), probes held until released.
+  let inFlight = 0;
+  let most = 0;
+  const byHost = new Map<string, number>();
+  let mostOnOneHost = 0;
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  const hostOfEmail = (e: string) => `h${Math.floor(Number(/^u(\d+)@/.exec(e)![1]) / 4) % 10}.test`;
+  const verifier: JobVerifier = {
+    async routes(emails) {
+      return emails.map((e) => ({ domain: 'v.test', host: hostOfEmail(e), mx: { kind: 'mx' as const, hosts: [{ exchange: hostOfEmail(e), priority: 10 }] } }));
+    },
+    async verify(emails) {
+      const host = hostOfEmail(emails[0]!);
+      inFlight += emails.length;
+      byHost.set(host, (byHost.get(host) ?? 0) + emails.length);
+      most = Math.max(most, inFlight);
+      mostOnOneHost = Math.max(mostOnOneHost, byHost.get(host)!);
+      await gate;
+      inFlight -= emails.length;
+      byHost.set(host, byHost.get(host)! - emails.length);
+      return emails.map((e) => scripted(new Map())(e));
+    },
+  };
+  const bus = new InProcessBus({ retryDelayMs: 20 });
+  t.teardown(() => bus.close());
+  const { emails: results, all } = collectResults(bus);
+  const store = { jobs: { claimForWork: async () => true, isProcessing: async () => true } } as unknown as ConstructorParameters<typeof JobWorker>[0]['store'];
+  // The general budget (maxInFlight) has room for one message: MX-host messages do not use it.
+  const worker = new JobWorker({ store, verifier, bus, greylistDelayMs: 10, greylistAttempts: 1, maxInFlight: 4, hostInFlight: 4, smtpInFlight: 1000 });
+  worker.start(16);
+  const sent: string[] = [];
+  for (let i = 0; i < 20; i++) {
+    const items = [0, 1, 2, 3].map((k) => [i * 4 + k, `u${i * 4 + k}@v.test`, 0] as [number, string, number]);
+    sent.push(...items.map((x) => x[1]));
+    await bus.publish(WORK_TOPIC, `d${i}`, { v: 1, job_id: 'job_x', items } as unknown as BusMessage);
+  }
+  await until(() => inFlight === 40, 5000, 'the first message of each of the 10 hosts in probes');
+  t.equal(mostOnOneHost, 4, "a host's second message waits for its share (hostInFlight 4)");
+  release();
+  await all(sent.length);
+  t.strictSame(results.sort(), [...sent].sort(), 'every address probed and its result published');
+  t.equal(most, 40, 'ten hosts at once, never more than one message each');
+  t.strictSame(mxHostOf({ v: 1, job_id: 'j', items: [], mx: { 'a.test': { kind: 'mx', hosts: [{ exchange: 'B.example', priority: 20 }, { exchange: 'A.example', priority: 10 }] } } }), 'a.example', 'the first MX host by priority');
+  t.equal(mxHostOf({ v: 1, job_id: 'j', items: [] }), undefined, 'work that needs no SMTP session');
+  t.throws(() => new JobWorker({ store, verifier, bus, greylistDelayMs: 10, greylistAttempts: 1, hostInFlight: 0 }), RangeError);
 });
 
 t.test('the route stage keys MX work by the first MX host of each domain, with the MX answers; what needs no SMTP by its domain bucket', async (t) => {
