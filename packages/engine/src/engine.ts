@@ -54,6 +54,8 @@ interface Item {
   notSession?: number;
   /** When its request's deadline passes (clock time); none for a job's recipients and the catch-all probe. */
   deadlineAt?: number;
+  /** The catch-all probe of a domain first needed by a synchronous request: as urgent as that request. */
+  urgentProbe?: boolean;
   /** Answered, or past its deadline. */
   done: boolean;
   /** The MX host holding it now (queued or in a session), told to forget it when it is answered here first. */
@@ -102,16 +104,17 @@ class DomainActor implements RcptSink {
 
   submit(pending: Pending): void {
     this.open.set(pending.item.id, pending);
-    this.#ensureProbe(pending.hosts);
+    this.#ensureProbe(pending.hosts, pending.item.deadlineAt !== undefined);
     this.#route(pending.item, pending.hosts);
   }
 
   /** One catch-all probe per domain per TTL, in the same stream as the domain's first recipients. */
-  #ensureProbe(hosts: string[]): void {
+  #ensureProbe(hosts: string[], urgent = false): void {
     if (this.catchall !== undefined || this.#probe !== undefined) return;
     const { deps } = this.engine;
     const local = (this.#probeLocal ??= deps.randomLocal ? deps.randomLocal() : probeLocalFor(this.engine.probeSalt, this.domain, deps.config.catchallTtlMs, this.engine.clock.now()));
     const item = this.engine.newItem(this.domain, local, false, true, 0);
+    if (urgent) item.urgentProbe = true;
     this.#probe = item;
     this.#probeHosts = hosts;
     this.#route(item, hosts);
@@ -135,6 +138,7 @@ class DomainActor implements RcptSink {
       nextHost: item.mxIndex + 1 < hosts.length,
       ...(item.notSession !== undefined ? { notSession: item.notSession } : {}),
       ...(item.deadlineAt !== undefined ? { deadlineAt: item.deadlineAt } : {}),
+      ...(item.deadlineAt !== undefined || item.urgentProbe ? { urgent: true } : {}),
     });
   }
 
@@ -177,7 +181,7 @@ class DomainActor implements RcptSink {
           if (this.idle) this.engine.settled(this);
           return;
         }
-        this.#ensureProbe(pending.hosts);
+        this.#ensureProbe(pending.hosts, item.deadlineAt !== undefined);
         this.#route(item, pending.hosts);
       }, this.engine.deps.config.smtpRetryDelayMs);
       this.#timers.add(timer);

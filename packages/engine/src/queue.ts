@@ -1,4 +1,7 @@
-// What waits for a session to an MX host: the MX actor's own record of each recipient, in a deque.
+// What waits for a session to an MX host: the MX actor's own record of each recipient, in two
+// deques: recipients of a request with a deadline (a synchronous request) are taken before those
+// without (a job's), so a real-time validation does not queue behind a job's thousands of
+// recipients on the same host; each lane keeps its own order.
 
 import type { RcptRequest } from './types.ts';
 
@@ -14,7 +17,7 @@ export interface Entry {
 }
 
 /** Entries waiting for a session, oldest first: a ring-free deque (push back, take front, put back at the front). */
-export class Queue {
+class Deque {
   #items: Entry[] = [];
   #head = 0;
 
@@ -69,5 +72,50 @@ export class Queue {
   live(): number {
     while (this.#head < this.#items.length && this.#items[this.#head]!.withdrawn) this.#head++;
     return this.length;
+  }
+}
+
+/** The MX actor's queue: the urgent lane (requests with a deadline) first, then the rest. */
+export class Queue {
+  readonly #urgent = new Deque();
+  readonly #rest = new Deque();
+
+  #lane(item: Entry): Deque {
+    return item.req.urgent ? this.#urgent : this.#rest;
+  }
+
+  get length(): number {
+    return this.#urgent.length + this.#rest.length;
+  }
+
+  push(item: Entry): void {
+    this.#lane(item).push(item);
+  }
+
+  /** Puts entries back at the front of their lanes, in the order given. */
+  unshift(items: Entry[]): void {
+    this.#urgent.unshift(items.filter((i) => i.req.urgent));
+    this.#rest.unshift(items.filter((i) => !i.req.urgent));
+  }
+
+  /** Takes up to `n` entries that `ok` accepts, the urgent lane first; skips (drops) withdrawn ones. */
+  take(n: number, ok: (item: Entry) => boolean): Entry[] {
+    const out = this.#urgent.take(n, ok);
+    return out.length < n ? out.concat(this.#rest.take(n - out.length, ok)) : out;
+  }
+
+  /** Everything waiting and not withdrawn, urgent first (a copy). */
+  entries(): Entry[] {
+    return this.#urgent.entries().concat(this.#rest.entries());
+  }
+
+  /** Removes and returns everything not withdrawn. */
+  drain(): Entry[] {
+    return this.#urgent.drain().concat(this.#rest.drain());
+  }
+
+  /** Drops withdrawn entries from the fronts (cheap housekeeping). */
+  live(): number {
+    return this.#urgent.live() + this.#rest.live();
   }
 }

@@ -91,6 +91,8 @@ export interface RcptRequest {
   readonly notSession?: number;
   /** Sessions that already ended under it on this host (kept across greylisting retries). */
   readonly interruptions: number;
+  /** Its request has a deadline (a synchronous request): taken before recipients without one (a job's). */
+  readonly urgent?: boolean;
   /** Another MX host of the domain comes after this one: a host that is down fails it over at once. */
   readonly nextHost: boolean;
   /** When its request's deadline passes (clock time); none for a job's recipients. */

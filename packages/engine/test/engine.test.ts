@@ -492,3 +492,21 @@ t.test('close(): a greylist retry whose recipient ran out of time does not keep 
   t.equal(engine.activeDomains, 0, 'the domain actor is gone');
   await closed(t, 3000);
 });
+
+t.test("a synchronous request's recipient is taken before a job's queued recipients on the same host", async (t) => {
+  // One session at a time, 5 RCPTs per round, 10 ms per reply: 200 job recipients take ~40 rounds.
+  const { clock, smtp, check, closed } = setup({ 'mx.shared.test': { latencyMs: 10 } }, { maxConnectionsPerMx: 1, pipelineDepth: 5 });
+  const answeredAt = new Map<string, number>();
+  const t0 = clock.now();
+  const job = Array.from({ length: 200 }, (_, i) => check('job.test', `j${i}`).then((o) => (answeredAt.set(`j${i}`, clock.now() - t0), o)));
+  await clock.advance(50); // the job's session is under way
+  const sync = check('sync.test', 'carol', { deadlineMs: 30_000 }).then((o) => (answeredAt.set('carol', clock.now() - t0), o));
+  const [outcomes, syncOutcome] = await clock.run(Promise.all([Promise.all(job), sync]));
+  t.strictSame(new Set(classes(outcomes)), new Set(['accepted']));
+  t.equal(classes([syncOutcome])[0], 'accepted');
+  const before = [...answeredAt.entries()].filter(([k, at]) => k !== 'carol' && at < answeredAt.get('carol')!).length;
+  t.ok(before < 40, `answered after ${before} of the job's 200 (its round and the next), not after all of them`);
+  const carolRcpt = smtp.rcpts('mx.shared.test').findIndex((c) => c.local === 'carol');
+  t.ok(carolRcpt >= 0 && carolRcpt < 40, `its RCPT was the ${carolRcpt + 1}th written`);
+  await closed(t);
+});
