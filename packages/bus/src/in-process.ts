@@ -52,6 +52,14 @@ interface Topic {
   concurrency: number;
   /** Published before anyone subscribed: delivered once a handler exists. */
   early: Array<{ key: string; message: string; lane: string; group: string }>;
+  /** SubscribeOptions.maxQueued (Infinity: no bound). */
+  maxQueued: number;
+  /** Messages in the partitions' lanes, not yet handed to the handler. */
+  queued: number;
+  /** Slots granted to waiting publishers that have not queued their message yet. */
+  granted: number;
+  /** Publishers waiting for a slot, first come first served. */
+  waiters: Array<() => void>;
 }
 
 export interface InProcessBusOptions {
@@ -71,7 +79,9 @@ export interface InProcessBusOptions {
  * partition. A partition's messages are kept in fairness lanes (PublishOptions.lane), taken in
  * turn: with `concurrency` 1 one message at a time, so a key's messages are handled one at a time
  * and in order. A failed message waits out its back-off outside the partition's slots: with
- * concurrency 1 its lane waits with it (its order kept), the other lanes go on.
+ * concurrency 1 its lane waits with it (its order kept), the other lanes go on. A topic subscribed
+ * with `maxQueued` holds at most that many waiting messages: a publisher beyond waits for one to be
+ * taken (back-pressure, not loss); a retried message goes back to its lane without waiting.
  */
 export class InProcessBus implements Bus {
   #topics = new Map<string, Topic>();
@@ -92,7 +102,7 @@ export class InProcessBus implements Bus {
 
   #topic(name: string): Topic {
     let t = this.#topics.get(name);
-    if (!t) this.#topics.set(name, (t = { name, partitions: [], concurrency: 1, early: [] }));
+    if (!t) this.#topics.set(name, (t = { name, partitions: [], concurrency: 1, early: [], maxQueued: Infinity, queued: 0, granted: 0, waiters: [] }));
     return t;
   }
 
@@ -110,7 +120,23 @@ export class InProcessBus implements Bus {
       t.early.push({ key, message: copy, lane, group });
       return;
     }
+    // Back-pressure: a full topic makes the publisher wait for a slot (granted by #taken), and so
+    // does a topic with publishers waiting already, so that none of them is overtaken for ever.
+    if (t.waiters.length > 0 || t.queued + t.granted >= t.maxQueued) {
+      await new Promise<void>((go) => t.waiters.push(go));
+      t.granted--;
+      if (this.#closed) throw new Error('bus closed');
+    }
     this.#enqueue(t, group, lane, { key, message: copy, failures: 0 });
+  }
+
+  /** A message left the topic's queues: grants freed slots to waiting publishers. */
+  #taken(t: Topic): void {
+    t.queued--;
+    while (t.waiters.length > 0 && t.queued + t.granted < t.maxQueued) {
+      t.granted++;
+      t.waiters.shift()!();
+    }
   }
 
   subscribe(topic: string, handler: BusHandler, opts: SubscribeOptions = {}): void {
@@ -121,6 +147,7 @@ export class InProcessBus implements Bus {
     const n = Math.max(1, Math.floor(opts.partitions ?? 1));
     t.partitions = Array.from({ length: n }, () => ({ groups: new Map(), ring: [], running: 0, waiting: 0 }));
     t.concurrency = Math.max(1, Math.floor(opts.concurrency ?? 1));
+    t.maxQueued = opts.maxQueued === undefined ? Infinity : Math.max(1, Math.floor(opts.maxQueued));
     const early = t.early;
     t.early = [];
     for (const m of early) this.#enqueue(t, m.group, m.lane, { key: m.key, message: m.message, failures: 0 });
@@ -146,6 +173,7 @@ export class InProcessBus implements Bus {
     if (!lane) g.lanes.set(laneId, (lane = { id: laneId, group: g, queue: [], held: false, ready: false, busy: 0 }));
     if (first) lane.queue.unshift(entry);
     else lane.queue.push(entry);
+    t.queued++;
     this.#ready(p, lane);
     this.#drain(t, p);
   }
@@ -177,6 +205,7 @@ export class InProcessBus implements Bus {
       }
       if (!lane) continue;
       const entry = lane.queue.shift()!;
+      this.#taken(t);
       lane.busy++;
       this.#ready(p, lane);
       this.#readyGroup(p, g);
@@ -258,6 +287,10 @@ export class InProcessBus implements Bus {
       wake();
     }
     this.#timers.clear();
+    for (const t of this.#topics.values()) {
+      t.granted += t.waiters.length;
+      for (const go of t.waiters.splice(0)) go(); // each throws 'bus closed'
+    }
     await Promise.allSettled([...this.#inFlight]);
   }
 }

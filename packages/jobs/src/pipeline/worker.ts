@@ -143,6 +143,8 @@ export interface WorkerOptions {
    * a 500,000-address job in the embedded all-in-one process peaked at 770 MiB (480 with 4 lanes).
    */
   maxInFlight?: number;
+  /** MX messages waiting on the bus before the route stage waits to publish more (SubscribeOptions.maxQueued; default: no bound). */
+  maxQueued?: number;
   /** Awaited before each message is probed (JobsService: while a job intake runs in this process, probing waits for it). */
   gate?: () => Promise<void>;
   now?: () => number;
@@ -191,7 +193,7 @@ export class JobWorker {
   start(partitions: number): void {
     const deadLetter = (m: BusMessage) => this.giveUp(m);
     this.opts.bus.subscribe(WORK_TOPIC, (m) => this.route(m), { partitions, concurrency: ROUTE_CONCURRENCY, deadLetter });
-    this.opts.bus.subscribe(MX_TOPIC, (m) => this.handle(m), { partitions, concurrency: MX_CONCURRENCY, deadLetter });
+    this.opts.bus.subscribe(MX_TOPIC, (m) => this.handle(m), { partitions, concurrency: MX_CONCURRENCY, deadLetter, ...(this.opts.maxQueued ? { maxQueued: this.opts.maxQueued } : {}) });
   }
 
   /**
