@@ -205,7 +205,7 @@ async function oneJob(kind: Kind, world: World, addrs: readonly WorldAddress[], 
       acceptedMs = performance.now() - t0;
       const snapped = new Set<number>();
       const snap = async (label: string) => {
-        if (snapDir) await svc.request('snapshot', path.join(snapDir, `${kind}-${label}.heapsnapshot`)).catch((e) => console.error(`snapshot ${label}: ${String(e)}`));
+        if (snapDir) await svc.request('snapshot', path.join(snapDir, `${kind}-${label}.heapsnapshot`), 120_000).catch((e) => console.error(`snapshot ${label}: ${String(e)}`));
       };
       await snap('202');
       for (;;) {
