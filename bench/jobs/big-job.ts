@@ -108,7 +108,7 @@ const procStatus = (pid: number, field: 'VmRSS' | 'VmHWM'): number => {
 };
 
 async function api(base: string, method: string, route: string, body?: Buffer | string, type = 'application/json'): Promise<{ status: number; text: string; json: any }> {
-  const res = await fetch(base + route, { method, headers: { 'x-api-key': KEY, ...(body !== undefined ? { 'content-type': type } : {}) }, ...(body !== undefined ? { body } : {}) });
+  const res = await fetch(base + route, { method, headers: { 'x-api-key': KEY, ...(body !== undefined ? { 'content-type': type } : {}) }, ...(body !== undefined ? { body: typeof body === 'string' ? body : new Uint8Array(body) } : {}) });
   const text = await res.text();
   let json: any;
   try {
@@ -153,7 +153,8 @@ async function oneJob(kind: Kind, world: World, addrs: readonly WorldAddress[], 
   await world.request('restart');
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-big-job-'));
   const nodeArgs = (process.env.BIG_JOB_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
-  const svc: Svc = await startChild('jobs/ingest-child.ts', { env: serviceEnv(world, dataDir), nodeArgs });
+  // A first start initialises the PGlite data directory: tens of seconds on a loaded machine.
+  const svc: Svc = await startChild('jobs/ingest-child.ts', { env: serviceEnv(world, dataDir), nodeArgs, readyTimeoutMs: 240_000 });
   const snapDir = process.env.BIG_JOB_SNAPSHOTS;
   if (snapDir) mkdirSync(snapDir, { recursive: true });
   try {

@@ -2,7 +2,7 @@
 // entries go first when either is full. (A 500,000-address job caches a verdict per address, ~450
 // characters of JSON each: the cache fills whatever its bound. At 48 MiB of text it held ~100 MiB
 // of the heap, a fifth of a process meant to stay under 512 MB, bench/jobs/big-job.ts; the bound is
-// SVC_MEMORY_CACHE_MB, 24 MiB of text by default, docs/decisions/storage-and-cluster.md.)
+// SVC_MEMORY_CACHE_MB, 16 MiB of text by default, docs/decisions/storage-and-cluster.md.)
 // Like Redis it hands out copies: values are kept as JSON text and parsed on every get, so no
 // caller can change a cached value through an object it stored or was given, and a value comes
 // back exactly as it would from RedisCache (a Date as a string, undefined fields dropped).
@@ -11,7 +11,7 @@
 import type { CachePort } from '@svc/verifier';
 
 /** The default bound of MemoryCache's text (SVC_MEMORY_CACHE_MB). */
-export const MEMORY_CACHE_CHARS = 24 * 1_048_576;
+export const MEMORY_CACHE_CHARS = 16 * 1_048_576;
 
 /**
  * Makes V8 store `s` as one flat string. JSON.stringify builds its result from pieces (a tree of
