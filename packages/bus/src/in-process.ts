@@ -54,6 +54,10 @@ interface Topic {
   early: Array<{ key: string; message: string; lane: string; group: string }>;
   /** SubscribeOptions.maxQueued (Infinity: no bound). */
   maxQueued: number;
+  /** SubscribeOptions.maxRunning (Infinity: partitions × concurrency). */
+  maxRunning: number;
+  /** Messages being handled, across the partitions. */
+  running: number;
   /** Messages in the partitions' lanes, not yet handed to the handler. */
   queued: number;
   /** Slots granted to waiting publishers that have not queued their message yet. */
@@ -81,7 +85,9 @@ export interface InProcessBusOptions {
  * and in order. A failed message waits out its back-off outside the partition's slots: with
  * concurrency 1 its lane waits with it (its order kept), the other lanes go on. A topic subscribed
  * with `maxQueued` holds at most that many waiting messages: a publisher beyond waits for one to be
- * taken (back-pressure, not loss); a retried message goes back to its lane without waiting.
+ * taken (back-pressure, not loss); a retried message goes back to its lane without waiting. With
+ * `maxRunning`, at most that many messages of the topic are in handlers' hands at once, across its
+ * partitions: the rest wait as JSON text, not as parsed objects.
  */
 export class InProcessBus implements Bus {
   #topics = new Map<string, Topic>();
@@ -102,7 +108,7 @@ export class InProcessBus implements Bus {
 
   #topic(name: string): Topic {
     let t = this.#topics.get(name);
-    if (!t) this.#topics.set(name, (t = { name, partitions: [], concurrency: 1, early: [], maxQueued: Infinity, queued: 0, granted: 0, waiters: [] }));
+    if (!t) this.#topics.set(name, (t = { name, partitions: [], concurrency: 1, early: [], maxQueued: Infinity, maxRunning: Infinity, running: 0, queued: 0, granted: 0, waiters: [] }));
     return t;
   }
 
@@ -148,6 +154,7 @@ export class InProcessBus implements Bus {
     t.partitions = Array.from({ length: n }, () => ({ groups: new Map(), ring: [], running: 0, waiting: 0 }));
     t.concurrency = Math.max(1, Math.floor(opts.concurrency ?? 1));
     t.maxQueued = opts.maxQueued === undefined ? Infinity : Math.max(1, Math.floor(opts.maxQueued));
+    t.maxRunning = opts.maxRunning === undefined ? Infinity : Math.max(1, Math.floor(opts.maxRunning));
     const early = t.early;
     t.early = [];
     for (const m of early) this.#enqueue(t, m.group, m.lane, { key: m.key, message: m.message, failures: 0 });
@@ -194,7 +201,7 @@ export class InProcessBus implements Bus {
 
   /** Starts messages while the partition has free slots: a group after another, within a group a lane after another. */
   #drain(t: Topic, p: Partition): void {
-    while (!this.#closed && p.running < t.concurrency && p.ring.length > 0) {
+    while (!this.#closed && p.running < t.concurrency && t.running < t.maxRunning && p.ring.length > 0) {
       const g = p.ring.shift()!;
       g.ready = false;
       let lane: Lane | undefined;
@@ -220,6 +227,7 @@ export class InProcessBus implements Bus {
 
   async #deliver(t: Topic, p: Partition, lane: Lane, entry: Entry): Promise<void> {
     p.running++;
+    t.running++;
     let failure: { err: unknown } | undefined;
     try {
       // Each delivery gets its own copy, as a broker's consumer decodes a new one: a retry never
@@ -229,6 +237,9 @@ export class InProcessBus implements Bus {
       failure = { err };
     }
     p.running--;
+    t.running--;
+    // A slot of the topic's maxRunning is free: another partition may have been waiting for it.
+    if (t.maxRunning !== Infinity) for (const other of t.partitions) if (other !== p) this.#drain(t, other);
     // Closing: a failed message is dropped (its work is durable elsewhere), no retry, no noise.
     if (failure && !this.#closed) {
       entry.failures++;

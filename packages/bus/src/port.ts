@@ -41,6 +41,12 @@ export interface SubscribeOptions {
    * Kafka ignores it: the broker keeps the messages on disk, and a consumer fetches what it handles.
    */
   maxQueued?: number;
+  /**
+   * Messages of the topic handled at once across all of its partitions in this process (the
+   * in-process adapter; default partitions × concurrency). A message is parsed when it is handed
+   * over: messages waiting for a slot stay compact JSON text. Kafka ignores it.
+   */
+  maxRunning?: number;
 }
 
 export interface PublishOptions {

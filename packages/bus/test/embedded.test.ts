@@ -142,6 +142,35 @@ t.test('bus maxQueued: a retried message goes back to its lane without waiting f
   await bus.close();
 });
 
+t.test('bus maxRunning: at most that many messages in hand across the partitions; the others wait their turn', async (t) => {
+  const bus = new InProcessBus();
+  let running = 0;
+  let most = 0;
+  const got: string[] = [];
+  let release!: () => void;
+  const held = new Promise<void>((r) => (release = r));
+  bus.subscribe(
+    't',
+    async (m) => {
+      running++;
+      most = Math.max(most, running);
+      await held;
+      got.push(String(m.key));
+      running--;
+    },
+    { partitions: 4, concurrency: 4, maxRunning: 3 },
+  );
+  const keys = Array.from({ length: 12 }, (_, i) => `k${i}`);
+  for (const key of keys) await bus.publish('t', key, { v: 1, key });
+  await until(() => running === 3, 3000, 'three in hand');
+  t.equal(bus.pending('t'), 12, 'the rest wait, none lost');
+  release();
+  await until(() => got.length === 12, 3000, 'got.length === 12');
+  t.equal(most, 3, 'never more than maxRunning at once (16 slots without it)');
+  t.strictSame([...got].sort(), [...keys].sort(), 'each message once');
+  await bus.close();
+});
+
 t.test('scheduler: wakes at the durable due time, and again for what is scheduled later', async (t) => {
   const clock = new ManualClock();
   const start = clock.now();

@@ -57,6 +57,15 @@ export const ROUTE_CONCURRENCY = 16;
  */
 export const ROUTE_LINGER_MS = 20;
 
+/**
+ * Work messages in the route stage's hands at once, across its partitions (SubscribeOptions.maxRunning;
+ * the in-process bus). A handler waits for its turn at the routing budget (maxInFlight emails)
+ * holding its parsed message: 16 partitions × ROUTE_CONCURRENCY let a 500,000-address job hold
+ * ~120,000 parsed work items (~20 MiB) waiting. 64 is as many as a job of a few thousand
+ * addresses has messages (64 domain buckets), so its routing still starts at once.
+ */
+export const ROUTE_MAX_RUNNING = 64;
+
 /** Emails routed per turn of the event loop, across every route handler of the process (TurnBudget). */
 export const ROUTE_TURN_ITEMS = 1_000;
 /** Emails a route handler takes from the turn budget at a time. */
@@ -192,7 +201,7 @@ export class JobWorker {
    */
   start(partitions: number): void {
     const deadLetter = (m: BusMessage) => this.giveUp(m);
-    this.opts.bus.subscribe(WORK_TOPIC, (m) => this.route(m), { partitions, concurrency: ROUTE_CONCURRENCY, deadLetter });
+    this.opts.bus.subscribe(WORK_TOPIC, (m) => this.route(m), { partitions, concurrency: ROUTE_CONCURRENCY, maxRunning: ROUTE_MAX_RUNNING, deadLetter });
     this.opts.bus.subscribe(MX_TOPIC, (m) => this.handle(m), { partitions, concurrency: MX_CONCURRENCY, deadLetter, ...(this.opts.maxQueued ? { maxQueued: this.opts.maxQueued } : {}) });
   }
 
