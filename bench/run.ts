@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import * as httpCached from './api/http-cached.ts';
 import * as clusterThroughput from './cluster/throughput.ts';
 import * as engineThroughput from './engine/throughput.ts';
+import * as bigJob from './jobs/big-job.ts';
 import * as csv from './jobs/csv.ts';
 import * as ingest from './jobs/ingest.ts';
 import * as outcomesImport from './outcomes/import.ts';
@@ -27,6 +28,7 @@ const BENCHES: { name: string; run: () => Promise<BenchResult> }[] = [
   { name: connections.NAME, run: () => connections.run() },
   { name: csv.NAME, run: () => csv.run() },
   { name: ingest.NAME, run: () => ingest.run() },
+  { name: bigJob.NAME, run: () => bigJob.run() },
   { name: outcomesImport.NAME, run: () => outcomesImport.run() },
   { name: engineThroughput.NAME, run: () => engineThroughput.run() },
   { name: clusterThroughput.NAME, run: () => clusterThroughput.run() },

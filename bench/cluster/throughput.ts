@@ -24,9 +24,11 @@
 // (SMTP on the Postfix-like hosts) and the rest unique mailboxes on 20,000 domains the world does
 // not know (NXDOMAIN, negative-cached: as bench/jobs/ingest.ts's 500,000-address job), every row
 // checked. Measures the pipeline (intake, bus, workers, aggregator, finalization, results CSV) at
-// scale rather than the MX limits.
+// scale rather than the MX limits, and the peak memory of every process (CLUSTER_BENCH_BIG_EMBEDDED=0:
+// the cluster profile only).
 
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { pathToFileURL } from 'node:url';
 import { kafkaAdmin } from '@svc/bus';
@@ -88,6 +90,13 @@ function serviceEnv(world: World, extra: Record<string, string>): Record<string,
     REDIS_URL: '',
     KAFKA_BROKERS: '',
     CLICKHOUSE_URL: '',
+    // CLUSTER_BENCH_ENV='K=V K2=V2': more environment for every service process (a setting to compare).
+    ...Object.fromEntries(
+      (process.env.CLUSTER_BENCH_ENV ?? '')
+        .split(/\s+/)
+        .filter(Boolean)
+        .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+    ),
     ...extra,
   };
 }
@@ -147,12 +156,47 @@ async function runJob(front: string, addrs: readonly WorldAddress[], limitMs = 3
 /** Request → 202 of the last runJob (ms). */
 let accepted = 0;
 
+/** Peak RSS (MiB, /proc VmRSS every 250 ms) and peak heapUsed / external (process.memoryUsage() every 2 s) of each process of the last phase. */
+let lastMemory: Array<{ role: string; rssMiB: number; heapMiB: number; externalMiB: number }> = [];
+
+function watchMemory(procs: Array<{ role: string; svc: Svc }>): () => typeof lastMemory {
+  const peaks = procs.map((p) => ({ role: p.role, rssMiB: 0, heapMiB: 0, externalMiB: 0 }));
+  const rss = setInterval(() => {
+    procs.forEach((p, i) => {
+      try {
+        const m = /^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${p.svc.info.pid}/status`, 'utf8'));
+        if (m) peaks[i]!.rssMiB = Math.max(peaks[i]!.rssMiB, Number(m[1]) / 1024);
+      } catch {
+        /* gone */
+      }
+    });
+  }, 250);
+  const heap = setInterval(() => {
+    procs.forEach((p, i) => {
+      void p.svc.request<NodeJS.MemoryUsage>('memory').then(
+        (m) => {
+          peaks[i]!.heapMiB = Math.max(peaks[i]!.heapMiB, m.heapUsed / 2 ** 20);
+          peaks[i]!.externalMiB = Math.max(peaks[i]!.externalMiB, m.external / 2 ** 20);
+        },
+        () => {},
+      );
+    });
+  }, 2000);
+  return () => {
+    clearInterval(rss);
+    clearInterval(heap);
+    return peaks;
+  };
+}
+
 async function embeddedPhase(world: World, addrs: readonly WorldAddress[], limitMs?: number): Promise<Phase> {
   await world.request('restart');
   const svc: Svc = await startChild('jobs/ingest-child.ts', { env: serviceEnv(world, { SVC_ROLE: 'all' }) });
+  const stopWatching = watchMemory([{ role: 'embedded', svc }]);
   try {
     return { label: 'embedded (one process, PGlite, in-process bus)', workers: undefined, ...(await runJob(svc.info.url, addrs, limitMs)) };
   } finally {
+    lastMemory = stopWatching();
     await svc.stop();
   }
 }
@@ -175,7 +219,12 @@ async function clusterPhase(world: World, addrs: readonly WorldAddress[], worker
     procs.push(front);
     procs.push(...(await Promise.all(Array.from({ length: workers }, () => startChild<{ url: string; pid: number }>('jobs/ingest-child.ts', { env: { ...env, SVC_ROLE: 'worker', SVC_CSV_POOL_THREADS: String(poolThreads) } })))));
     const pool = poolThreads > 0 ? `, results CSV rendered on a Piscina pool of ${poolThreads} thread${poolThreads > 1 ? 's' : ''} in each worker` : '';
-    return { label: `cluster: 1 front + ${workers} worker${workers > 1 ? 's' : ''} (PostgreSQL, Redis, Kafka)${pool}`, workers, ...(await runJob(front.info.url, addrs, limitMs)) };
+    const stopWatching = watchMemory(procs.map((svc, i) => ({ role: i === 0 ? 'front' : `worker ${i}`, svc })));
+    try {
+      return { label: `cluster: 1 front + ${workers} worker${workers > 1 ? 's' : ''} (PostgreSQL, Redis, Kafka)${pool}`, workers, ...(await runJob(front.info.url, addrs, limitMs)) };
+    } finally {
+      lastMemory = stopWatching();
+    }
   } finally {
     await Promise.all(procs.map((p) => p.stop()));
     await pgAdmin(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => {});
@@ -209,15 +258,18 @@ async function runBig(n: number, workers: number): Promise<BenchResult> {
   const addrs = bigJob(n, 2_000);
   const loadStart = os.loadavg().map((l) => l.toFixed(2)).join(' / ');
   const world: World = await startChild('engine/world-child.ts', { args: [String(RTT_MS), '2000', 'network'] });
-  const phases: Array<Phase & { acceptedMs: number }> = [];
+  const phases: Array<Phase & { acceptedMs: number; memory: typeof lastMemory }> = [];
   try {
     await embeddedPhase(world, worldAddresses(200, 8)); // warm-up
-    const e = await embeddedPhase(world, addrs, 3_600_000);
-    phases.push({ ...e, acceptedMs: accepted });
+    // CLUSTER_BENCH_BIG_EMBEDDED=0: the cluster profile only (bench/jobs/big-job.ts measures the embedded one).
+    if (process.env.CLUSTER_BENCH_BIG_EMBEDDED !== '0') {
+      const e = await embeddedPhase(world, addrs, 3_600_000);
+      phases.push({ ...e, acceptedMs: accepted, memory: lastMemory });
+    }
     // CLUSTER_BENCH_BIG_WORKERS=0: the embedded profile only.
     if (workers > 0) {
       const c = await clusterPhase(world, addrs, workers, 3_600_000);
-      phases.push({ ...c, acceptedMs: accepted });
+      phases.push({ ...c, acceptedMs: accepted, memory: lastMemory });
     }
   } finally {
     await world.stop();
@@ -229,6 +281,12 @@ async function runBig(n: number, workers: number): Promise<BenchResult> {
     '| configuration | request → 202 (s) | request → completed (s) | addresses/s end to end | wrong | unknown | rows |',
     '|---|---|---|---|---|---|---|',
     ...phases.map((p) => `| ${p.label} | ${fmt(p.acceptedMs / 1000)} | ${fmt(p.wallMs / 1000)} | ${fmt((n * 1000) / p.wallMs)} | ${p.wrong} | ${p.unknown} | ${p.rows} |`),
+    '',
+    'Memory of each process over the job (MiB): peak RSS (/proc VmRSS every 250 ms), peak heapUsed and external (process.memoryUsage() every 2 s):',
+    '',
+    '| configuration | process | peak RSS | peak heapUsed | peak external |',
+    '|---|---|---|---|---|',
+    ...phases.flatMap((p) => p.memory.map((m) => `| ${p.label} | ${m.role} | ${fmt(m.rssMiB)} | ${fmt(m.heapMiB)} | ${fmt(m.externalMiB)} |`)),
   ];
   const warnings = phases.filter((p) => p.wrong > 0 || p.rows !== n).map((p) => `${p.label}: ${p.wrong} wrong, ${p.rows} rows for ${n}`);
   return { name: NAME, rows, details, warnings };

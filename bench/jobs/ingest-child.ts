@@ -12,11 +12,14 @@
 //               monotonic clock in µs, to find a stall in a --cpu-prof profile (its startTime)
 //   cpuUsage()  process.cpuUsage()
 //   memory()    process.memoryUsage()
+//   busPending()   messages waiting or in hand on each job topic of the in-process bus (work, mx, results)
+//   snapshot(file) v8.writeHeapSnapshot(file) (bench/jobs/big-job.ts, BIG_JOB_SNAPSHOTS): its path
 
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { constants, monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
+import v8 from 'node:v8';
 import { loadConfig, startService } from '@svc/runtime';
 import { serveParent } from '../lib/children.ts';
 
@@ -67,6 +70,11 @@ serveParent(
     eld: () => ({ p50: ms(h.percentile(50)), p99: ms(h.percentile(99)), max: ms(h.max), mean: ms(h.mean), count: h.count }),
     cpuUsage: () => process.cpuUsage(),
     memory: () => process.memoryUsage(),
+    busPending: () => {
+      const bus = svc.services.bus as { pending?: (topic: string) => number };
+      return Object.fromEntries(['jobs.work', 'jobs.mx', 'jobs.results'].map((t) => [t, bus.pending?.(t) ?? -1]));
+    },
+    snapshot: (file) => v8.writeHeapSnapshot(String(file)),
   },
   async () => {
     h.disable();

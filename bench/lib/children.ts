@@ -13,8 +13,8 @@ const BENCH_DIR = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 export interface Child<Info> {
   info: Info;
   process: ChildProcess;
-  /** Sends an IPC request to the child and waits (bounded) for its answer. */
-  request<T>(op: string, arg?: unknown): Promise<T>;
+  /** Sends an IPC request to the child and waits (bounded: `timeoutMs`, default 10 s) for its answer. */
+  request<T>(op: string, arg?: unknown, timeoutMs?: number): Promise<T>;
   /** SIGTERM, then SIGKILL if it has not exited within 5 s. Idempotent. */
   stop(): Promise<void>;
 }
@@ -70,13 +70,13 @@ export async function startChild<Info>(rel: string, opts: { env?: Record<string,
   return {
     info,
     process: cp,
-    request<T>(op: string, arg?: unknown): Promise<T> {
+    request<T>(op: string, arg?: unknown, timeoutMs = 10_000): Promise<T> {
       const id = nextId++;
       const answer = new Promise<T>((resolve, reject) => {
         pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
         cp.send({ id, op, arg });
       });
-      return withTimeout(answer, 10_000, `${rel} ${op}`).finally(() => pending.delete(id));
+      return withTimeout(answer, timeoutMs, `${rel} ${op}`).finally(() => pending.delete(id));
     },
     stop() {
       return (stopping ??= (async () => {

@@ -52,6 +52,18 @@ interface Topic {
   concurrency: number;
   /** Published before anyone subscribed: delivered once a handler exists. */
   early: Array<{ key: string; message: string; lane: string; group: string }>;
+  /** SubscribeOptions.maxQueued (Infinity: no bound). */
+  maxQueued: number;
+  /** SubscribeOptions.maxRunning (Infinity: partitions × concurrency). */
+  maxRunning: number;
+  /** Messages being handled, across the partitions. */
+  running: number;
+  /** Messages in the partitions' lanes, not yet handed to the handler. */
+  queued: number;
+  /** Slots granted to waiting publishers that have not queued their message yet. */
+  granted: number;
+  /** Publishers waiting for a slot, first come first served. */
+  waiters: Array<() => void>;
 }
 
 export interface InProcessBusOptions {
@@ -71,7 +83,11 @@ export interface InProcessBusOptions {
  * partition. A partition's messages are kept in fairness lanes (PublishOptions.lane), taken in
  * turn: with `concurrency` 1 one message at a time, so a key's messages are handled one at a time
  * and in order. A failed message waits out its back-off outside the partition's slots: with
- * concurrency 1 its lane waits with it (its order kept), the other lanes go on.
+ * concurrency 1 its lane waits with it (its order kept), the other lanes go on. A topic subscribed
+ * with `maxQueued` holds at most that many waiting messages: a publisher beyond waits for one to be
+ * taken (back-pressure, not loss); a retried message goes back to its lane without waiting. With
+ * `maxRunning`, at most that many messages of the topic are in handlers' hands at once, across its
+ * partitions: the rest wait as JSON text, not as parsed objects.
  */
 export class InProcessBus implements Bus {
   #topics = new Map<string, Topic>();
@@ -92,7 +108,7 @@ export class InProcessBus implements Bus {
 
   #topic(name: string): Topic {
     let t = this.#topics.get(name);
-    if (!t) this.#topics.set(name, (t = { name, partitions: [], concurrency: 1, early: [] }));
+    if (!t) this.#topics.set(name, (t = { name, partitions: [], concurrency: 1, early: [], maxQueued: Infinity, maxRunning: Infinity, running: 0, queued: 0, granted: 0, waiters: [] }));
     return t;
   }
 
@@ -110,7 +126,23 @@ export class InProcessBus implements Bus {
       t.early.push({ key, message: copy, lane, group });
       return;
     }
+    // Back-pressure: a full topic makes the publisher wait for a slot (granted by #taken), and so
+    // does a topic with publishers waiting already, so that none of them is overtaken for ever.
+    if (t.waiters.length > 0 || t.queued + t.granted >= t.maxQueued) {
+      await new Promise<void>((go) => t.waiters.push(go));
+      t.granted--;
+      if (this.#closed) throw new Error('bus closed');
+    }
     this.#enqueue(t, group, lane, { key, message: copy, failures: 0 });
+  }
+
+  /** A message left the topic's queues: grants freed slots to waiting publishers. */
+  #taken(t: Topic): void {
+    t.queued--;
+    while (t.waiters.length > 0 && t.queued + t.granted < t.maxQueued) {
+      t.granted++;
+      t.waiters.shift()!();
+    }
   }
 
   subscribe(topic: string, handler: BusHandler, opts: SubscribeOptions = {}): void {
@@ -121,6 +153,8 @@ export class InProcessBus implements Bus {
     const n = Math.max(1, Math.floor(opts.partitions ?? 1));
     t.partitions = Array.from({ length: n }, () => ({ groups: new Map(), ring: [], running: 0, waiting: 0 }));
     t.concurrency = Math.max(1, Math.floor(opts.concurrency ?? 1));
+    t.maxQueued = opts.maxQueued === undefined ? Infinity : Math.max(1, Math.floor(opts.maxQueued));
+    t.maxRunning = opts.maxRunning === undefined ? Infinity : Math.max(1, Math.floor(opts.maxRunning));
     const early = t.early;
     t.early = [];
     for (const m of early) this.#enqueue(t, m.group, m.lane, { key: m.key, message: m.message, failures: 0 });
@@ -146,6 +180,7 @@ export class InProcessBus implements Bus {
     if (!lane) g.lanes.set(laneId, (lane = { id: laneId, group: g, queue: [], held: false, ready: false, busy: 0 }));
     if (first) lane.queue.unshift(entry);
     else lane.queue.push(entry);
+    t.queued++;
     this.#ready(p, lane);
     this.#drain(t, p);
   }
@@ -166,7 +201,7 @@ export class InProcessBus implements Bus {
 
   /** Starts messages while the partition has free slots: a group after another, within a group a lane after another. */
   #drain(t: Topic, p: Partition): void {
-    while (!this.#closed && p.running < t.concurrency && p.ring.length > 0) {
+    while (!this.#closed && p.running < t.concurrency && t.running < t.maxRunning && p.ring.length > 0) {
       const g = p.ring.shift()!;
       g.ready = false;
       let lane: Lane | undefined;
@@ -177,6 +212,7 @@ export class InProcessBus implements Bus {
       }
       if (!lane) continue;
       const entry = lane.queue.shift()!;
+      this.#taken(t);
       lane.busy++;
       this.#ready(p, lane);
       this.#readyGroup(p, g);
@@ -191,6 +227,7 @@ export class InProcessBus implements Bus {
 
   async #deliver(t: Topic, p: Partition, lane: Lane, entry: Entry): Promise<void> {
     p.running++;
+    t.running++;
     let failure: { err: unknown } | undefined;
     try {
       // Each delivery gets its own copy, as a broker's consumer decodes a new one: a retry never
@@ -200,6 +237,9 @@ export class InProcessBus implements Bus {
       failure = { err };
     }
     p.running--;
+    t.running--;
+    // A slot of the topic's maxRunning is free: another partition may have been waiting for it.
+    if (t.maxRunning !== Infinity) for (const other of t.partitions) if (other !== p) this.#drain(t, other);
     // Closing: a failed message is dropped (its work is durable elsewhere), no retry, no noise.
     if (failure && !this.#closed) {
       entry.failures++;
@@ -258,6 +298,10 @@ export class InProcessBus implements Bus {
       wake();
     }
     this.#timers.clear();
+    for (const t of this.#topics.values()) {
+      t.granted += t.waiters.length;
+      for (const go of t.waiters.splice(0)) go(); // each throws 'bus closed'
+    }
     await Promise.allSettled([...this.#inFlight]);
   }
 }

@@ -34,6 +34,19 @@ export interface SubscribeOptions {
   concurrency?: number;
   /** Answers a message that failed the bus's `maxAttempts` (without one, the message is parked and dropped). */
   deadLetter?: DeadLetterHandler;
+  /**
+   * Back-pressure (the in-process adapter): once this many messages of the topic wait in its
+   * queues, a publish waits until one is taken, first come first served; nothing is dropped. The
+   * default is no bound. A handler of the topic must not publish on it (it would wait for itself).
+   * Kafka ignores it: the broker keeps the messages on disk, and a consumer fetches what it handles.
+   */
+  maxQueued?: number;
+  /**
+   * Messages of the topic handled at once across all of its partitions in this process (the
+   * in-process adapter; default partitions × concurrency). A message is parsed when it is handed
+   * over: messages waiting for a slot stay compact JSON text. Kafka ignores it.
+   */
+  maxRunning?: number;
 }
 
 export interface PublishOptions {

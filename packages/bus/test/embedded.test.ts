@@ -6,7 +6,7 @@
 import t from 'tap';
 import { ManualClock } from '@svc/engine';
 import { fnv1a, InProcessBus, isKafkaWarmup, TimerScheduler, type BusMessage } from '../src/index.ts';
-import { until } from '../../../test/helpers/until.ts';
+import { track, until } from '../../../test/helpers/until.ts';
 
 
 t.test('fnv1a is stable', async (t) => {
@@ -86,6 +86,89 @@ t.test('bus: close waits for the handler in progress and drops the rest', async 
   release();
   await closing;
   t.strictSame(done, [1], 'the first finished; the second was not started');
+});
+
+t.test('bus maxQueued: a full topic makes publishers wait (in turn), nothing is dropped or delivered twice', async (t) => {
+  const bus = new InProcessBus();
+  const got: number[] = [];
+  let release!: () => void;
+  let held = new Promise<void>((r) => (release = r));
+  bus.subscribe(
+    't',
+    async (m) => {
+      await held;
+      got.push(m.n as number);
+    },
+    { maxQueued: 3 },
+  );
+  // Message 0 is in the handler's hands; 1-3 fill the queue; 4-7 must wait.
+  const sends = Array.from({ length: 8 }, (_, n) => track(bus.publish('t', 'k', { v: 1, n })));
+  await until(() => sends.slice(0, 4).every((s) => s.done()), 3000, 'the first four published');
+  t.equal(bus.pending('t'), 4, 'one in hand, three queued');
+  t.strictSame(sends.map((s) => s.done()), [true, true, true, true, false, false, false, false], 'the publishers beyond the bound wait');
+  // Each message taken lets one waiting publisher in, first come first served.
+  release();
+  await until(() => got.length === 8, 3000, 'got.length === 8');
+  t.strictSame(got, [0, 1, 2, 3, 4, 5, 6, 7], 'every message once, in publishing order');
+  await Promise.all(sends.map((s) => s.p));
+  t.equal(bus.pending('t'), 0);
+  // A publisher still waiting when the bus closes is told so (its message was not taken).
+  held = new Promise<void>((r) => (release = r));
+  const more = Array.from({ length: 6 }, (_, n) => track(bus.publish('t', 'k', { v: 1, n: 10 + n })));
+  await until(() => more.slice(0, 4).every((s) => s.done()), 3000, 'four more published');
+  t.strictSame(more.map((s) => s.done()), [true, true, true, true, false, false]);
+  const closing = bus.close();
+  release();
+  await closing;
+  await t.rejects(more[4]!.p, /closed/);
+  await t.rejects(more[5]!.p, /closed/);
+});
+
+t.test('bus maxQueued: a retried message goes back to its lane without waiting for a slot', async (t) => {
+  const bus = new InProcessBus({ retryDelayMs: 5 });
+  const got: number[] = [];
+  let fail = 1;
+  bus.subscribe(
+    't',
+    async (m) => {
+      if (m.n === 0 && fail-- > 0) throw new Error('database down');
+      got.push(m.n as number);
+    },
+    { maxQueued: 1 },
+  );
+  for (const n of [0, 1, 2]) await bus.publish('t', 'k', { v: 1, n });
+  await until(() => got.length === 3, 3000, 'got.length === 3');
+  t.strictSame(got, [0, 1, 2], 'the failed message once more, then the others, in order');
+  await bus.close();
+});
+
+t.test('bus maxRunning: at most that many messages in hand across the partitions; the others wait their turn', async (t) => {
+  const bus = new InProcessBus();
+  let running = 0;
+  let most = 0;
+  const got: string[] = [];
+  let release!: () => void;
+  const held = new Promise<void>((r) => (release = r));
+  bus.subscribe(
+    't',
+    async (m) => {
+      running++;
+      most = Math.max(most, running);
+      await held;
+      got.push(String(m.key));
+      running--;
+    },
+    { partitions: 4, concurrency: 4, maxRunning: 3 },
+  );
+  const keys = Array.from({ length: 12 }, (_, i) => `k${i}`);
+  for (const key of keys) await bus.publish('t', key, { v: 1, key });
+  await until(() => running === 3, 3000, 'three in hand');
+  t.equal(bus.pending('t'), 12, 'the rest wait, none lost');
+  release();
+  await until(() => got.length === 12, 3000, 'got.length === 12');
+  t.equal(most, 3, 'never more than maxRunning at once (16 slots without it)');
+  t.strictSame([...got].sort(), [...keys].sort(), 'each message once');
+  await bus.close();
 });
 
 t.test('scheduler: wakes at the durable due time, and again for what is scheduled later', async (t) => {

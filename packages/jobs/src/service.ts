@@ -62,6 +62,12 @@ export interface JobsServiceOptions {
   workPartitions?: number;
   /** Results messages recorded at once (default 2). */
   resultPartitions?: number;
+  /**
+   * SVC_BUS_MAX_QUEUED: messages the MX topic and the results topic each hold waiting before a
+   * publisher waits (SubscribeOptions.maxQueued; the in-process bus, Kafka ignores it). The work
+   * topic is not bounded: an intake publishes all of its work before this process probes any.
+   */
+  busMaxQueued?: number;
   /** Renders results CSV rows off the event loop (the CSV pool); inline when absent. */
   renderer?: RowRenderer;
   /**
@@ -151,8 +157,10 @@ export class JobsService {
       ...(opts.onFinal ? { onFinal: opts.onFinal } : {}),
       ...(opts.onFinalTx ? { onFinalTx: opts.onFinalTx } : {}),
       ...(this.relay ? { analytics: this.relay } : {}),
+      ...(opts.busMaxQueued ? { maxQueued: opts.busMaxQueued } : {}),
     });
     this.worker = new JobWorker({
+      ...(opts.busMaxQueued ? { maxQueued: opts.busMaxQueued } : {}),
       store,
       verifier: opts.verifier,
       bus,

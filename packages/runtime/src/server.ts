@@ -2,6 +2,7 @@
 // cluster adapters that are configured). Used by the entry points and by the tests.
 
 import { createServer, type Server } from 'node:net';
+import v8 from 'node:v8';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '@svc/api';
 import { DirBlobStore, keyKindOf, hashKey, type Store } from '@svc/store';
@@ -74,6 +75,9 @@ export async function startService(config: Config, opts: StartOptions = {}): Pro
   } catch (err) {
     throw listenConfigError(err, config) ?? err;
   }
+  // Process-wide, read by V8 at each full collection: the heap's garbage stays within this share
+  // of its live objects (docs/decisions/storage-and-cluster.md, "Memory of a big job").
+  if (config.heapGrowingPercent > 0) v8.setFlagsFromString(`--heap-growing-percent=${config.heapGrowingPercent}`);
   const services = await createServices(config, opts);
   const { store, verifier, readiness } = services;
   let app: FastifyInstance | undefined;

@@ -144,7 +144,7 @@ export async function createServices(config: Config, opts: { store?: Store } = {
       await redis.quit();
     };
   } else {
-    const mc = new MemoryCache();
+    const mc = new MemoryCache(undefined, undefined, config.memoryCacheMb * 1_048_576);
     rawCache = mc;
     cache = mc;
     rateLimiter = new MemoryRateLimiter();
@@ -260,6 +260,7 @@ export async function createServices(config: Config, opts: { store?: Store } = {
     greylistDelayMs: config.jobGreylistDelayMs,
     greylistAttempts: config.jobGreylistAttempts,
     claimLeaseMs: config.claimLeaseMs,
+    busMaxQueued: config.busMaxQueued,
     allowPrivateWebhooks: config.webhookAllowPrivate,
     allowNetworks: config.outboundAllowNetworks,
     // Embedded, this process is the only one working on the store's jobs.

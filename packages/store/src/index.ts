@@ -41,7 +41,7 @@ export { DirBlobStore, BlobTooLargeError, checkBlobKey, checkBlobPrefix, type Bl
 export { reserveIn, settleIn, expireIn } from './repos/ledger.ts';
 export type { JobCredits, JobEnd, JobHold, RecoveryCredits } from './repos/credits.ts';
 export { SubscriptionsRepo, type Plan, type Processor, type SubscriptionRecord, type SubscriptionState, type SubscriptionTx, type EventResult } from './repos/subscriptions.ts';
-export { MemoryCache } from './cache/memory-cache.ts';
+export { MEMORY_CACHE_CHARS, MemoryCache } from './cache/memory-cache.ts';
 export { MemoryRateLimiter, type RateLimiterPort, type RateDecision } from './cache/rate-limit.ts';
 export { connectRedis, RedisCache, RedisRateLimiter } from './cache/redis.ts';
 export { SqlAnalytics } from './analytics/sql-analytics.ts';

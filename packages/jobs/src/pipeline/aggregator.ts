@@ -42,6 +42,8 @@ export interface AggregatorOptions {
    */
   analytics?: { kick(): void };
   log: JobsLogger;
+  /** Results messages waiting on the bus before the probe stage waits to publish more (SubscribeOptions.maxQueued; default: no bound). */
+  maxQueued?: number;
 }
 
 /**
@@ -78,7 +80,7 @@ export class JobAggregator {
   constructor(private readonly opts: AggregatorOptions) {}
 
   start(partitions: number): void {
-    this.opts.bus.subscribe(RESULTS_TOPIC, (m) => this.handle(m), { partitions, deadLetter: (m) => this.recordEach(m) });
+    this.opts.bus.subscribe(RESULTS_TOPIC, (m) => this.handle(m), { partitions, deadLetter: (m) => this.recordEach(m), ...(this.opts.maxQueued ? { maxQueued: this.opts.maxQueued } : {}) });
   }
 
   async handle(message: BusMessage): Promise<void> {

@@ -43,7 +43,7 @@ const RETRY_LATER: Partial<Record<string, 'greylist' | 'dns' | 'connection'>> = 
 };
 export const DNS_RETRY_DELAY_MS = 30_000;
 /** Longer than the engine's host-down window (hostDownMs, 10 s): the re-probe meets the host after it. */
-export const CONNECTION_RETRY_DELAY_MS = 60_000;
+export const CONNECTION_RETRY_DELAY_MS = 45_000;
 const RETRY_DELAY_MS = { dns: DNS_RETRY_DELAY_MS, connection: CONNECTION_RETRY_DELAY_MS } as const;
 
 /** The verifier as the worker uses it. */
@@ -67,6 +67,15 @@ export const ROUTE_CONCURRENCY = 16;
  * a results message and an aggregator transaction), and ran at half the speed.
  */
 export const ROUTE_LINGER_MS = 20;
+
+/**
+ * Work messages in the route stage's hands at once, across its partitions (SubscribeOptions.maxRunning;
+ * the in-process bus). A handler waits for its turn at the routing budget (maxInFlight emails)
+ * holding its parsed message: 16 partitions × ROUTE_CONCURRENCY let a 500,000-address job hold
+ * ~120,000 parsed work items (~20 MiB) waiting. 64 is as many as a job of a few thousand
+ * addresses has messages (64 domain buckets), so its routing still starts at once.
+ */
+export const ROUTE_MAX_RUNNING = 64;
 
 /** Emails routed per turn of the event loop, across every route handler of the process (TurnBudget). */
 export const ROUTE_TURN_ITEMS = 1_000;
@@ -157,6 +166,8 @@ export interface WorkerOptions {
   /** Emails of MX-host messages in probes at once, all hosts together (default SMTP_IN_FLIGHT) and per host (default HOST_IN_FLIGHT). */
   smtpInFlight?: number;
   hostInFlight?: number;
+  /** MX messages waiting on the bus before the route stage waits to publish more (SubscribeOptions.maxQueued; default: no bound). */
+  maxQueued?: number;
   /** Awaited before each message is probed (JobsService: while a job intake runs in this process, probing waits for it). */
   gate?: () => Promise<void>;
   now?: () => number;
@@ -220,8 +231,8 @@ export class JobWorker {
    */
   start(partitions: number): void {
     const deadLetter = (m: BusMessage) => this.giveUp(m);
-    this.opts.bus.subscribe(WORK_TOPIC, (m) => this.route(m), { partitions, concurrency: ROUTE_CONCURRENCY, deadLetter });
-    this.opts.bus.subscribe(MX_TOPIC, (m) => this.handle(m), { partitions, concurrency: MX_CONCURRENCY, deadLetter });
+    this.opts.bus.subscribe(WORK_TOPIC, (m) => this.route(m), { partitions, concurrency: ROUTE_CONCURRENCY, maxRunning: ROUTE_MAX_RUNNING, deadLetter });
+    this.opts.bus.subscribe(MX_TOPIC, (m) => this.handle(m), { partitions, concurrency: MX_CONCURRENCY, deadLetter, ...(this.opts.maxQueued ? { maxQueued: this.opts.maxQueued } : {}) });
   }
 
   /**

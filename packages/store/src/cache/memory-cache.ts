@@ -1,13 +1,28 @@
 // In-process cache adapter (embedded profile). Bounded in entries and in bytes: the oldest
-// entries go first when either is full. (A 500,000-address job caches a verdict per address: at
-// ~600 bytes of JSON each, 200,000 entries would hold ~150 MiB of a process meant to stay under
-// 512 MB; the byte bound keeps the cache to 48 MiB of text by default.)
+// entries go first when either is full. (A 500,000-address job caches a verdict per address, ~450
+// characters of JSON each: the cache fills whatever its bound. At 48 MiB of text it held ~100 MiB
+// of the heap, a fifth of a process meant to stay under 512 MB, bench/jobs/big-job.ts; the bound is
+// SVC_MEMORY_CACHE_MB, 16 MiB of text by default, docs/decisions/storage-and-cluster.md.)
 // Like Redis it hands out copies: values are kept as JSON text and parsed on every get, so no
 // caller can change a cached value through an object it stored or was given, and a value comes
 // back exactly as it would from RedisCache (a Date as a string, undefined fields dropped).
 // JSON.parse is about twice as fast as structuredClone for a verdict (~1.2 µs against ~2.7 µs).
 
 import type { CachePort } from '@svc/verifier';
+
+/** The default bound of MemoryCache's text (SVC_MEMORY_CACHE_MB). */
+export const MEMORY_CACHE_CHARS = 16 * 1_048_576;
+
+/**
+ * Makes V8 store `s` as one flat string. JSON.stringify builds its result from pieces (a tree of
+ * "cons" strings): a ~450-character verdict kept as is costs ~610 bytes of heap, flattened ~480
+ * (100,000 verdicts: 61.5 against 47.8 MiB); a key built by a template literal is such a tree too.
+ * Converting a string to a number flattens it in place.
+ */
+function flat(s: string): string {
+  void Number(s);
+  return s;
+}
 
 export class MemoryCache implements CachePort {
   #map = new Map<string, { json: string; expires: number }>();
@@ -17,7 +32,7 @@ export class MemoryCache implements CachePort {
   constructor(
     readonly maxEntries = 200_000,
     readonly now: () => number = Date.now,
-    readonly maxChars = 48 * 1_048_576,
+    readonly maxChars = MEMORY_CACHE_CHARS,
   ) {}
 
   #drop(key: string): void {
@@ -42,7 +57,7 @@ export class MemoryCache implements CachePort {
     const json = JSON.stringify(value) as string | undefined;
     // No time, or nothing a get could return (undefined, a function): the key holds nothing.
     if (json === undefined || ttlMs <= 0) return;
-    this.#map.set(key, { json, expires: this.now() + ttlMs });
+    this.#map.set(flat(key), { json: flat(json), expires: this.now() + ttlMs });
     this.#chars += key.length + json.length;
     while (this.#map.size > this.maxEntries || (this.#chars > this.maxChars && this.#map.size > 1)) {
       const oldest = this.#map.keys().next().value;
