@@ -84,6 +84,9 @@ export class AddressGate {
   #yielded = 0;
   /** No new session before this (a back-off after a refusal). */
   #blockedUntil = 0;
+  /** The first refusal at the banner of the streak going on (no session opened since), and its failure. */
+  #refusingSince: number | undefined;
+  #refusal: SessionFailure | undefined;
   /** After a back-off: one session at a time until one opens. */
   #trial = false;
   #timer: ClockTimer | undefined;
@@ -223,6 +226,18 @@ export class AddressGate {
     closed.then(cooled, () => cooled(false));
   }
 
+  /**
+   * The address has refused every open at its banner for refusedWaitMs or longer (nothing of ours
+   * got in since): the refusal, which recipients arriving now get at once instead of each waiting
+   * its own refusedWaitMs behind the back-off (the gate keeps trying, and the first session that
+   * opens ends the streak). A server that says 421 to everyone (down for maintenance, a block on
+   * our address) costs the first recipients their wait, not every later request.
+   */
+  persistentRefusal(now: number): SessionFailure | undefined {
+    if (this.#refusingSince === undefined || now - this.#refusingSince < this.deps.config.refusedWaitMs) return undefined;
+    return this.#refusal;
+  }
+
   #withdrawIdle(held: Held): void {
     const i = this.#idle.findIndex((s) => s.held === held);
     if (i >= 0) this.#idle.splice(i, 1);
@@ -238,6 +253,8 @@ export class AddressGate {
         this.#open++;
         held.state = 'open';
         this.#trial = false;
+        this.#refusingSince = undefined;
+        this.#refusal = undefined;
         this.policy.opened(this.#open);
         this.#grant();
       },
@@ -250,6 +267,8 @@ export class AddressGate {
         // and opens under way; refused opens still cooling down say nothing about the cap.
         const decision = this.policy.refused(failure, { open: this.#open, closing: this.#closingSessions, opening: this.#opening - 1 }, now);
         if (decision.action === 'backoff') {
+          this.#refusingSince ??= now;
+          this.#refusal = failure;
           this.#blockedUntil = Math.max(this.#blockedUntil, now + decision.delayMs);
           this.#trial = true;
           clock.clearTimeout(this.#timer);
@@ -261,7 +280,7 @@ export class AddressGate {
         // A connection the server took (it answered) counts there until it has hung up: the
         // connector has closed the socket by now, so only the cool-down is left.
         if (failure.phase === 'connect') this.#free(held);
-        else this.#closeAfter(held, Promise.resolve());
+        else this.#closeAfter(held, Promise.resolve(false));
         if (decision.action === 'backoff') {
           const users = new Set([held.user, ...this.#waiters.map((w) => w.user)]);
           for (const u of users) u.blocked(this.#blockedUntil, failure);

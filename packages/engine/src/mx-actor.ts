@@ -127,6 +127,13 @@ export class MxActor {
       this.deps.sinkOf(req.domain).hostFailed(req.id, down);
       return;
     }
+    // An address that has refused every open for refusedWaitMs (address-gate.ts): answered now,
+    // but for one recipient at a time, which waits for the gate's next try (so one is made).
+    const refusing = this.#gate?.persistentRefusal(this.deps.clock.now());
+    if (refusing && this.#sessions.size === 0 && this.queue.live() > 0) {
+      this.deps.sinkOf(req.domain).hostFailed(req.id, refusing);
+      return;
+    }
     const entry: Entry = { req, interruptions: req.interruptions, withdrawn: false, arrivedAt: this.deps.clock.now() };
     this.#entries.set(req.id, entry);
     this.queue.push(entry);

@@ -257,3 +257,24 @@ t.test('close() never waits for an address slot: a name waiting behind another n
   t.equal(engine.gateState(SHARED_IP)?.waiting, 0);
   t.equal(smtp.opens.filter((o) => o.servername === b).length, 0, 'b never connected');
 });
+
+t.test('an address that refused every open for refusedWaitMs: later arrivals get its 421 at once (one waits for the next try), until a session opens again', async (t) => {
+  const host = 'mx.busy.example';
+  const { clock, smtp, check, timed, closed } = setup({ servers: { [host]: {} }, addresses: { [host]: [SHARED_IP] }, caps: { [SHARED_IP]: { maxSessions: 0, banner: '421 4.3.2 Service not available, closing transmission channel' } } });
+  const mx = [{ exchange: host, priority: 0 }];
+  const first = await clock.run(timed(check('busy.test', 'alice', mx, 60_000)));
+  t.strictSame([cls(first.o), first.at], ['failure:greeting:reply:421', 7_750], 'the first waits the back-off out (refusedWaitMs)');
+  await clock.advance(3_000); // 10,750 ms: the streak is older than refusedWaitMs
+  const tries = smtp.refusedByIp.get(SHARED_IP);
+  // The domain's catch-all probe goes first and waits for the gate's next try; the recipients behind it get the refusal at once.
+  const later = await clock.run(Promise.all(['bob', 'carol', 'dave'].map((l) => timed(check('busy.test', l, mx, 60_000)))));
+  t.strictSame(later.map((l) => [cls(l.o), l.at]), [['failure:greeting:reply:421', 10_750], ['failure:greeting:reply:421', 10_750], ['failure:greeting:reply:421', 10_750]], 'later arrivals: the refusal at once');
+  t.equal(smtp.refusedByIp.get(SHARED_IP), tries, 'without a connection of their own');
+  // The server takes sessions again: the gate's next try (for the probe, which waits) opens one, the streak ends.
+  smtp.addressCaps[SHARED_IP]!.maxSessions = 5;
+  await clock.advance(10_000);
+  t.equal(smtp.refusedByIp.get(SHARED_IP), tries, 'the next try got in');
+  const after = await clock.run(timed(check('busy.test', 'erin', mx, 60_000)));
+  t.strictSame([cls(after.o), after.at], ['accepted', 20_750], 'and the streak is over: accepted at once');
+  await closed(t);
+});
