@@ -121,9 +121,11 @@ export class MxActor {
 
   enqueue(req: RcptRequest): void {
     const down = this.policy.down(this.deps.clock.now());
-    // A host that is down: the next MX at once (RFC 5321 5.1); with none, the recipient waits for
-    // the window's end and one more try (#pump), unless its deadline comes first.
-    if (down && (req.nextHost || this.deps.closing() || (req.deadlineAt ?? Infinity) <= this.policy.downUntil)) {
+    // A host that is down: the next MX at once (RFC 5321 5.1); with none, a job's recipient waits
+    // for the window's end and one more try (#pump). A synchronous request's (it has a deadline)
+    // is answered at once: a caller waiting on an API request is not held up to hostDownMs for a
+    // host that just refused every connection.
+    if (down && (req.nextHost || this.deps.closing() || req.deadlineAt !== undefined)) {
       this.deps.sinkOf(req.domain).hostFailed(req.id, down);
       return;
     }
