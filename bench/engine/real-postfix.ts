@@ -121,6 +121,7 @@ import { execFile, execFileSync, fork } from 'node:child_process';
 import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { loadavg } from 'node:os';
+import { pathToFileURL } from 'node:url';
 import { MemoryCache } from '@svc/store';
 import { Engine, ENGINE_DEFAULTS } from '@svc/engine';
 import { Verifier, verifierConfig, type ProbePort, type Verdict } from '@svc/verifier';
@@ -274,7 +275,7 @@ multi_instance_enable = yes
 // The link (child process)
 
 /** What the proxy sees of the SMTP dialogue, per world host (index as worldHosts()). */
-interface FlowStats {
+export interface FlowStats {
   /** Connections Postfix took (the proxy's upstream connections). */
   connections: number[];
   /** 421 as the banner: anvil's smtpd_client_connection_count_limit. */
@@ -287,6 +288,8 @@ interface FlowStats {
   delayed: number[];
   /** Replies smtpd sent after its error sleep (the session past smtpd_soft_error_limit errors). */
   errorSleeps: number[];
+  /** Sessions that switched to TLS (STARTTLS answered 220): the proxy reads nothing of them after that. */
+  tls: number[];
   /** Slowest first accepted RCPT reply, ms, error sleeps taken off. */
   maxFirstRcptMs: number;
   /** A few of the waits, described. */
@@ -294,7 +297,7 @@ interface FlowStats {
 }
 const emptyStats = (): FlowStats => {
   const z = () => Array.from({ length: POSTFIX_HOSTS + 1 }, () => 0);
-  return { connections: z(), refused421: z(), late421: z(), transactions: z(), delayed: z(), errorSleeps: z(), maxFirstRcptMs: 0, samples: [] };
+  return { connections: z(), refused421: z(), late421: z(), transactions: z(), delayed: z(), errorSleeps: z(), tls: z(), maxFirstRcptMs: 0, samples: [] };
 };
 
 function proxy(): void {
@@ -318,9 +321,12 @@ function proxy(): void {
     let accepted = false;
     let errors = 0;
     let txInSession = 0;
+    /** After STARTTLS's 220 the bytes are TLS records: nothing more to read. */
+    let opaque = false;
     const born = performance.now();
     return {
       sent(chunk: Buffer) {
+        if (opaque) return;
         const t = performance.now();
         cbuf += chunk.toString('latin1');
         for (let k = cbuf.indexOf('\n'); k >= 0; k = cbuf.indexOf('\n')) {
@@ -329,6 +335,7 @@ function proxy(): void {
         }
       },
       received(chunk: Buffer) {
+        if (opaque) return;
         const now = performance.now();
         // Replies that come in one chunk were held together (smtpd flushes its pipelined replies
         // at once, so a MAIL reply waits with the in_flow_delay'd RCPT's): time them from the
@@ -357,6 +364,11 @@ function proxy(): void {
           if (code >= 400) errors++;
           const cmd = cmds.shift();
           if (!cmd) continue;
+          if (cmd.verb === 'STAR' && code === 220) {
+            opaque = true;
+            stats.tls[i]!++;
+            return;
+          }
           const dt = now - Math.max(cmd.t, since) - errorSleeps * ERROR_SLEEP_MS;
           if (cmd.verb === 'MAIL' || cmd.verb === 'RSET') accepted = false;
           else if (cmd.verb === 'RCPT' && code >= 200 && code < 300 && !accepted) {
@@ -463,14 +475,15 @@ interface Ctx {
 }
 
 /** The proxy's counts since `before`, summed over the hosts (delayed also per host). */
-function statsSince(before: FlowStats, after: FlowStats): Record<string, number | string> {
-  const d = (k: 'connections' | 'refused421' | 'late421' | 'transactions' | 'delayed' | 'errorSleeps') => after[k].map((x, i) => x - before[k][i]!);
+export function statsSince(before: FlowStats, after: FlowStats): Record<string, number | string> {
+  const d = (k: 'connections' | 'refused421' | 'late421' | 'transactions' | 'delayed' | 'errorSleeps' | 'tls') => after[k].map((x, i) => x - before[k][i]!);
   const sum = (xs: number[]) => xs.reduce((x, y) => x + y, 0);
   return {
     upstreamConns: sum(d('connections')),
     anvil421: sum(d('refused421')),
     late421: sum(d('late421')),
     errorSleeps: sum(d('errorSleeps')),
+    tlsSessions: sum(d('tls')),
     flowTx: sum(d('transactions')),
     flowDelayed: sum(d('delayed')),
     delayedPerHost: d('delayed').slice(0, POSTFIX_HOSTS).join('/'),
@@ -754,7 +767,10 @@ async function main(): Promise<void> {
   console.log(`SUMMARY instances=${INSTANCES} restart=${RESTART_MODE} ${results.map((r) => `${r.label.startsWith('(c)') ? 'naive' : `job${r.n}`}=${r.rate.toFixed(0)}/s,wrong=${r.wrong.length},unknown=${r.unknown},anvil421=${r.extra.anvil421}/${r.log.concurrencyExceeded},errLimit=${r.log.tooManyErrors},errSleeps=${r.extra.errorSleeps},late421=${r.extra.late421},delayed=${r.extra.flowDelayed}/${r.extra.flowTx},load=${r.extra.load}`).join(' ')}`);
 }
 
-const mode = process.argv[2] ?? 'run';
-if (mode === 'setup') setup();
-else if (mode === 'proxy') proxy();
-else await main();
+// Run as a script (bench/engine/real-postfix-job.ts imports the helpers above and forks `proxy`).
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const mode = process.argv[2] ?? 'run';
+  if (mode === 'setup') setup();
+  else if (mode === 'proxy') proxy();
+  else await main();
+}
