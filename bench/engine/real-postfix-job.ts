@@ -202,6 +202,9 @@ async function restartPostfix(): Promise<void> {
 
 const logSize = () => (existsSync(LOG) ? statSync(LOG).size : 0);
 
+/** Set by logCounts: per MX host, seconds from the first connect to the host's last disconnect. */
+const hostEnds = { value: '' };
+
 /** Counts in the part of the Postfix log written since `from`. */
 function logCounts(from: number): Record<string, number> {
   const size = logSize();
@@ -214,6 +217,19 @@ function logCounts(from: number): Record<string, number> {
       if (b !== undefined) cmd[`${k}Sent`] = (cmd[`${k}Sent`] ?? 0) + Number(b);
     }
   }
+  // Per MX host (client 127.0.3.N): seconds from the phase's first connect to the host's last disconnect.
+  const sec = (line: string) => {
+    const m = /^\w+ +\d+ (\d\d):(\d\d):(\d\d)/.exec(line);
+    return m ? Number(m[1]) * 3600 + Number(m[2]) * 60 + Number(m[3]) : NaN;
+  };
+  let first = NaN;
+  const lastEnd = new Map<number, number>();
+  for (const m of text.matchAll(/^.*smtpd\[\d+\]: (connect|disconnect) from \S+\[127\.0\.3\.(\d+)\].*$/gm)) {
+    const t = sec(m[0]);
+    if (m[1] === 'connect' && Number.isNaN(first)) first = t;
+    if (m[1] === 'disconnect') lastEnd.set(Number(m[2]), t);
+  }
+  hostEnds.value = [...lastEnd].sort((a, b) => a[0] - b[0]).map(([, t]) => t - first).join('/');
   return {
     connections: count(/smtpd\[\d+\]: connect from /g),
     anvilRefusals: count(/Connection concurrency limit exceeded/g),
@@ -511,7 +527,16 @@ async function referenceRun(addrs: Addr[], o: { dnsServer: string; port: number;
       let rejected = 0;
       let mailPending = true;
       let firstAccept = true;
-      let lastReplyAt = performance.now();
+      // A reply is timed from the previous CHUNK of replies: smtpd holds a pipelined MAIL's reply
+      // (and earlier RCPTs' replies) with an RCPT's that waited in_flow_delay, all in one write.
+      let curAt = ehlo.at;
+      let prevAt = ehlo.at;
+      const see = (at: number) => {
+        if (at !== curAt) {
+          prevAt = curAt;
+          curAt = at;
+        }
+      };
       const sentAt: number[] = [];
       const fill = () => {
         let out = mailPending && inFlight.length === 0 && sentAt.length === 0 ? `MAIL FROM:<${MAIL_FROM}>\r\n` : '';
@@ -531,13 +556,13 @@ async function referenceRun(addrs: Addr[], o: { dnsServer: string; port: number;
         const mail = await r.next();
         mailPending = false;
         if (mail.code !== 250) throw new Error(`MAIL ${mail.code}`);
-        lastReplyAt = mail.at;
+        see(mail.at);
       }
       while (inFlight.length) {
         const rep = await r.next();
         const it = inFlight.shift()!;
-        const t0 = Math.max(sentAt.shift()!, lastReplyAt);
-        lastReplyAt = rep.at;
+        see(rep.at);
+        const t0 = Math.max(sentAt.shift()!, prevAt);
         stats.rcpts++;
         if (rep.code === 250) {
           if (firstAccept) {
@@ -743,7 +768,8 @@ async function measured(ctx: Ctx, name: string, n: number, body: () => Promise<{
   const r = await body();
   await r.after?.();
   await sleep(1500); // the last sessions' disconnect lines
-  const p: Phase = { name, n, ms: r.ms, rate: (n * 1000) / r.ms, wrong: r.wrong, log: logCounts(from), proxy: statsSince(s0, await ctx.proxyStats()), extra: r.extra, load: loadavg().map((x) => x.toFixed(2)).join(' ') };
+  const log = logCounts(from);
+  const p: Phase = { name, n, ms: r.ms, rate: (n * 1000) / r.ms, wrong: r.wrong, log, proxy: { ...statsSince(s0, await ctx.proxyStats()), hostEndS: hostEnds.value }, extra: r.extra, load: loadavg().map((x) => x.toFixed(2)).join(' ') };
   console.log(`\n${name}: ${n} addresses in ${r.ms.toFixed(0)} ms = ${p.rate.toFixed(0)}/s; wrong ${p.wrong.length}; load ${p.load}`);
   console.log(`  postfix log: ${JSON.stringify(p.log)}`);
   console.log(`  proxy: ${JSON.stringify(p.proxy)}`);
