@@ -290,6 +290,9 @@ export interface FlowStats {
   errorSleeps: number[];
   /** Sessions that switched to TLS (STARTTLS answered 220): the proxy reads nothing of them after that. */
   tls: number[];
+  /** Sum of the sessions' lengths (ms, upstream connect to close) and of the chunks Postfix wrote in them (TLS ones too: a flush each). */
+  sessionMs: number[];
+  serverChunks: number[];
   /** Slowest first accepted RCPT reply, ms, error sleeps taken off. */
   maxFirstRcptMs: number;
   /** A few of the waits, described. */
@@ -297,7 +300,7 @@ export interface FlowStats {
 }
 const emptyStats = (): FlowStats => {
   const z = () => Array.from({ length: POSTFIX_HOSTS + 1 }, () => 0);
-  return { connections: z(), refused421: z(), late421: z(), transactions: z(), delayed: z(), errorSleeps: z(), tls: z(), maxFirstRcptMs: 0, samples: [] };
+  return { connections: z(), refused421: z(), late421: z(), transactions: z(), delayed: z(), errorSleeps: z(), tls: z(), sessionMs: z(), serverChunks: z(), maxFirstRcptMs: 0, samples: [] };
 };
 
 function proxy(): void {
@@ -334,7 +337,11 @@ function proxy(): void {
           cbuf = cbuf.slice(k + 1);
         }
       },
+      closed() {
+        stats.sessionMs[i]! += performance.now() - born;
+      },
       received(chunk: Buffer) {
+        stats.serverChunks[i]!++;
         if (opaque) return;
         const now = performance.now();
         // Replies that come in one chunk were held together (smtpd flushes its pipelined replies
@@ -424,7 +431,10 @@ function proxy(): void {
       });
       up.on('end', () => later(() => client.end()));
       up.on('error', () => {});
-      up.on('close', () => later(() => client.destroy()));
+      up.on('close', () => {
+        track.closed();
+        later(() => client.destroy());
+      });
     }, 3 * ONE_WAY_MS);
   };
   const servers: net.Server[] = [];
@@ -476,7 +486,7 @@ interface Ctx {
 
 /** The proxy's counts since `before`, summed over the hosts (delayed also per host). */
 export function statsSince(before: FlowStats, after: FlowStats): Record<string, number | string> {
-  const d = (k: 'connections' | 'refused421' | 'late421' | 'transactions' | 'delayed' | 'errorSleeps' | 'tls') => after[k].map((x, i) => x - before[k][i]!);
+  const d = (k: 'connections' | 'refused421' | 'late421' | 'transactions' | 'delayed' | 'errorSleeps' | 'tls' | 'sessionMs' | 'serverChunks') => after[k].map((x, i) => x - before[k][i]!);
   const sum = (xs: number[]) => xs.reduce((x, y) => x + y, 0);
   return {
     upstreamConns: sum(d('connections')),
@@ -484,6 +494,9 @@ export function statsSince(before: FlowStats, after: FlowStats): Record<string, 
     late421: sum(d('late421')),
     errorSleeps: sum(d('errorSleeps')),
     tlsSessions: sum(d('tls')),
+    meanSessionMs: Math.round(sum(d('sessionMs')) / Math.max(1, sum(d('connections')))),
+    sessionSecondsPerHost: d('sessionMs').slice(0, POSTFIX_HOSTS).map((x) => (x / 1000).toFixed(0)).join('/'),
+    chunksPerSession: +(sum(d('serverChunks')) / Math.max(1, sum(d('connections')))).toFixed(1),
     flowTx: sum(d('transactions')),
     flowDelayed: sum(d('delayed')),
     delayedPerHost: d('delayed').slice(0, POSTFIX_HOSTS).join('/'),
