@@ -934,12 +934,35 @@ async function main(): Promise<void> {
   );
 }
 
+// One run at a time: every mode restarts the one Postfix.
+const LOCK = '/tmp/real-postfix-job.lock';
+function lock(): void {
+  try {
+    writeFileSync(LOCK, String(process.pid), { flag: 'wx' });
+  } catch {
+    const other = Number(readFileSync(LOCK, 'utf8'));
+    let alive = true;
+    try {
+      process.kill(other, 0);
+    } catch {
+      alive = false;
+    }
+    if (alive) throw new Error(`another run (pid ${other}) holds ${LOCK}`);
+    writeFileSync(LOCK, String(process.pid));
+  }
+  process.once('exit', () => rmSync(LOCK, { force: true }));
+}
+
 const mode = process.argv[2] ?? 'run';
 if (mode === 'setup') setup();
 else if (mode === 'anvil-lag') {
+  lock();
   try {
     await anvilLag();
   } finally {
     await stopPostfix();
   }
-} else await main();
+} else {
+  lock();
+  await main();
+}

@@ -293,6 +293,8 @@ export interface FlowStats {
   /** Sum of the sessions' lengths (ms, upstream connect to close) and of the chunks Postfix wrote in them (TLS ones too: a flush each). */
   sessionMs: number[];
   serverChunks: number[];
+  /** Client think time: gaps of more than 100 ms between a chunk from Postfix and the client's next chunk, less the 50 ms round trip, summed (ms). */
+  clientGapMs: number[];
   /** Slowest first accepted RCPT reply, ms, error sleeps taken off. */
   maxFirstRcptMs: number;
   /** A few of the waits, described. */
@@ -300,7 +302,7 @@ export interface FlowStats {
 }
 const emptyStats = (): FlowStats => {
   const z = () => Array.from({ length: POSTFIX_HOSTS + 1 }, () => 0);
-  return { connections: z(), refused421: z(), late421: z(), transactions: z(), delayed: z(), errorSleeps: z(), tls: z(), sessionMs: z(), serverChunks: z(), maxFirstRcptMs: 0, samples: [] };
+  return { connections: z(), refused421: z(), late421: z(), transactions: z(), delayed: z(), errorSleeps: z(), tls: z(), sessionMs: z(), serverChunks: z(), clientGapMs: z(), maxFirstRcptMs: 0, samples: [] };
 };
 
 function proxy(): void {
@@ -327,8 +329,18 @@ function proxy(): void {
     /** After STARTTLS's 220 the bytes are TLS records: nothing more to read. */
     let opaque = false;
     const born = performance.now();
+    let lastServerAt = 0;
+    const gap = () => {
+      if (lastServerAt === 0) return;
+      const g = performance.now() - lastServerAt - 2 * ONE_WAY_MS;
+      if (g > 50) stats.clientGapMs[i]! += g;
+      lastServerAt = 0;
+    };
     return {
+      /** The client closed its side (its FIN, or a close). */
+      clientDone: gap,
       sent(chunk: Buffer) {
+        gap();
         if (opaque) return;
         const t = performance.now();
         cbuf += chunk.toString('latin1');
@@ -342,6 +354,7 @@ function proxy(): void {
       },
       received(chunk: Buffer) {
         stats.serverChunks[i]!++;
+        lastServerAt = performance.now();
         if (opaque) return;
         const now = performance.now();
         // Replies that come in one chunk were held together (smtpd flushes its pipelined replies
@@ -406,11 +419,19 @@ function proxy(): void {
         } else pending.push(chunk);
       }),
     );
-    client.on('end', () => later(() => upstream?.end()));
+    client.on('end', () =>
+      later(() => {
+        track.clientDone();
+        upstream?.end();
+      }),
+    );
     client.on('error', () => {});
     client.on('close', () => {
       clientGone = true;
-      later(() => upstream?.destroy());
+      later(() => {
+        track.clientDone();
+        upstream?.destroy();
+      });
     });
     // The server's accept 1.5 round trips after the client's connect() (SYN, SYN-ACK, ACK).
     setTimeout(() => {
@@ -486,7 +507,7 @@ interface Ctx {
 
 /** The proxy's counts since `before`, summed over the hosts (delayed also per host). */
 export function statsSince(before: FlowStats, after: FlowStats): Record<string, number | string> {
-  const d = (k: 'connections' | 'refused421' | 'late421' | 'transactions' | 'delayed' | 'errorSleeps' | 'tls' | 'sessionMs' | 'serverChunks') => after[k].map((x, i) => x - before[k][i]!);
+  const d = (k: 'connections' | 'refused421' | 'late421' | 'transactions' | 'delayed' | 'errorSleeps' | 'tls' | 'sessionMs' | 'serverChunks' | 'clientGapMs') => after[k].map((x, i) => x - before[k][i]!);
   const sum = (xs: number[]) => xs.reduce((x, y) => x + y, 0);
   return {
     upstreamConns: sum(d('connections')),
@@ -496,6 +517,7 @@ export function statsSince(before: FlowStats, after: FlowStats): Record<string, 
     tlsSessions: sum(d('tls')),
     meanSessionMs: Math.round(sum(d('sessionMs')) / Math.max(1, sum(d('connections')))),
     sessionSecondsPerHost: d('sessionMs').slice(0, POSTFIX_HOSTS).map((x) => (x / 1000).toFixed(0)).join('/'),
+    clientGapSeconds: +(sum(d('clientGapMs')) / 1000).toFixed(1),
     chunksPerSession: +(sum(d('serverChunks')) / Math.max(1, sum(d('connections')))).toFixed(1),
     flowTx: sum(d('transactions')),
     flowDelayed: sum(d('delayed')),
