@@ -295,6 +295,8 @@ export interface FlowStats {
   serverChunks: number[];
   /** Client think time: gaps of more than 100 ms between a chunk from Postfix and the client's next chunk, less the 50 ms round trip, summed (ms). */
   clientGapMs: number[];
+  /** Those gaps counted by length: 50-200 ms, 200-1000 ms, over 1 s (summed over the hosts). */
+  clientGaps: [number, number, number];
   /** Slowest first accepted RCPT reply, ms, error sleeps taken off. */
   maxFirstRcptMs: number;
   /** A few of the waits, described. */
@@ -302,7 +304,7 @@ export interface FlowStats {
 }
 const emptyStats = (): FlowStats => {
   const z = () => Array.from({ length: POSTFIX_HOSTS + 1 }, () => 0);
-  return { connections: z(), refused421: z(), late421: z(), transactions: z(), delayed: z(), errorSleeps: z(), tls: z(), sessionMs: z(), serverChunks: z(), clientGapMs: z(), maxFirstRcptMs: 0, samples: [] };
+  return { connections: z(), refused421: z(), late421: z(), transactions: z(), delayed: z(), errorSleeps: z(), tls: z(), sessionMs: z(), serverChunks: z(), clientGapMs: z(), clientGaps: [0, 0, 0], maxFirstRcptMs: 0, samples: [] };
 };
 
 function proxy(): void {
@@ -333,7 +335,10 @@ function proxy(): void {
     const gap = () => {
       if (lastServerAt === 0) return;
       const g = performance.now() - lastServerAt - 2 * ONE_WAY_MS;
-      if (g > 50) stats.clientGapMs[i]! += g;
+      if (g > 50) {
+        stats.clientGapMs[i]! += g;
+        stats.clientGaps[g <= 200 ? 0 : g <= 1000 ? 1 : 2]++;
+      }
       lastServerAt = 0;
     };
     return {
@@ -518,6 +523,7 @@ export function statsSince(before: FlowStats, after: FlowStats): Record<string, 
     meanSessionMs: Math.round(sum(d('sessionMs')) / Math.max(1, sum(d('connections')))),
     sessionSecondsPerHost: d('sessionMs').slice(0, POSTFIX_HOSTS).map((x) => (x / 1000).toFixed(0)).join('/'),
     clientGapSeconds: +(sum(d('clientGapMs')) / 1000).toFixed(1),
+    clientGaps50to200to1000: after.clientGaps.map((x, k) => x - before.clientGaps[k]!).join('/'),
     chunksPerSession: +(sum(d('serverChunks')) / Math.max(1, sum(d('connections')))).toFixed(1),
     flowTx: sum(d('transactions')),
     flowDelayed: sum(d('delayed')),
