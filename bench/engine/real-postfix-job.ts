@@ -102,7 +102,7 @@
 //     442 sessions; run 1's Jnone made 850 sessions (789 transactions, each a flow wait past the
 //     100th) on the same code: the engine's session count is unstable under this load.
 //   - Anvil: 0 refusals for the reference client (it waits for the 221 and the close), 0-1 per job
-//     for the service. Count-down lag (anvil-lag mode, /work notes): after a READ 221 a reconnect
+//     for the service. Count-down lag (anvil-lag mode): after a READ 221 a reconnect
 //     was never refused, even at 0 ms (0/420); after a close without the 221 (QUIT + close, or a
 //     reset) refusals up to 100 ms after it (load 11-15; ~20 ms at load 5-10).
 

@@ -297,6 +297,8 @@ export interface FlowStats {
   clientGapMs: number[];
   /** Those gaps counted by length: 50-200 ms, 200-1000 ms, over 1 s (summed over the hosts). */
   clientGaps: [number, number, number];
+  /** In plain sessions, those gaps by the command that ended them (MAIL, RCPT, QUIT, RSET, EOF): count and ms. */
+  gapsBefore: Record<string, [number, number]>;
   /** Slowest first accepted RCPT reply, ms, error sleeps taken off. */
   maxFirstRcptMs: number;
   /** A few of the waits, described. */
@@ -304,7 +306,7 @@ export interface FlowStats {
 }
 const emptyStats = (): FlowStats => {
   const z = () => Array.from({ length: POSTFIX_HOSTS + 1 }, () => 0);
-  return { connections: z(), refused421: z(), late421: z(), transactions: z(), delayed: z(), errorSleeps: z(), tls: z(), sessionMs: z(), serverChunks: z(), clientGapMs: z(), clientGaps: [0, 0, 0], maxFirstRcptMs: 0, samples: [] };
+  return { connections: z(), refused421: z(), late421: z(), transactions: z(), delayed: z(), errorSleeps: z(), tls: z(), sessionMs: z(), serverChunks: z(), clientGapMs: z(), clientGaps: [0, 0, 0], gapsBefore: {}, maxFirstRcptMs: 0, samples: [] };
 };
 
 function proxy(): void {
@@ -332,20 +334,25 @@ function proxy(): void {
     let opaque = false;
     const born = performance.now();
     let lastServerAt = 0;
-    const gap = () => {
+    const gap = (verb = 'EOF') => {
       if (lastServerAt === 0) return;
       const g = performance.now() - lastServerAt - 2 * ONE_WAY_MS;
       if (g > 50) {
         stats.clientGapMs[i]! += g;
         stats.clientGaps[g <= 200 ? 0 : g <= 1000 ? 1 : 2]++;
+        if (!opaque) {
+          const b = (stats.gapsBefore[verb] ??= [0, 0]);
+          b[0]++;
+          b[1] += Math.round(g);
+        }
       }
       lastServerAt = 0;
     };
     return {
       /** The client closed its side (its FIN, or a close). */
-      clientDone: gap,
+      clientDone: () => gap(),
       sent(chunk: Buffer) {
-        gap();
+        gap(opaque ? '' : chunk.toString('latin1', 0, 4).toUpperCase());
         if (opaque) return;
         const t = performance.now();
         cbuf += chunk.toString('latin1');
@@ -524,6 +531,9 @@ export function statsSince(before: FlowStats, after: FlowStats): Record<string, 
     sessionSecondsPerHost: d('sessionMs').slice(0, POSTFIX_HOSTS).map((x) => (x / 1000).toFixed(0)).join('/'),
     clientGapSeconds: +(sum(d('clientGapMs')) / 1000).toFixed(1),
     clientGaps50to200to1000: after.clientGaps.map((x, k) => x - before.clientGaps[k]!).join('/'),
+    plainGapsBefore: Object.entries(after.gapsBefore)
+      .map(([v, [n, ms]]) => `${v} ${n - (before.gapsBefore[v]?.[0] ?? 0)}× ${((ms - (before.gapsBefore[v]?.[1] ?? 0)) / 1000).toFixed(1)}s`)
+      .join(', '),
     chunksPerSession: +(sum(d('serverChunks')) / Math.max(1, sum(d('connections')))).toFixed(1),
     flowTx: sum(d('transactions')),
     flowDelayed: sum(d('delayed')),
