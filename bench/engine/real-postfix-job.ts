@@ -70,6 +70,11 @@
 //   2 07:22 3fde2af 9.3-12.7   845 (11.8)   961 (10.4)   190 (52.6) 442, anvil 1 492 (1.6)  270 (3.0)   746 (13.4)  395 (25.3) 305       871 (11.5)
 //   3 07:34 30a0d79 10.7-17.5  732 (13.7)   760 (13.2)   407 (24.6) 278         325 (2.5)   403 (2.0)   807 (12.4)  552 (18.1) 281       1,011 (9.9)
 //   4 07:37 7c618da 9.5-10.6   895 (11.2)   -            409 (24.5) 315         -           -           -           -                     -
+//   5 07:41 8144a77 14.4-19.7  657 (15.2)   -            -                      -           -           -           290 (34.4) 281       834 (12.0)
+//     (REALJ_PHASES=R REALJ_SERVER_NOTLS=1)
+//   6 07:43 8144a77 18-20.6    791 (12.6)   -            195 (51.2) 387         -           -           771 (13.0)  -                     -
+//     (REALJ_PHASES=R,J,R2 nice -n -10 node …: the bench, proxy and service ahead of the other
+//     helpers' processes; J/R 0.25: the service's slowness is not just its share of the CPU)
 //   (an interrupted run at 07:30, load 13-16: R 485, Rplain 984, J 273 with 366 sessions and 1 anvil
 //   refusal, R800 266, S 492, R2 800: another run restarted Postfix during its Jnone, hence the lock.)
 // Ratios: J/R = 0.52, 0.23, 0.56, 0.46 (J/R2 0.57, 0.25, 0.50); S/R800 = 0.64, 0.55, 1.24 (800
@@ -97,7 +102,15 @@
 //     summed over a job's sessions (reference: 0-34 s); run 4: 100 waits over 1 s, 383 of
 //     0.2-1 s, 785 of 50-200 ms (reference: 0 / 4 / 110). The sessions are open and idle: the
 //     engine is not fed as fast as Postfix answers (job pipeline, per-domain order, idle timer?
-//     not established here).
+//     not established here). In plain sessions (run 5's Jnone) the waits come before RCPT (1,376
+//     waits, 468 s, ~0.34 s each), before QUIT (152, 176 s: ~1.2 s, the idle wait), before EHLO
+//     (143, 38 s: ~0.27 s after the banner, where the engine has nothing to decide) and before MAIL
+//     (122, 43 s); the reference's: 6 before EHLO (0.4 s), 61 before RCPT (3.6 s). Waits right
+//     after the banner point at the service's event loop being busy (the job pipeline, PGlite and
+//     the HTTP polling share it with the SMTP sessions) more than at the engine's scheduling; the
+//     service spent 5.6-8.1 s of CPU per 10,000-address job (0.6-0.8 ms per address) where the
+//     reference client spent 1.1-1.4 s. Sync bulk (S), which has no job pipeline, kept up with the
+//     reference client (S/R800 0.55-1.24, within the noise of 2-s phases).
 //   - The one-host tail: run 2's J had host 6 end at 52 s (the others 24-27 s, host 9 37 s), with
 //     442 sessions; run 1's Jnone made 850 sessions (789 transactions, each a flow wait past the
 //     100th) on the same code: the engine's session count is unstable under this load.
