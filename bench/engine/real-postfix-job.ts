@@ -57,6 +57,7 @@
 //   2. node --import tsx bench/engine/real-postfix-job.ts anvil-lag   (writes nothing; prints)
 //   3. node --import tsx bench/engine/real-postfix-job.ts [run]
 //        REALJ_N=10000 REALJ_S=800 REALJ_PHASES=R,Rplain,J,R800,S,R2 REALJ_SERVER_NOTLS=0
+//        REALJ_SERVICE_NODE_ARGS='--cpu-prof --cpu-prof-dir=/tmp/prof' (node options of the service)
 //
 // Measured by hand on 2 cores shared with 5 other helpers' builds and tests (load average 7-17:
 // every figure is noisy; compare phases of one run). Postfix 3.7.11-0+deb12u1. Command of every
@@ -706,7 +707,8 @@ async function startServiceChild(env: Record<string, string>): Promise<Service> 
   const port = await freePort();
   const key = `svc_test_${randomBytes(16).toString('hex')}`;
   const url = `http://127.0.0.1:${port}`;
-  const cp: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'cluster/embedded.ts'], {
+  const nodeArgs = (process.env.REALJ_SERVICE_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const cp: ChildProcess = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', 'cluster/embedded.ts'], {
     cwd: ROOT,
     stdio: ['ignore', 'pipe', 'pipe'],
     env: {
@@ -784,6 +786,12 @@ interface Verdict {
   email: string;
   result: string;
   reason_code: string;
+}
+
+function pctls(xs: number[]): string {
+  const v = [...xs].sort((a, b) => a - b);
+  const at = (q: number) => Math.round(v[Math.min(v.length - 1, Math.floor(q * v.length))] ?? NaN);
+  return `${at(0.5)}/${at(0.9)}/${Math.round(v[v.length - 1] ?? NaN)}`;
 }
 
 function checkVerdicts(addrs: Addr[], verdicts: Verdict[]): string[] {
@@ -867,11 +875,15 @@ async function jobPhase(ctx: Ctx, name: string, addrs: Addr[]): Promise<Phase> {
       let status = created.json.status;
       let job: { status: string; results?: Record<string, number>; started_at?: string; completed_at?: string } = created.json;
       let polls = 0;
+      // Each status request waits for the service's event loop, which the SMTP sessions share.
+      const pollMs: number[] = [];
       while (status !== 'completed') {
         if (status === 'failed' || status === 'canceled') throw new Error(`job ${status}`);
         if (performance.now() - t0 > 600_000) throw new Error('job not completed in 10 min');
         await sleep(100);
+        const tp = performance.now();
         const s = await api<typeof job>(svc, 'GET', `/v1/csv/jobs/${created.json.id}`);
+        pollMs.push(performance.now() - tp);
         job = s.json;
         status = job.status;
         polls++;
@@ -884,7 +896,7 @@ async function jobPhase(ctx: Ctx, name: string, addrs: Addr[]): Promise<Phase> {
       return {
         ms,
         wrong: checkVerdicts(addrs, rows),
-        extra: { postMs: Math.round(tPosted), polls, serviceCpuMs: cpuMs, results: job.results, startedToCompletedMs: job.started_at && job.completed_at ? Date.parse(job.completed_at) - Date.parse(job.started_at) : undefined },
+        extra: { postMs: Math.round(tPosted), polls, pollMsP50P90Max: pctls(pollMs), serviceCpuMs: cpuMs, results: job.results, startedToCompletedMs: job.started_at && job.completed_at ? Date.parse(job.completed_at) - Date.parse(job.started_at) : undefined },
         after: () => svc.stop(),
       };
     });
