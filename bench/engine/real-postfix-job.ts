@@ -263,6 +263,8 @@ const logSize = () => (existsSync(LOG) ? statSync(LOG).size : 0);
 
 /** Set by logCounts: per MX host, seconds from the first connect to the host's last disconnect. */
 const hostEnds = { value: '' };
+/** Set by logCounts: sessions by their number of rejected RCPTs, `rejections:sessions`. */
+const rejectionsPerSession = { value: '' };
 
 /** Counts in the part of the Postfix log written since `from`. */
 function logCounts(from: number): Record<string, number> {
@@ -288,6 +290,14 @@ function logCounts(from: number): Record<string, number> {
     if (m[1] === 'connect' && Number.isNaN(first)) first = t;
     if (m[1] === 'disconnect') lastEnd.set(Number(m[2]), t);
   }
+  // Rejections per session (rcpt=accepted/sent of the disconnect line): a client that keeps its
+  // error budget ends most sessions at 9.
+  const perSession = new Map<number, number>();
+  for (const m of text.matchAll(/smtpd\[\d+\]: disconnect from \S+ .*\brcpt=(\d+)\/(\d+)/g)) {
+    const r = Number(m[2]) - Number(m[1]);
+    perSession.set(r, (perSession.get(r) ?? 0) + 1);
+  }
+  rejectionsPerSession.value = [...perSession].sort((a, b) => a[0] - b[0]).map(([r, k]) => `${r}:${k}`).join(' ');
   hostEnds.value = [...lastEnd].sort((a, b) => a[0] - b[0]).map(([, t]) => t - first).join('/');
   return {
     connections: count(/smtpd\[\d+\]: connect from /g),
@@ -835,7 +845,7 @@ async function measured(ctx: Ctx, name: string, n: number, body: () => Promise<{
   await r.after?.();
   await sleep(1500); // the last sessions' disconnect lines
   const log = logCounts(from);
-  const p: Phase = { name, n, ms: r.ms, rate: (n * 1000) / r.ms, wrong: r.wrong, log, proxy: { ...statsSince(s0, await ctx.proxyStats()), hostEndS: hostEnds.value }, extra: r.extra, load: loadavg().map((x) => x.toFixed(2)).join(' ') };
+  const p: Phase = { name, n, ms: r.ms, rate: (n * 1000) / r.ms, wrong: r.wrong, log, proxy: { ...statsSince(s0, await ctx.proxyStats()), hostEndS: hostEnds.value, rejectionsPerSession: rejectionsPerSession.value }, extra: r.extra, load: loadavg().map((x) => x.toFixed(2)).join(' ') };
   console.log(`\n${name}: ${n} addresses in ${r.ms.toFixed(0)} ms = ${p.rate.toFixed(0)}/s; wrong ${p.wrong.length}; load ${p.load}`);
   console.log(`  postfix log: ${JSON.stringify(p.log)}`);
   console.log(`  proxy: ${JSON.stringify(p.proxy)}`);
