@@ -78,9 +78,13 @@
 //     helpers' processes; J/R 0.25: the service's slowness is not just its share of the CPU)
 //   7 07:45 120e98e 17.7-19.8  -            -            171 (58.6) 616, anvil 1 (REALJ_PHASES=J, the service under --cpu-prof)
 //   8 07:47 d4f51ea 16-19.1    688 (14.5)   831 (12.0)   99 (101.2) 1,429, anvil 7  210 (3.8)  187 (4.3)  677 (14.8)  (no TLS-off phases)
+//   9 07:52 b42ca0f 11.5-20.2  738 (13.5)   825 (12.1)   453 (22.1) 294         308 (2.6)   228 (3.5)   884 (11.3)  374 (26.8) 273, anvil 2  693 (14.4)
+//     (J's sessions by rejections: 214 at 9, 17 at 1; the reference's 225 at 9; status polls
+//     p50/p90/max 8/162/513 ms)
 //   (an interrupted run at 07:30, load 13-16: R 485, Rplain 984, J 273 with 366 sessions and 1 anvil
 //   refusal, R800 266, S 492, R2 800: another run restarted Postfix during its Jnone, hence the lock.)
-// Ratios: J/R = 0.52, 0.23, 0.56, 0.46, (6) 0.25, (8) 0.14; S/R800 = 0.64, 0.55, 1.24, (8) 0.89
+// Ratios: J/R = 0.52, 0.23, 0.56, 0.46, (6) 0.25, (8) 0.14, (9) 0.61; S/R800 = 0.64, 0.55, 1.24,
+// (8) 0.89, (9) 0.74
 // (800 addresses take 1.6-4.3 s: within the noise); TLS for the reference client: Rplain/R = 1.13, 1.14,
 // 1.04 (STARTTLS + handshake + second EHLO ~190 ms per session, 92% of them resumed);
 // server TLS off vs may: Rnone/R 0.99, 1.03, 1.38; Jnone/J 0.36, 2.07, 1.36 (the service's
