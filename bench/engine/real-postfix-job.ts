@@ -64,7 +64,7 @@
 // and 9 REALJ_SERVER_NOTLS=1 node --import tsx bench/engine/real-postfix-job.ts run; run 4
 // REALJ_PHASES=R,J; 5-8 as noted. addresses/s (seconds); 0 wrong verdicts in EVERY phase of every
 // run (service: every row of the results CSV / every bulk result; reference: every RCPT reply).
-// "rev" is the commit the run was made at; the service's code was the same in runs 1-9
+// "rev" is the commit the run was made at; the service's code was the same in runs 1-10
 // (1ee3ad0, the branch point: the later commits of this branch touch bench/ only).
 //   run (UTC, rev, load)       R            Rplain       J                      R800        S           R2          Jnone                 Rnone
 //   1 07:17 c6c229b 6.8-13.1   866 (11.5)   975 (10.3)   448 (22.3) 285 sess.   384 (2.1)   244 (3.3)   781 (12.8)  163 (61.5) 850 sess.  854 (11.7)
@@ -81,10 +81,12 @@
 //   9 07:52 b42ca0f 11.5-20.2  738 (13.5)   825 (12.1)   453 (22.1) 294         308 (2.6)   228 (3.5)   884 (11.3)  374 (26.8) 273, anvil 2  693 (14.4)
 //     (J's sessions by rejections: 214 at 9, 17 at 1; the reference's 225 at 9; status polls
 //     p50/p90/max 8/162/513 ms)
+//  10 07:55 db36448 13.7-15.7  656 (15.2)   -            311 (32.1) 290         337 (2.4)   279 (2.9)   758 (13.2)  (REALJ_PHASES=R,J,R800,S,R2;
+//     status polls 20/258/1008 ms; J's sessions: 216 at 9 rejections, 10 at 1)
 //   (an interrupted run at 07:30, load 13-16: R 485, Rplain 984, J 273 with 366 sessions and 1 anvil
 //   refusal, R800 266, S 492, R2 800: another run restarted Postfix during its Jnone, hence the lock.)
-// Ratios: J/R = 0.52, 0.23, 0.56, 0.46, (6) 0.25, (8) 0.14, (9) 0.61; S/R800 = 0.64, 0.55, 1.24,
-// (8) 0.89, (9) 0.74
+// Ratios: J/R = 0.52, 0.23, 0.56, 0.46, (6) 0.25, (8) 0.14, (9) 0.61, (10) 0.47; S/R800 = 0.64,
+// 0.55, 1.24, (8) 0.89, (9) 0.74, (10) 0.83
 // (800 addresses take 1.6-4.3 s: within the noise); TLS for the reference client: Rplain/R = 1.13,
 // 1.14, 1.04, (8) 1.21, (9) 1.12 (STARTTLS + handshake + second EHLO ~190 ms per session, 92% of
 // them resumed); server TLS off vs may: Rnone/R 0.99, 1.03, 1.38, (9) 0.94; Jnone/J 0.36, 2.07,
