@@ -83,6 +83,21 @@
 //     p50/p90/max 8/162/513 ms)
 //  10 07:55 db36448 13.7-15.7  656 (15.2)   -            311 (32.1) 290         337 (2.4)   279 (2.9)   758 (13.2)  (REALJ_PHASES=R,J,R800,S,R2;
 //     status polls 20/258/1008 ms; J's sessions: 216 at 9 rejections, 10 at 1)
+// With the other helpers' branches (merged on scratch branches, not on this one), 08:08-08:21 UTC,
+// load 4-8 (quieter than runs 1-10), REALJ_PHASES=R,J,R800,S,R2, three rounds, each round
+// engine / tail / base one after the other (base = this branch at a360f5d, service code 1ee3ad0):
+//   engine = + h18-engine at 2deeb92 (merge 0ab3bb2). h18-tail (fdffbf2) conflicts with it in
+//   packages/engine/src/mx-actor.ts and packages/engine/test/engine.test.ts, so
+//   tail = + h18-tail at fdffbf2 alone (merge 635b2e3).
+//   code    J addresses/s (s)            J/R               S/R800            J sessions   sessions at 9 / 1 rejections   Postfix waiting for J
+//   base    565 (17.7) 629 (15.9) 540    0.61 0.69 0.61    0.80 1.01 0.96    285 283 283  218/11 214/3 218/6             312 240 262 s
+//   engine  520 (19.2) 469 (21.3) 479    0.56 0.49 0.51    0.98 0.97 1.10    286 286 277  219/11 212/10 219/6            288 321 241 s
+//   tail    515 (19.4) 601 (16.6) 544    0.55 0.61 0.59    1.22 1.17 1.29    254 261 256  228/0 208/0 219/2              194 167 176 s
+//   R in those runs 881-978/s (10.2-11.4 s, 268-279 sessions); R800 381-506/s, S 343-590/s; 0 wrong
+//   verdicts, 0 anvil refusals, 0 error-limit disconnects in every phase. At this load no run had
+//   the error budget collapse of runs 2, 7, 8; tail makes fewer sessions than the reference client
+//   (254-261 vs 268-279: 1 transaction each, so 154-161 flow waits instead of ~170) and leaves
+//   Postfix waiting less, yet J/R stays 0.55-0.61: the service's sessions still wait for it.
 //   (an interrupted run at 07:30, load 13-16: R 485, Rplain 984, J 273 with 366 sessions and 1 anvil
 //   refusal, R800 266, S 492, R2 800: another run restarted Postfix during its Jnone, hence the lock.)
 // Ratios: J/R = 0.52, 0.23, 0.56, 0.46, (6) 0.25, (8) 0.14, (9) 0.61, (10) 0.47; S/R800 = 0.64,
