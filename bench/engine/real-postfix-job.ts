@@ -96,7 +96,7 @@
 //   R in those runs 881-978/s (10.2-11.4 s, 268-279 sessions); R800 381-506/s, S 343-590/s; 0 wrong
 //   verdicts, 0 anvil refusals, 0 error-limit disconnects in every phase. At this load no run had
 //   the error budget collapse of runs 2, 7, 8; tail makes fewer sessions than the reference client
-//   (254-261 vs 268-279: 1 transaction each, so 154-161 flow waits instead of ~170) and leaves
+//   (254-261 vs 268-279: 1 transaction each, so 154-159 flow waits instead of ~170) and leaves
 //   Postfix waiting less, yet J/R stays 0.55-0.61: the service's sessions still wait for it.
 //   (an interrupted run at 07:30, load 13-16: R 485, Rplain 984, J 273 with 366 sessions and 1 anvil
 //   refusal, R800 266, S 492, R2 800: another run restarted Postfix during its Jnone, hence the lock.)
