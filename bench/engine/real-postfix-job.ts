@@ -83,6 +83,14 @@
 //     p50/p90/max 8/162/513 ms)
 //  10 07:55 db36448 13.7-15.7  656 (15.2)   -            311 (32.1) 290         337 (2.4)   279 (2.9)   758 (13.2)  (REALJ_PHASES=R,J,R800,S,R2;
 //     status polls 20/258/1008 ms; J's sessions: 216 at 9 rejections, 10 at 1)
+// STARTTLS cost at low load (08:22-08:26, load 3.4-5.2, this branch, service code 1ee3ad0;
+// REALJ_PHASES=R,Rplain,J REALJ_SERVER_NOTLS=1 node --import tsx bench/engine/real-postfix-job.ts run, twice):
+//   R 896 / 866, Rplain 994 / 1,045, Rnone 1,010 / 989: the reference client is 1.11-1.21x faster
+//   without TLS (Rplain/R 1.11, 1.21; Rnone/R 1.13, 1.14).
+//   J 537 / 549, Jnone 615 / 603: the service is 1.10-1.14x faster with TLS off at the server
+//   (Jnone/J 1.14, 1.10); its CPU 5.95 / 6.05 s with TLS vs 5.58 / 5.60 s without (~285 TLS
+//   sessions: ~1.4 ms of CPU each). J/R 0.60, 0.63; sessions 285-289 with TLS, 276-281 without;
+//   anvil 0 / 1; flow waits in Jnone 180 of 280, 174 of 274 transactions.
 // With the other helpers' branches (merged on scratch branches, not on this one), 08:08-08:21 UTC,
 // load 4-8 (quieter than runs 1-10), REALJ_PHASES=R,J,R800,S,R2, three rounds, each round
 // engine / tail / base one after the other (base = this branch at a360f5d, service code 1ee3ad0):
@@ -105,7 +113,7 @@
 // (800 addresses take 1.6-4.3 s: within the noise); TLS for the reference client: Rplain/R = 1.13,
 // 1.14, 1.04, (8) 1.21, (9) 1.12 (STARTTLS + handshake + second EHLO ~190 ms per session, 92% of
 // them resumed); server TLS off vs may: Rnone/R 0.99, 1.03, 1.38, (9) 0.94; Jnone/J 0.36, 2.07,
-// 1.36, (9) 0.82 (the service's variance swamps TLS).
+// 1.36, (9) 0.82 (the service's variance swamps TLS at this load; at load 3-5 below: 1.10-1.14).
 // Sessions (Postfix `connect from`) and transactions (`client=` lines): the reference client
 // 267-276 sessions, 262-271 transactions, 0 anvil refusals, 0 error-limit disconnects, 0 RSET,
 // every session TLS in R/R2 (starttls=1); the service 278-1,429 sessions (850 in run 1's Jnone),
