@@ -157,7 +157,9 @@
 //   - Anvil: 0 refusals for the reference client (it waits for the 221 and the close), 0-7 per job
 //     for the service (7 in run 8 with its 1,429 sessions). Count-down lag (anvil-lag mode): after a READ 221 a reconnect
 //     was never refused, even at 0 ms (0/420); after a close without the 221 (QUIT + close, or a
-//     reset) refusals up to 100 ms after it (load 11-15; ~20 ms at load 5-10).
+//     reset) refusals up to 100 ms after it (load 11-15; ~20 ms at load 5-10; only at 0 ms, 2-3
+//     of 20, at load 2.5-3). Command: REALJ_ANVIL_HOW=quit-221,quit-close,reset
+//     REALJ_ANVIL_DELAYS=0,5,10,20,50,100 node --import tsx bench/engine/real-postfix-job.ts anvil-lag
 
 import { spawn, execFileSync, fork, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
