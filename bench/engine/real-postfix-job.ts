@@ -11,7 +11,8 @@
 //     limits 10/20 with the 1 s error sleep, junk command limit 100, recipient limit 1000. Set:
 //     smtpd_client_connection_count_limit = 5, smtpd_client_event_limit_exceptions = (empty: no
 //     exception for 127/8), smtpd_tls_security_level = may with a self-signed certificate
-//     (openssl), smtpd_tls_loglevel = 1, smtpd_peername_lookup = no (no resolver to ask), no chroot.
+//     (openssl), smtpd_tls_loglevel = 1, the TLS session cache of Debian's stock main.cf,
+//     smtpd_peername_lookup = no (no resolver to ask), no chroot.
 //   - 10 listeners, 127.0.0.1:2631..2640 (master.cf entries), one per MX host: anvil counts per
 //     listener and client address, the flow-token pool and the process limit are the instance's.
 //   - 200 domains d000..d199.bench.test, 20 per MX host (domain i on mx(i % 10 + 1)); each has 40
@@ -54,7 +55,11 @@
 //        echo 'postfix postfix/main_mailer_type select No configuration' | debconf-set-selections
 //        DEBIAN_FRONTEND=noninteractive apt-get install -y postfix
 //        node --import tsx bench/engine/real-postfix-job.ts setup
-//   2. node --import tsx bench/engine/real-postfix-job.ts anvil-lag   (writes nothing; prints)
+//   2. node --import tsx bench/engine/real-postfix-job.ts anvil-lag   (prints; REALJ_ANVIL_OUT=file too)
+//      Anvil's count-down lag: straight at listener 1 (no proxy) from 127.0.4.1, hold 5 sessions,
+//      close one (REALJ_ANVIL_HOW: quit-fin = QUIT, 221, server's FIN; quit-221 = QUIT, 221, then
+//      close; quit-close = QUIT and close at once; reset = TCP reset), reconnect after each of
+//      REALJ_ANVIL_DELAYS ms, REALJ_ANVIL_REPS times in random order, count 421 banners.
 //   3. node --import tsx bench/engine/real-postfix-job.ts [run]
 //        REALJ_N=10000 REALJ_S=800 REALJ_PHASES=R,Rplain,J,R800,S,R2 REALJ_SERVER_NOTLS=0
 //        REALJ_SERVICE_NODE_ARGS='--cpu-prof --cpu-prof-dir=/tmp/prof' (node options of the service)
