@@ -102,11 +102,13 @@
 //   engine = + h18-engine at 2deeb92 (merge 0ab3bb2). h18-tail (fdffbf2) conflicts with it in
 //   packages/engine/src/mx-actor.ts and packages/engine/test/engine.test.ts, so
 //   tail = + h18-tail at fdffbf2 alone (merge 635b2e3).
-//   code    J addresses/s (s)            J/R               S/R800            J sessions   sessions at 9 / 1 rejections   Postfix waiting for J
-//   base    565 (17.7) 629 (15.9) 540    0.61 0.69 0.61    0.80 1.01 0.96    285 283 283  218/11 214/3 218/6             312 240 262 s
-//   engine  520 (19.2) 469 (21.3) 479    0.56 0.49 0.51    0.98 0.97 1.10    286 286 277  219/11 212/10 219/6            288 321 241 s
-//   tail    515 (19.4) 601 (16.6) 544    0.55 0.61 0.59    1.22 1.17 1.29    254 261 256  228/0 208/0 219/2              194 167 176 s
-//   R in those runs 881-978/s (10.2-11.4 s, 268-279 sessions); R800 381-506/s, S 343-590/s; 0 wrong
+//   Round 2 at 08:40: neither branch had new commits (both skipped); instead a fourth round of the
+//   same three (08:40-08:44, load 2.6-4.5; base at 0c8d1d2, the same service code), the last column.
+//   code    J addresses/s (s)                   J/R                    S/R800                 J sessions       sessions at 9 / 1 rejections   Postfix waiting for J
+//   base    565 (17.7) 629 (15.9) 540 | 588     0.61 0.69 0.61 | 0.63  0.80 1.01 0.96 | 1.32  285 283 283 | 283  218/11 214/3 218/6 | 212/6     312 240 262 | 246 s
+//   engine  520 (19.2) 469 (21.3) 479 | 577     0.56 0.49 0.51 | 0.60  0.98 0.97 1.10 | 1.23  286 286 277 | 282  219/11 212/10 219/6 | 210/6    288 321 241 | 243 s
+//   tail    515 (19.4) 601 (16.6) 544 | 707     0.55 0.61 0.59 | 0.73  1.22 1.17 1.29 | 1.09  254 261 256 | 255  228/0 208/0 219/2 | 221/0     194 167 176 | 126 s
+//   R in those runs 881-978/s (10.2-11.4 s, 268-279 sessions); R800 381-578/s, S 343-630/s; 0 wrong
 //   verdicts, 0 anvil refusals, 0 error-limit disconnects in every phase. At this load no run had
 //   the error budget collapse of runs 2, 7, 8; tail makes fewer sessions than the reference client
 //   (254-261 vs 268-279: 1 transaction each, so 154-159 flow waits instead of ~170) and leaves
