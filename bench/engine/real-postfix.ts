@@ -121,6 +121,7 @@ import { execFile, execFileSync, fork } from 'node:child_process';
 import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { loadavg } from 'node:os';
+import { pathToFileURL } from 'node:url';
 import { MemoryCache } from '@svc/store';
 import { Engine, ENGINE_DEFAULTS } from '@svc/engine';
 import { Verifier, verifierConfig, type ProbePort, type Verdict } from '@svc/verifier';
@@ -274,7 +275,7 @@ multi_instance_enable = yes
 // The link (child process)
 
 /** What the proxy sees of the SMTP dialogue, per world host (index as worldHosts()). */
-interface FlowStats {
+export interface FlowStats {
   /** Connections Postfix took (the proxy's upstream connections). */
   connections: number[];
   /** 421 as the banner: anvil's smtpd_client_connection_count_limit. */
@@ -287,6 +288,17 @@ interface FlowStats {
   delayed: number[];
   /** Replies smtpd sent after its error sleep (the session past smtpd_soft_error_limit errors). */
   errorSleeps: number[];
+  /** Sessions that switched to TLS (STARTTLS answered 220): the proxy reads nothing of them after that. */
+  tls: number[];
+  /** Sum of the sessions' lengths (ms, upstream connect to close) and of the chunks Postfix wrote in them (TLS ones too: a flush each). */
+  sessionMs: number[];
+  serverChunks: number[];
+  /** Client think time: gaps of more than 100 ms between a chunk from Postfix and the client's next chunk, less the 50 ms round trip, summed (ms). */
+  clientGapMs: number[];
+  /** Those gaps counted by length: 50-200 ms, 200-1000 ms, over 1 s (summed over the hosts). */
+  clientGaps: [number, number, number];
+  /** In plain sessions, those gaps by the command that ended them (MAIL, RCPT, QUIT, RSET, EOF): count and ms. */
+  gapsBefore: Record<string, [number, number]>;
   /** Slowest first accepted RCPT reply, ms, error sleeps taken off. */
   maxFirstRcptMs: number;
   /** A few of the waits, described. */
@@ -294,7 +306,7 @@ interface FlowStats {
 }
 const emptyStats = (): FlowStats => {
   const z = () => Array.from({ length: POSTFIX_HOSTS + 1 }, () => 0);
-  return { connections: z(), refused421: z(), late421: z(), transactions: z(), delayed: z(), errorSleeps: z(), maxFirstRcptMs: 0, samples: [] };
+  return { connections: z(), refused421: z(), late421: z(), transactions: z(), delayed: z(), errorSleeps: z(), tls: z(), sessionMs: z(), serverChunks: z(), clientGapMs: z(), clientGaps: [0, 0, 0], gapsBefore: {}, maxFirstRcptMs: 0, samples: [] };
 };
 
 function proxy(): void {
@@ -318,9 +330,30 @@ function proxy(): void {
     let accepted = false;
     let errors = 0;
     let txInSession = 0;
+    /** After STARTTLS's 220 the bytes are TLS records: nothing more to read. */
+    let opaque = false;
     const born = performance.now();
+    let lastServerAt = 0;
+    const gap = (verb = 'EOF') => {
+      if (lastServerAt === 0) return;
+      const g = performance.now() - lastServerAt - 2 * ONE_WAY_MS;
+      if (g > 50) {
+        stats.clientGapMs[i]! += g;
+        stats.clientGaps[g <= 200 ? 0 : g <= 1000 ? 1 : 2]++;
+        if (!opaque) {
+          const b = (stats.gapsBefore[verb] ??= [0, 0]);
+          b[0]++;
+          b[1] += Math.round(g);
+        }
+      }
+      lastServerAt = 0;
+    };
     return {
+      /** The client closed its side (its FIN, or a close). */
+      clientDone: () => gap(),
       sent(chunk: Buffer) {
+        gap(opaque ? '' : chunk.toString('latin1', 0, 4).toUpperCase());
+        if (opaque) return;
         const t = performance.now();
         cbuf += chunk.toString('latin1');
         for (let k = cbuf.indexOf('\n'); k >= 0; k = cbuf.indexOf('\n')) {
@@ -328,7 +361,13 @@ function proxy(): void {
           cbuf = cbuf.slice(k + 1);
         }
       },
+      closed() {
+        stats.sessionMs[i]! += performance.now() - born;
+      },
       received(chunk: Buffer) {
+        stats.serverChunks[i]!++;
+        lastServerAt = performance.now();
+        if (opaque) return;
         const now = performance.now();
         // Replies that come in one chunk were held together (smtpd flushes its pipelined replies
         // at once, so a MAIL reply waits with the in_flow_delay'd RCPT's): time them from the
@@ -357,6 +396,11 @@ function proxy(): void {
           if (code >= 400) errors++;
           const cmd = cmds.shift();
           if (!cmd) continue;
+          if (cmd.verb === 'STAR' && code === 220) {
+            opaque = true;
+            stats.tls[i]!++;
+            return;
+          }
           const dt = now - Math.max(cmd.t, since) - errorSleeps * ERROR_SLEEP_MS;
           if (cmd.verb === 'MAIL' || cmd.verb === 'RSET') accepted = false;
           else if (cmd.verb === 'RCPT' && code >= 200 && code < 300 && !accepted) {
@@ -387,11 +431,19 @@ function proxy(): void {
         } else pending.push(chunk);
       }),
     );
-    client.on('end', () => later(() => upstream?.end()));
+    client.on('end', () =>
+      later(() => {
+        track.clientDone();
+        upstream?.end();
+      }),
+    );
     client.on('error', () => {});
     client.on('close', () => {
       clientGone = true;
-      later(() => upstream?.destroy());
+      later(() => {
+        track.clientDone();
+        upstream?.destroy();
+      });
     });
     // The server's accept 1.5 round trips after the client's connect() (SYN, SYN-ACK, ACK).
     setTimeout(() => {
@@ -412,7 +464,10 @@ function proxy(): void {
       });
       up.on('end', () => later(() => client.end()));
       up.on('error', () => {});
-      up.on('close', () => later(() => client.destroy()));
+      up.on('close', () => {
+        track.closed();
+        later(() => client.destroy());
+      });
     }, 3 * ONE_WAY_MS);
   };
   const servers: net.Server[] = [];
@@ -463,14 +518,23 @@ interface Ctx {
 }
 
 /** The proxy's counts since `before`, summed over the hosts (delayed also per host). */
-function statsSince(before: FlowStats, after: FlowStats): Record<string, number | string> {
-  const d = (k: 'connections' | 'refused421' | 'late421' | 'transactions' | 'delayed' | 'errorSleeps') => after[k].map((x, i) => x - before[k][i]!);
+export function statsSince(before: FlowStats, after: FlowStats): Record<string, number | string> {
+  const d = (k: 'connections' | 'refused421' | 'late421' | 'transactions' | 'delayed' | 'errorSleeps' | 'tls' | 'sessionMs' | 'serverChunks' | 'clientGapMs') => after[k].map((x, i) => x - before[k][i]!);
   const sum = (xs: number[]) => xs.reduce((x, y) => x + y, 0);
   return {
     upstreamConns: sum(d('connections')),
     anvil421: sum(d('refused421')),
     late421: sum(d('late421')),
     errorSleeps: sum(d('errorSleeps')),
+    tlsSessions: sum(d('tls')),
+    meanSessionMs: Math.round(sum(d('sessionMs')) / Math.max(1, sum(d('connections')))),
+    sessionSecondsPerHost: d('sessionMs').slice(0, POSTFIX_HOSTS).map((x) => (x / 1000).toFixed(0)).join('/'),
+    clientGapSeconds: +(sum(d('clientGapMs')) / 1000).toFixed(1),
+    clientGaps50to200to1000: after.clientGaps.map((x, k) => x - before.clientGaps[k]!).join('/'),
+    plainGapsBefore: Object.entries(after.gapsBefore)
+      .map(([v, [n, ms]]) => `${v} ${n - (before.gapsBefore[v]?.[0] ?? 0)}× ${((ms - (before.gapsBefore[v]?.[1] ?? 0)) / 1000).toFixed(1)}s`)
+      .join(', '),
+    chunksPerSession: +(sum(d('serverChunks')) / Math.max(1, sum(d('connections')))).toFixed(1),
     flowTx: sum(d('transactions')),
     flowDelayed: sum(d('delayed')),
     delayedPerHost: d('delayed').slice(0, POSTFIX_HOSTS).join('/'),
@@ -754,7 +818,10 @@ async function main(): Promise<void> {
   console.log(`SUMMARY instances=${INSTANCES} restart=${RESTART_MODE} ${results.map((r) => `${r.label.startsWith('(c)') ? 'naive' : `job${r.n}`}=${r.rate.toFixed(0)}/s,wrong=${r.wrong.length},unknown=${r.unknown},anvil421=${r.extra.anvil421}/${r.log.concurrencyExceeded},errLimit=${r.log.tooManyErrors},errSleeps=${r.extra.errorSleeps},late421=${r.extra.late421},delayed=${r.extra.flowDelayed}/${r.extra.flowTx},load=${r.extra.load}`).join(' ')}`);
 }
 
-const mode = process.argv[2] ?? 'run';
-if (mode === 'setup') setup();
-else if (mode === 'proxy') proxy();
-else await main();
+// Run as a script (bench/engine/real-postfix-job.ts imports the helpers above and forks `proxy`).
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const mode = process.argv[2] ?? 'run';
+  if (mode === 'setup') setup();
+  else if (mode === 'proxy') proxy();
+  else await main();
+}
