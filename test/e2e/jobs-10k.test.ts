@@ -59,6 +59,10 @@ t.test(`a 10,000-address job of every sim behaviour: the sync verdicts, the exac
 
   // Meanwhile, every distinct string through the sync bulk endpoint of the other stack.
   const sync = new Map<string, string>();
+  let syncFinished = false;
+  // Progress every 20 s (a slow run says which half is slow).
+  const progress = setInterval(() => t.comment(`${at()}: job ${job?.progress?.processed ?? 0}/${UNIQUE}, sync ${sync.size} strings${syncFinished ? ' (done)' : ''}`), 20_000);
+  t.teardown(() => clearInterval(progress));
   const syncDone = (async () => {
     const { key: syncKey } = await makeKey(syncStack, { credits: 50_000 });
     const distinct = [...new Set(emails)];
@@ -74,6 +78,7 @@ t.test(`a 10,000-address job of every sim behaviour: the sync verdicts, the exac
       }
     };
     await Promise.all(Array.from({ length: 4 }, worker));
+    syncFinished = true;
     return at();
   })();
 

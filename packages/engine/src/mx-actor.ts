@@ -96,7 +96,8 @@ export class MxActor {
     this.#user = {
       // A slot is worth taking while more recipients wait than the open sessions will soon take
       // (the same measure as #pump's: two rounds' worth per session).
-      wants: () => this.queue.live() > this.#sessions.size * 2,
+      // Asked for an open under way (counted in #opening): would it still be wanted without it?
+      wants: () => this.#wantsAnother(Math.max(0, this.#opening - 1)),
       blocked: (until, failure) => this.#blocked(until, failure),
     };
   }
@@ -174,23 +175,31 @@ export class MxActor {
     if (this.#retryTimer) return;
     if (this.#noPermit && this.#sessions.size + this.#opening > 0) return;
     if (this.#waitWhileDown()) return;
-    const { budget } = this.policy;
-    while (
-      openAnother({
-        queued: this.queue.live(),
-        held: this.#sessions.size + this.#opening,
-        limit: this.#limit(),
-        opening: this.#opening,
-        errorsLeft: this.#load.errorsLeft(this.#sessions.keys(), budget.errors),
-        budget: budget.errors,
-        perRound: Math.min(budget.pipelineDepth, budget.rcptsPerTransaction),
-        rejectRate: this.#load.rejectRate,
-        roundsPerOpen: this.#load.roundsPerOpen(this.deps.clock.monotonic()),
-      })
-    ) {
+    while (this.#wantsAnother(this.#opening)) {
       void this.#open();
       if (this.#noPermit) break;
     }
+  }
+
+  /**
+   * Whether one more session is worth opening (open-policy.ts), counting `opening` opens under
+   * way. The pump asks it with all of them; a slot granted to one of them asks it without that
+   * one (SlotUser.wants): the same rule, or an open the pump wanted is given a slot the actor
+   * then refuses, and the pump asks again at once, for ever, in microtasks.
+   */
+  #wantsAnother(opening: number): boolean {
+    const { budget } = this.policy;
+    return openAnother({
+      queued: this.queue.live(),
+      held: this.#sessions.size + opening,
+      limit: this.#limit(),
+      opening,
+      errorsLeft: this.#load.errorsLeft(this.#sessions.keys(), budget.errors),
+      budget: budget.errors,
+      perRound: Math.min(budget.pipelineDepth, budget.rcptsPerTransaction),
+      rejectRate: this.#load.rejectRate,
+      roundsPerOpen: this.#load.roundsPerOpen(this.deps.clock.monotonic()),
+    });
   }
 
   /**
@@ -268,7 +277,12 @@ export class MxActor {
       this.#opening--;
     }
     if (refused !== undefined) return this.#withoutPermit(refused);
-    if (!opened) return this.#afterSession();
+    if (!opened) {
+      // No slot: the work went to our other sessions, or the host has no address. Not pumped
+      // again from here (what changed nothing would only be asked again); idle if nothing is left.
+      if (!this.busy) this.deps.idle();
+      return;
+    }
     if (!opened.ok) {
       // 'wait' and 'backoff': the recipients wait at the gate for a slot ('backoff' answered
       // those that cannot wait so long). 'next' with no address left, or 'fail': the host is down.
