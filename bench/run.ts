@@ -97,6 +97,24 @@ function oldHistory(): string[] {
     .filter((l) => l.startsWith('| 2')); // data rows start with the date
 }
 
+const BY_HAND_START = '<!-- by-hand:start -->';
+const BY_HAND_END = '<!-- by-hand:end -->';
+
+/**
+ * The section of by-hand measurements (benchmarks that need root or a real mail server, outside
+ * this runner: bench/engine/real-postfix-job.ts), written by whoever ran them; kept as it is by
+ * every full run, between its markers.
+ */
+function byHand(): string[] {
+  const empty = [BY_HAND_START, '(none recorded)', BY_HAND_END];
+  if (!existsSync(RESULTS)) return empty;
+  const text = readFileSync(RESULTS, 'utf8');
+  const a = text.indexOf(BY_HAND_START);
+  const b = text.indexOf(BY_HAND_END);
+  if (a < 0 || b < a) return empty;
+  return text.slice(a, b + BY_HAND_END.length).split('\n');
+}
+
 const loadavg = () => os.loadavg().map((l) => l.toFixed(2)).join(' / ');
 
 function writeResults(results: BenchResult[], startedAt: Date, totalS: number, load: { start: string; end: string }): void {
@@ -127,6 +145,12 @@ function writeResults(results: BenchResult[], startedAt: Date, totalS: number, l
     '## Details',
     '',
     ...results.flatMap((b) => [`### ${b.name}`, '', ...b.details, ...(b.warnings.length ? ['', ...b.warnings.map((w) => `- WARNING: ${w}`)] : []), '']),
+    '## By hand',
+    '',
+    'Measured outside `npm run bench` (root, a real mail server), each with its date and revision; a full run keeps this section as it is.',
+    '',
+    ...byHand(),
+    '',
     '## History',
     '',
     HISTORY_START,
