@@ -96,6 +96,14 @@
 //   (Jnone/J 1.14, 1.10); its CPU 5.95 / 6.05 s with TLS vs 5.58 / 5.60 s without (~285 TLS
 //   sessions: ~1.4 ms of CPU each). J/R 0.60, 0.63; sessions 285-289 with TLS, 276-281 without;
 //   anvil 0 / 1; flow waits in Jnone 180 of 280, 174 of 274 transactions.
+// On main at f42d503 (every change of the day merged: per-address gates, the slot freed on the
+// 221, the open policy, the slow-reply check confirmed by a second late reply, MX-host in-flight
+// budgets in the job worker, and the fix of a microtask loop between the pump and the gate),
+// 08:57-09:03 UTC, load 1.9-3.2, REALJ_PHASES=R,J,R800,S,R2, three runs:
+//   R 909 / 1,018 / 988   J 792 / 898 / 885   J/R 0.87 / 0.88 / 0.90 (J/R2 0.80 / 0.90 / 0.90)
+//   S/R800 1.23 / 1.14 / 1.16; J sessions 250 / 251 / 250 (R 272 / 268 / 275), 1 transaction each;
+//   0 anvil refusals, 0 error-limit disconnects, 0 RSET, 0 wrong verdicts in every phase.
+// Earlier the same day, on the code the runs below name:
 // With the other helpers' branches (merged on scratch branches, not on this one), 08:08-08:21 UTC,
 // load 4-8 (quieter than runs 1-10), REALJ_PHASES=R,J,R800,S,R2, three rounds, each round
 // engine / tail / base one after the other (base = this branch at a360f5d, service code 1ee3ad0):
