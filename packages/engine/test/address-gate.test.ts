@@ -10,19 +10,9 @@ import { ManualClock } from '../src/clock.ts';
 import { Engine } from '../src/engine.ts';
 import { MemoryMxThrottle } from '../src/throttle.ts';
 import { ENGINE_DEFAULTS, type EngineConfig } from '../src/types.ts';
-import { FakeDns, FakeSmtp, MemoryCache, PROBE_PREFIX, probeLocals, reply, type AddressCap, type FakeServer } from './fakes.ts';
+import { FakeDns, FakeSmtp, MemoryCache, PROBE_PREFIX, probeLocals, reply, testConfig, type AddressCap, type FakeServer } from './fakes.ts';
 
-const CONFIG: EngineConfig = {
-  ...ENGINE_DEFAULTS,
-  smtpPort: 25,
-  heloName: 'verifier.test',
-  mailFrom: 'probe@verifier.test',
-  smtpTimeoutMs: 1000,
-  smtpRetryDelayMs: 20,
-  maxConnectionsPerMx: 5,
-  idleMs: 2_000,
-  throttleCooldownMs: 60_000,
-};
+const CONFIG: EngineConfig = testConfig({ maxConnectionsPerMx: 5, idleMs: 2_000 });
 
 /** Eight tenant names of one provider, all on one address. */
 const SHARED_IP = '192.0.2.50';

@@ -7,20 +7,10 @@ import t, { type Test } from 'tap';
 import type { MxHost, ProbeOutcome } from '@svc/verifier';
 import { ManualClock } from '../src/clock.ts';
 import { Engine } from '../src/engine.ts';
-import { ENGINE_DEFAULTS, type EngineConfig } from '../src/types.ts';
-import { FakeDns, FakeSmtp, MemoryCache, PROBE_PREFIX, probeLocals, reply, type FakeServer } from './fakes.ts';
+import type { EngineConfig } from '../src/types.ts';
+import { FakeDns, FakeSmtp, MemoryCache, PROBE_PREFIX, probeLocals, reply, testConfig, type FakeServer } from './fakes.ts';
 
-const CONFIG: EngineConfig = {
-  ...ENGINE_DEFAULTS,
-  smtpPort: 25,
-  heloName: 'verifier.test',
-  mailFrom: 'probe@verifier.test',
-  smtpTimeoutMs: 1000,
-  smtpRetryDelayMs: 20,
-  maxConnectionsPerMx: 2,
-  idleMs: 0,
-  throttleCooldownMs: 60_000,
-};
+const CONFIG: EngineConfig = testConfig({ maxConnectionsPerMx: 2, idleMs: 0 });
 
 const ADDRESSES: Record<string, string[]> = {
   'mx1.alpha.test': ['192.0.2.1'],

@@ -7,6 +7,21 @@ import { parseReply, type CachePort, type DnsPort, type MxAnswer, type SendResul
 /** A reply from its wire lines (without CRLF), parsed the real way. */
 export const reply = (...lines: string[]): SmtpReply => parseReply(lines);
 import type { ManualClock } from '../src/clock.ts';
+import { ENGINE_DEFAULTS, type EngineConfig } from '../src/types.ts';
+
+/** The engine tests' configuration: the production defaults with a test's names and short timers, and its own changes. */
+export function testConfig(changes: Partial<EngineConfig> = {}): EngineConfig {
+  return {
+    ...ENGINE_DEFAULTS,
+    smtpPort: 25,
+    heloName: 'verifier.test',
+    mailFrom: 'probe@verifier.test',
+    smtpTimeoutMs: 1000,
+    smtpRetryDelayMs: 20,
+    throttleCooldownMs: 60_000,
+    ...changes,
+  };
+}
 
 export class MemoryCache implements CachePort {
   readonly map = new Map<string, unknown>();
