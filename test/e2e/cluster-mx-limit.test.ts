@@ -31,6 +31,7 @@ import t from 'tap';
 import { loadConfig, startService, type RunningService } from '@svc/runtime';
 import { startDns, type Zone } from '../sim/dns.ts';
 import { Timers, startMx, type RunningMx, type SmtpContext } from '../sim/smtp.ts';
+import { startOnOnePort } from '../helpers/mx-servers.ts';
 import { BOOTSTRAP_KEY } from '../helpers/stack.ts';
 import { BROKERS, REDIS_URL, callApi, clusterServersUnreachable, dropKafkaPrefix, dropRedisPrefix } from '../helpers/cluster.ts';
 import { freshSchema } from '../helpers/postgres.ts';
@@ -166,21 +167,11 @@ async function startWorld(tag: string): Promise<World> {
   let servers: RunningMx[] = [];
   let smtpPort = 0;
   try {
-    for (let attempt = 0; ; attempt++) {
-      const port = 20_000 + Math.floor(Math.random() * 40_000);
-      const results = await withSessionCounter(onSocket, () =>
-        Promise.allSettled(hosts.map((host, h) => startMx({ ip: mxIp(h), host, kind: 'postfix-limits', extraMailboxes: knownLocals, limits: { connectionsPerClient: LIMIT } }, port, ctx))),
-      );
-      servers = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
-      const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-      if (!failed) {
-        smtpPort = port;
-        break;
-      }
-      await Promise.all(servers.map((s) => s.close()));
-      servers = [];
-      if ((failed.reason as { code?: string }).code !== 'EADDRINUSE' || attempt >= 50) throw failed.reason;
-    }
+      ({ servers, port: smtpPort } = await startOnOnePort((port) =>
+        withSessionCounter(onSocket, () =>
+          Promise.allSettled(hosts.map((host, h) => startMx({ ip: mxIp(h), host, kind: 'postfix-limits', extraMailboxes: knownLocals, limits: { connectionsPerClient: LIMIT } }, port, ctx))),
+        ),
+      ));
   } catch (err) {
     ctx.timers.clear();
     await dns.close();

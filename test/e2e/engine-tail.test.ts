@@ -22,6 +22,7 @@ import { Verifier, verifierConfig } from '@svc/verifier';
 import { nodeDns, netSmtpConnector } from '@svc/verifier/adapters';
 import { startDns, type Zone } from '../sim/dns.ts';
 import { PostfixInstance, Timers, startMx, type RunningMx, type SimSessionRecord, type SmtpContext } from '../sim/smtp.ts';
+import { startOnOnePort } from '../helpers/mx-servers.ts';
 import { seededRandom } from '../helpers/random.ts';
 import { until } from '../helpers/until.ts';
 
@@ -93,21 +94,11 @@ async function startWorld(anvilLagMs: number, seed: number): Promise<World> {
   let servers: RunningMx[] = [];
   let smtpPort = 0;
   try {
-    for (let attempt = 0; ; attempt++) {
-      const port = 20_000 + Math.floor(Math.random() * 40_000);
-      const results = await Promise.allSettled(
-        hosts.map((host, h) => startMx({ ip: mxIp(h), host, kind: 'postfix-limits', extraMailboxes: known, limits: { connectionsPerClient: CONNECTIONS, inFlowDelay: true, anvilLagMs }, instance }, port, ctx)),
-      );
-      servers = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
-      const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-      if (!failed) {
-        smtpPort = port;
-        break;
-      }
-      await Promise.all(servers.map((s) => s.close()));
-      servers = [];
-      if ((failed.reason as { code?: string }).code !== 'EADDRINUSE' || attempt >= 50) throw failed.reason;
-    }
+      ({ servers, port: smtpPort } = await startOnOnePort((port) =>
+        Promise.allSettled(
+          hosts.map((host, h) => startMx({ ip: mxIp(h), host, kind: 'postfix-limits', extraMailboxes: known, limits: { connectionsPerClient: CONNECTIONS, inFlowDelay: true, anvilLagMs }, instance }, port, ctx)),
+        ),
+      ));
   } catch (err) {
     ctx.timers.clear();
     await dns.close();
