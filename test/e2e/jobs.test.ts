@@ -6,6 +6,7 @@
 // endpoint's; then the list, cancel, downloads and the bad-input table.
 
 import t from 'tap';
+import { connect } from 'node:net';
 import { parse } from 'csv-parse/sync';
 import { countersFrom, resultCells, shownCell } from '../helpers/jobs.ts';
 import { makeKey, startStack, type Stack } from '../helpers/stack.ts';
@@ -16,10 +17,10 @@ t.teardown(() => stack.close());
 
 type Json = Record<string, any>;
 
-async function poll(key: string, id: string, until: (job: Json) => boolean = (j) => ['completed', 'failed', 'canceled'].includes(j.status), ms = 90_000): Promise<Json> {
+async function poll(key: string, id: string, until: (job: Json) => boolean = (j) => ['completed', 'failed', 'canceled'].includes(j.status), ms = 90_000, on: Stack = stack): Promise<Json> {
   const end = Date.now() + ms;
   for (;;) {
-    const r = await stack.call('GET', `/v1/csv/jobs/${id}`, { key });
+    const r = await on.call('GET', `/v1/csv/jobs/${id}`, { key });
     if (r.status !== 200) throw new Error(`GET job: ${r.status} ${r.text}`);
     if (until(r.body)) return r.body;
     if (Date.now() > end) throw new Error(`job ${id} still ${r.body.status} (${r.body.progress.processed}/${r.body.progress.total})`);
@@ -232,6 +233,60 @@ t.test('cancel: 200 with the canceled job, charged for what was done, refunded t
   const rows = parse((await download(link.body.url.replace(stack.svc.services.config.publicUrl, stack.url))).text) as string[][];
   t.equal(rows.length, 42, 'every input row');
   t.equal(rows[1]![1], 'valid', 'the row validated before the cancel');
+});
+
+/** One RCPT of `mailFrom` to `rcpt` on the sim's MX at `ip`, as a plain SMTP client would send it; the RCPT reply's first line. */
+async function rcptOnce(ip: string, port: number, mailFrom: string, rcpt: string): Promise<string> {
+  const socket = connect({ host: ip, port });
+  socket.setEncoding('utf8');
+  let buffered = '';
+  const waiting: Array<(line: string) => void> = [];
+  socket.on('data', (chunk: string) => {
+    buffered += chunk;
+    for (let nl = buffered.indexOf('\r\n'); nl >= 0; nl = buffered.indexOf('\r\n')) {
+      const line = buffered.slice(0, nl);
+      buffered = buffered.slice(nl + 2);
+      if (line[3] !== '-') waiting.shift()?.(line);
+    }
+  });
+  const reply = (): Promise<string> => new Promise((res) => waiting.push(res));
+  const send = (cmd: string): Promise<string> => {
+    const r = reply();
+    socket.write(`${cmd}\r\n`);
+    return r;
+  };
+  await reply();
+  await send('EHLO client.sim.test');
+  await send(`MAIL FROM:<${mailFrom}>`);
+  const answer = await send(`RCPT TO:<${rcpt}>`);
+  await send('QUIT');
+  socket.destroy();
+  return answer;
+}
+
+t.test('an address accepted while its catch-all probe is greylisted waits for the probe: valid after the re-probe, not catchall_unverified', async (t) => {
+  // The address's (sender, recipient) pair is past greylisting before the job starts; the domain's
+  // catch-all probe address is new to the server, so the first probe's answer is 450. Only the
+  // re-probe (SVC_JOB_GREYLIST_DELAY_MS later, past the sim's 300 ms window) settles it.
+  const stack = await startStack({ env: { SVC_JOB_GREYLIST_DELAY_MS: '800', SVC_JOB_GREYLIST_ATTEMPTS: '3' } });
+  t.teardown(() => stack.close());
+  const greylistIp = SIM_DOMAINS.find((d) => d.domain === 'greylist.test')!.mx[0]!.ip!;
+  const mailFrom = stack.env.SVC_MAIL_FROM!;
+  t.match(await rcptOnce(greylistIp, stack.sim.smtpPort, mailFrom, 'jane.doe@greylist.test'), /^450 4\.7\.1 /, 'the pair is greylisted once');
+  await new Promise((res) => setTimeout(res, 400));
+  const { key, accountId } = await makeKey(stack, { credits: 10 });
+  const created = await stack.call('POST', '/v1/validate/batch', { key, body: { emails: ['jane.doe@greylist.test'] } });
+  t.equal(created.status, 202, created.text);
+  const job = await poll(key, created.body.id, undefined, 30_000, stack);
+  t.equal(job.status, 'completed');
+  const rows = await stack.db.query<{ attempts: number; state: string }>('SELECT attempts, state FROM job_results WHERE job_id = $1', [created.body.id]);
+  t.strictSame(rows.map((r) => [r.attempts, r.state]), [[2, 'done']], 'probed twice: the first answer waited for the catch-all probe');
+  const link = await stack.call('GET', `/v1/csv/jobs/${created.body.id}/download?mode=url`, { key });
+  const cells = parse((await download(link.body.url.replace(stack.svc.services.config.publicUrl, stack.url))).text) as string[][];
+  const head = cells[0]!;
+  const row = cells[1]!;
+  t.strictSame([row[head.indexOf('result')], row[head.indexOf('reason_code')], row[head.indexOf('is_catchall')], row[head.indexOf('credits_charged')]], ['valid', 'accepted', 'false', '1']);
+  t.strictSame(await stack.store.ledger.totals(accountId), { balance: 9, reserved: 0 }, 'one High-Value Validation charged');
 });
 
 t.test('bad input and refused operations: exact statuses and codes', async (t) => {

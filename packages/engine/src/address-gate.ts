@@ -173,6 +173,20 @@ export class AddressGate {
       this.#opening++;
       w.resolve(true);
     }
+    if (this.#waiters.length > 0 && now < this.#blockedUntil && this.#timer === undefined) this.#wakeAt(this.#blockedUntil, now);
+  }
+
+  /**
+   * A timer that grants again at `until`. Node fires a timer by the event loop's cached time, which
+   * lags Date.now() by the turn's work: it can fire a few milliseconds before `until` by the clock
+   * the gate reads, and #grant then arms it again for the rest (once missed, a waiter waited for ever).
+   */
+  #wakeAt(until: number, now: number): void {
+    this.deps.clock.clearTimeout(this.#timer);
+    this.#timer = this.deps.clock.setTimeout(() => {
+      this.#timer = undefined;
+      this.#grant();
+    }, Math.max(1, until - now));
   }
 
   /** Names wait and the address is full: warm sessions of other names with nothing to do give their slots up. */
@@ -271,11 +285,7 @@ export class AddressGate {
           this.#refusal = failure;
           this.#blockedUntil = Math.max(this.#blockedUntil, now + decision.delayMs);
           this.#trial = true;
-          clock.clearTimeout(this.#timer);
-          this.#timer = clock.setTimeout(() => {
-            this.#timer = undefined;
-            this.#grant();
-          }, this.#blockedUntil - now);
+          this.#wakeAt(this.#blockedUntil, now);
         }
         // A connection the server took (it answered) counts there until it has hung up: the
         // connector has closed the socket by now, so only the cool-down is left.

@@ -76,6 +76,8 @@ class DomainActor implements RcptSink {
   /** One probe local part per actor: a retried probe is the same (sender, recipient) pair greylisting remembers. */
   #probeLocal: string | undefined;
   #probe: Item | undefined;
+  /** The last probe ended without evidence because it was deferred (4xx) or its session failed: later may settle it. */
+  #probeDeferred = false;
   /** Accepted recipients waiting for the catch-all probe's answer. */
   #parked: Array<{ pending: Pending; outcome: Extract<ProbeOutcome, { kind: 'answer' }> }> = [];
   /** Recipients given to this actor and not yet resolved. */
@@ -116,6 +118,7 @@ class DomainActor implements RcptSink {
     const item = this.engine.newItem(this.domain, local, false, true, 0);
     if (urgent) item.urgentProbe = true;
     this.#probe = item;
+    this.#probeDeferred = false;
     this.#probeHosts = hosts;
     this.#route(item, hosts);
   }
@@ -164,7 +167,7 @@ class DomainActor implements RcptSink {
         this.catchall = { catchall: cls === 'accepted', mxIndex: item.mxIndex };
         this.#loadedAt = this.engine.clock.now();
         void this.engine.deps.cache.set(`ca:${this.domain}`, this.catchall, this.engine.deps.config.catchallTtlMs);
-      }
+      } else this.#probeDeferred = cls === 'tempfail';
       this.#releaseParked();
       return;
     }
@@ -218,6 +221,7 @@ class DomainActor implements RcptSink {
     if (item.probe) {
       item.done = true;
       this.#probe = undefined;
+      this.#probeDeferred = true;
       this.#releaseParked();
       return;
     }
@@ -238,6 +242,7 @@ class DomainActor implements RcptSink {
     this.open.delete(pending.item.id);
     this.engine.clock.clearTimeout(pending.timer);
     if (outcome.kind === 'answer' && this.catchall) outcome.catchall = this.catchall;
+    else if (outcome.kind === 'answer' && outcome.cls === 'accepted' && this.#probeDeferred) outcome.catchallDeferred = true;
     pending.resolve(outcome);
     if (this.idle) this.engine.settled(this);
   }

@@ -248,6 +248,25 @@ t.test('close() never waits for an address slot: a name waiting behind another n
   t.equal(smtp.opens.filter((o) => o.servername === b).length, 0, 'b never connected');
 });
 
+t.test('a back-off timer that fires early by the clock the gate reads (Node fires by the loop\'s cached time) is armed again: the waiting recipient is still tried and answered', async (t) => {
+  /** Every timer longer than 10 ms fires 3 ms early, as Node's can by Date.now() under load. */
+  class EarlyClock extends ManualClock {
+    override setTimeout(fn: () => void, ms: number) {
+      return super.setTimeout(fn, ms > 10 ? ms - 3 : ms);
+    }
+  }
+  const host = 'mx.busy.example';
+  const clock = new EarlyClock();
+  const smtp = new FakeSmtp({ [host]: {} }, clock, { [SHARED_IP]: { maxSessions: 0, banner: '421 4.3.2 Service not available, closing transmission channel' } });
+  const engine = new Engine({ dns: new FakeDns({ [host]: [SHARED_IP] }), smtp, cache: new MemoryCache(), clock, config: CONFIG, randomLocal: probeLocals(), closeCheckMs: 600_000 });
+  const t0 = clock.now();
+  const o = await clock.run(engine.check({ domain: 'busy.test', hosts: [{ exchange: host, priority: 0 }], local: 'erin', utf8: false, retries: 0 }));
+  t.strictSame([cls(o), clock.now() - t0], ['failure:greeting:reply:421', 7_750], 'tried at the back-off\'s end each time, not before, and answered');
+  t.equal(smtp.refusedByIp.get(SHARED_IP), 6, 'at 0, 250, 750, 1,750, 3,750 and 7,750 ms');
+  await clock.run(engine.close(), 60_000);
+  t.ok(engine.idle);
+});
+
 t.test('an address that refused every open for refusedWaitMs: later arrivals get its 421 at once (one waits for the next try), until a session opens again', async (t) => {
   const host = 'mx.busy.example';
   const { clock, smtp, check, timed, closed } = setup({ servers: { [host]: {} }, addresses: { [host]: [SHARED_IP] }, caps: { [SHARED_IP]: { maxSessions: 0, banner: '421 4.3.2 Service not available, closing transmission channel' } } });

@@ -336,6 +336,20 @@ t.test('a probe refused as a bad address (553 5.1.3) or a disabled mailbox is ca
   }
 });
 
+t.test('an acceptance whose catch-all probe was deferred or refused on policy: no evidence, and only the deferral says a later probe may settle it', async (t) => {
+  for (const [refusal, deferred] of [
+    ['450 4.2.0 <x>: Recipient address rejected: Greylisted', true],
+    ['550 5.7.1 <x>: Recipient address rejected: Access denied', false],
+  ] as const) {
+    const { one, closed } = setup({ 'mx.shared.test': { handle: (c) => (c.verb === 'RCPT' && c.local?.startsWith(PROBE_PREFIX) ? reply(refusal) : undefined) } });
+    const o = answer(await one('grey.test', 'jane', { retries: 0 }));
+    t.equal(o.cls, 'accepted', refusal);
+    t.equal(o.catchall, undefined, 'no catch-all evidence');
+    t.equal(o.catchallDeferred, deferred ? true : undefined, deferred ? 'deferred: ask later' : 'refused on policy: asking later changes nothing');
+    await closed(t);
+  }
+});
+
 t.test('sessions retiring under a connection cap: reconnects refused while the old sockets close never fail the host', async (t) => {
   // The server counts a session until its QUIT lands (latency), allows 1, and every session
   // retires after 2 rejections: new connections race the closing ones.

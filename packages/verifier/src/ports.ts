@@ -78,7 +78,16 @@ export interface CatchallEvidence {
 
 /** What the SMTP layer found for one recipient. Plain data. */
 export type ProbeOutcome =
-  | { kind: 'answer'; cls: RcptClass; reply: SmtpReply; mxIndex: number; attempts: number; catchall?: CatchallEvidence }
+  | {
+      kind: 'answer';
+      cls: RcptClass;
+      reply: SmtpReply;
+      mxIndex: number;
+      attempts: number;
+      catchall?: CatchallEvidence;
+      /** No catch-all evidence because the probe was deferred (4xx, greylisting) or its session failed: asking later can settle it. */
+      catchallDeferred?: true;
+    }
   | { kind: 'smtputf8_unsupported'; mxIndex: number }
   | { kind: 'failure'; failure: SessionFailure };
 

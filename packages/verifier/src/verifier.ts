@@ -58,6 +58,8 @@ export interface VerdictTrace {
   mx_host: string | null;
   /** From plan() to this verdict's answer, in milliseconds. */
   latency_ms: number;
+  /** A catchall_unverified whose catch-all probe was deferred (4xx) or cut off: a later probe may settle it. */
+  catchall_deferred?: true;
 }
 
 /** Per verdict object of a run: a WeakMap, so nothing is added to the objects and nothing outlives them. */
@@ -72,6 +74,7 @@ export const verdictTrace = (v: object): VerdictTrace | undefined => traces.get(
 interface Fresh {
   stored: Stored;
   mxHost: string | null;
+  catchallDeferred?: true;
 }
 
 export interface RunOptions {
@@ -177,9 +180,10 @@ export class Verifier {
 
   async #run(plan: Plan, opts: RunOptions, known: KnownMx | undefined): Promise<Verdict[]> {
     const started = planStarts.get(plan) ?? performance.now();
-    const traced = (item: PlanItem, v: Verdict, mxHost: string | null): Verdict => {
+    const traced = (item: PlanItem, v: Verdict, mxHost: string | null, catchallDeferred?: true): Verdict => {
       const p = item.parsed;
-      traces.set(v, p.ok ? { key: item.key!, domain: p.asciiDomain, mx_host: mxHost, latency_ms: performance.now() - started } : { mx_host: null, latency_ms: performance.now() - started });
+      const latency_ms = performance.now() - started;
+      traces.set(v, p.ok ? { key: item.key!, domain: p.asciiDomain, mx_host: mxHost, latency_ms, ...(catchallDeferred ? { catchall_deferred: true } : {}) } : { mx_host: null, latency_ms });
       return v;
     };
     if (plan.settled) return plan.items.map((item) => traced(item, item.verdict!, null));
@@ -187,7 +191,7 @@ export class Verifier {
       plan.items.map(async (item) => {
         if (item.verdict) return traced(item, item.verdict, null);
         const fresh = await this.#verifyKey(item.key!, item.parsed, opts, known);
-        return traced(item, withEmail(item.email, fresh.stored), fresh.mxHost);
+        return traced(item, withEmail(item.email, fresh.stored), fresh.mxHost, fresh.catchallDeferred);
       }),
     );
   }
@@ -248,6 +252,7 @@ export class Verifier {
     const mx = given && (given.kind === 'mx' || given.kind === 'implicit') ? given : await this.#mx(ok.asciiDomain);
     let verdict: Verdict;
     let mxHost: string | null = null;
+    let catchallDeferred: true | undefined;
     if (mx.kind === 'mx' || mx.kind === 'implicit') {
       const outcome = await this.deps.probe.check({
         domain: ok.asciiDomain,
@@ -260,12 +265,13 @@ export class Verifier {
       verdict = buildVerdict(key, parsed, { layer: 'smtp', outcome, implicitMx: mx.kind === 'implicit' });
       // The engine says which MX (by index in the list it was given) answered.
       if (outcome.kind !== 'failure') mxHost = mx.hosts[outcome.mxIndex]?.exchange.toLowerCase() ?? null;
+      if (outcome.kind === 'answer' && outcome.catchallDeferred && verdict.reason_code === 'catchall_unverified') catchallDeferred = true;
     } else {
       verdict = buildVerdict(key, parsed, { layer: 'dns', answer: mx });
     }
     const { email: _drop, ...stored } = verdict;
     if (stored.result !== 'unknown') await this.deps.cache.set(`v:${key}`, stored, this.deps.config.resultCacheTtlMs);
-    return { stored, mxHost };
+    return { stored, mxHost, ...(catchallDeferred ? { catchallDeferred } : {}) };
   }
 
   #deadline(opts: RunOptions): { deadlineMs?: number } {

@@ -33,7 +33,10 @@ import type { Bus, BusMessage } from '@svc/bus';
  * flapping resolver says nothing about the domain) after DNS_RETRY_DELAY_MS; a mail server that
  * could not be reached or dropped the line (a restart, a full connection table, a network blip:
  * nothing about the mailbox) after CONNECTION_RETRY_DELAY_MS. The last two, or the greylist delay
- * when that is shorter. All count against SVC_JOB_GREYLIST_ATTEMPTS probes in all.
+ * when that is shorter. An address accepted while the domain's catch-all probe was deferred or cut
+ * off (catchall_unverified with the trace's catchall_deferred) waits the greylist delay too: the
+ * probe's (sender, recipient) pair is then past a greylisting window, and only the probe's answer
+ * says what the acceptance is worth. All count against SVC_JOB_GREYLIST_ATTEMPTS probes in all.
  */
 const RETRY_LATER: Partial<Record<string, 'greylist' | 'dns' | 'connection'>> = {
   smtp_tempfail: 'greylist',
@@ -336,9 +339,9 @@ export class JobWorker {
     return message.items.map(([idx, email, before], i) => {
       const v = verdicts[i]!;
       const attempts = before + 1;
-      const delay = RETRY_LATER[v.reason_code];
-      const again = delay !== undefined && attempts < greylistAttempts;
       const trace = verdictTrace(v);
+      const delay = RETRY_LATER[v.reason_code] ?? (trace?.catchall_deferred ? 'greylist' : undefined);
+      const again = delay !== undefined && attempts < greylistAttempts;
       return {
         idx,
         email,
