@@ -166,6 +166,14 @@ const PROVIDERS: Array<[string[], RcptClass, string | undefined]> = [
   [['550 #5.1.0 Address rejected'], 'rejected', 'cisco-address-rejected'],
   [['550 #5.7.1 Your access to submit messages to this e-mail system has been rejected.'], 'policy', undefined],
   [['452 #4.3.0 Temporary failure, please try again later'], 'tempfail', undefined],
+  // qmail (chkuser, validrcptto): the enhanced code last, in brackets
+  [['511 sorry, no mailbox here by that name (#5.1.1 - chkuser)'], 'rejected', undefined],
+  [['550 sorry, no mailbox here by that name. (#5.1.1)'], 'rejected', undefined],
+  [["553 sorry, that domain isn't in my list of allowed rcpthosts (#5.7.1)"], 'policy', undefined],
+  [['451 qq temporary problem (#4.3.0)'], 'tempfail', undefined],
+  // "Recipient not found" without an enhanced code
+  [['550 Recipient not found'], 'rejected', undefined],
+  [['550 Sender not found'], 'unclassified', undefined],
   // Yahoo / AOL
   [['552 1 Requested mail action aborted, mailbox not found'], 'rejected', 'yahoo-mailbox-not-found'],
   [["554 delivery error: dd This user doesn't have a yahoo.com account (nobody@yahoo.com) [-5] - mta1234.mail.bf1.yahoo.com"], 'rejected', 'yahoo-no-account'],

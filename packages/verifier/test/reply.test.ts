@@ -68,6 +68,19 @@ t.test('enhanced codes only when the class digit agrees with the reply code', as
   t.equal(parseReply(['550 5.1234.1 x']).enhanced, undefined);
 });
 
+t.test("qmail's enhanced code last, in brackets, when none starts the text", async (t) => {
+  t.strictSame(parseReply(['511 sorry, no mailbox here by that name (#5.1.1 - chkuser)']), { code: 511, enhanced: '5.1.1', text: 'sorry, no mailbox here by that name (#5.1.1 - chkuser)', lines: ['511 sorry, no mailbox here by that name (#5.1.1 - chkuser)'] });
+  t.equal(parseReply(["553 sorry, that domain isn't in my list of allowed rcpthosts (#5.7.1)"]).enhanced, '5.7.1');
+  t.equal(parseReply(['451 qq temporary problem (#4.3.0)']).enhanced, '4.3.0');
+  t.equal(parseReply(['550-first line', '550 sorry, no such user (#5.1.1)']).enhanced, '5.1.1', 'on the last line');
+  // One at the start wins; the class digit must agree; only at the very end, in brackets with a '#'.
+  t.equal(parseReply(['550 5.7.1 blocked (#5.1.1)']).enhanced, '5.7.1');
+  t.equal(parseReply(['550 sorry (#4.1.1)']).enhanced, undefined);
+  t.equal(parseReply(['550 sorry (#5.1.1) and more']).enhanced, undefined);
+  t.equal(parseReply(['550 sorry (5.1.1)']).enhanced, undefined);
+  t.equal(parseReply(['550 see #5.1.1']).enhanced, undefined);
+});
+
 t.test("Cisco's enhanced code with a leading '#'", async (t) => {
   t.strictSame(parseReply(['550 #5.1.0 Address rejected.']), { code: 550, enhanced: '5.1.0', text: 'Address rejected.', lines: ['550 #5.1.0 Address rejected.'] });
   t.strictSame(parseReply(['452 #4.3.0 Temporary failure']), { code: 452, enhanced: '4.3.0', text: 'Temporary failure', lines: ['452 #4.3.0 Temporary failure'] });
@@ -79,8 +92,6 @@ t.test("Cisco's enhanced code with a leading '#'", async (t) => {
   t.equal(parseReply(['550 #4.1.0 x']).enhanced, undefined);
   t.equal(parseReply(['550 #4.1.0 x']).text, '#4.1.0 x');
   t.equal(parseReply(['550 #5.1.0x rejected']).enhanced, undefined);
-  // qmail's code at the end of the text is not an enhanced code.
-  t.equal(parseReply(['550 sorry, no mailbox here by that name. (#5.1.1)']).enhanced, undefined);
 });
 
 t.test('multi-line replies', async (t) => {

@@ -221,7 +221,7 @@ const isPolicyText = (text: string, lower = text.toLowerCase()): boolean => POLI
 
 // "User unknown" wording of servers that send no enhanced code.
 const UNKNOWN_USER_TEXT =
-  /(user unknown|unknown user|no such (user|mailbox|recipient|account|address)|(mailbox|account|user|address|recipient)( \S+)? (does not|doesn't) exist|does not exist|invalid (recipient|mailbox)|unknown (recipient|mailbox|address)|(recipient|address) unknown|unrouteable address|recipient (address )?rejected: user|not a valid mailbox|mailbox not found|user not found|no mailbox here)/i;
+  /(user unknown|unknown user|no such (user|mailbox|recipient|account|address)|(mailbox|account|user|address|recipient)( \S+)? (does not|doesn't) exist|does not exist|invalid (recipient|mailbox)|unknown (recipient|mailbox|address)|(recipient|address) unknown|unrouteable address|recipient (address )?rejected: user|not a valid mailbox|(mailbox|recipient|address) not found|user not found|no mailbox here)/i;
 
 // The same in other languages. Each names the mailbox, user, recipient or address, so "the
 // sender's domain does not exist" never reads as a missing mailbox (and SENDER_WORDS vetoes the

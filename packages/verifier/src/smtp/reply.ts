@@ -2,12 +2,16 @@
 // lines "NNN-text" ending with a line "NNN text" (or bare "NNN"); RFC 3463 enhanced status codes
 // ("5.1.1") may start the text when the server advertises ENHANCEDSTATUSCODES (RFC 2034).
 // Cisco Secure Email (IronPort) writes the code with a leading '#': "550 #5.1.0 Address rejected.".
+// qmail and its recipient checks (chkuser, validrcptto) put it last, in brackets: "511 sorry, no
+// mailbox here by that name (#5.1.1 - chkuser)", "553 sorry, that domain isn't in my list of
+// allowed rcpthosts (#5.7.1)": read when the text starts with none (the text is kept as it is).
 
 import { Buffer, isUtf8 } from 'node:buffer';
 import type { SmtpReply } from '../types.ts';
 
 const LINE = /^(\d{3})([ -]?)(.*)$/;
 const ENHANCED = /^#?([245])\.(\d{1,3})\.(\d{1,3})(?:\s+|$)/;
+const QMAIL_ENHANCED = /\(#([245])\.(\d{1,3})\.(\d{1,3})(?:\s[^()]*)?\)\s*$/;
 
 /** Byte cap on a single reply: a hostile or broken server cannot make us buffer without end. */
 export const MAX_REPLY_BYTES = 16 * 1024;
@@ -43,6 +47,10 @@ export function parseReply(lines: readonly string[]): SmtpReply {
     }
     texts.push(text);
   });
+  if (!enhanced) {
+    const q = QMAIL_ENHANCED.exec(texts[texts.length - 1]!);
+    if (q && q[1] === String(code)[0]) enhanced = `${q[1]}.${q[2]}.${q[3]}`;
+  }
   if (code < 200 || code > 599) throw new SmtpProtocolError('reply code out of range', String(code));
   const reply: SmtpReply = { code, text: texts.join('\n'), lines: [...lines] };
   if (enhanced) reply.enhanced = enhanced;
