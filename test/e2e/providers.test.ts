@@ -33,6 +33,7 @@ const UNKNOWN_MAILBOX: Record<string, Expect> = {
   'zoho.test': NOT_FOUND(GENERIC, '550 5.1.1 User does not exist - <no.such.user@zoho.test>'),
   'latin1.test': NOT_FOUND(GENERIC, '550 Empfänger unbekannt'),
   'cyrillic.test': NOT_FOUND(GENERIC, '550 Пользователь не найден'),
+  'qmail.test': NOT_FOUND(GENERIC, '511 5.1.1 sorry, no mailbox here by that name (#5.1.1 - chkuser)'),
 };
 
 const POLICY = (reason: string, smtp: string): Expect => ({ result: 'unknown', reason_code: 'smtp_policy_block', reason, smtp });

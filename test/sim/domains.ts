@@ -502,6 +502,7 @@ export const SIM_DOMAINS: readonly SimDomain[] = [
   providerDomain('zoho.test', 43, 'zoho', 'Zoho: unknown 550 5.1.1 User does not exist - <addr>', NO_SUCH_USER),
   providerDomain('latin1.test', 44, 'german-latin1', 'German server writing Latin-1, no enhanced codes: unknown 550 Empfänger unbekannt (ä is the byte 0xE4)', NO_SUCH_USER),
   providerDomain('cyrillic.test', 45, 'russian-utf8', 'Russian server writing UTF-8, no enhanced codes: unknown 550 Пользователь не найден', NO_SUCH_USER),
+  providerDomain('qmail.test', 46, 'qmail-chkuser', 'qmail with chkuser, the enhanced code last: unknown 511 sorry, no mailbox here by that name (#5.1.1 - chkuser)', NO_SUCH_USER),
 ];
 
 export interface SimExample {

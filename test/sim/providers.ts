@@ -27,6 +27,7 @@ export type ProviderId =
   | 'barracuda'
   | 'barracuda-blocked'
   | 'zoho'
+  | 'qmail-chkuser'
   | 'german-latin1'
   | 'russian-utf8';
 
@@ -150,6 +151,8 @@ const SCRIPTS: Record<ProviderId, Script> = {
     known: () => ['250 Recipient OK'],
     unknown: (rcpt) => [`550 5.1.1 User does not exist - <${rcpt}>`],
   }),
+  // qmail with chkuser: the enhanced code last, in brackets, and the non-standard 511.
+  'qmail-chkuser': plain({ unknown: () => ['511 sorry, no mailbox here by that name (#5.1.1 - chkuser)'] }),
   // A German server that writes its replies in Latin-1: "ä" is the single byte 0xE4 on the wire.
   'german-latin1': plain({ unknown: () => ['550 Empfänger unbekannt'], charset: 'latin1' }),
   'russian-utf8': plain({ unknown: () => ['550 Пользователь не найден'] }),
