@@ -189,6 +189,7 @@ import { parse as parseCsv } from 'csv-parse/sync';
 import { startDns, type Zone } from '../../test/sim/dns.ts';
 import { seededRandom } from '../../test/helpers/random.ts';
 import { statsSince, type FlowStats } from './real-postfix.ts';
+import { eximLogCounts, eximLogSize, EXIM_LOG, restartExim, setupExim, stopExim } from './real-exim.ts';
 import { POSTFIX_HOSTS, worldHosts } from './world.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -205,6 +206,8 @@ const N = Number(process.env.REALJ_N ?? 10_000);
 const S_N = Number(process.env.REALJ_S ?? 800);
 const PHASES = (process.env.REALJ_PHASES ?? 'R,Rplain,J,R800,S,R2').split(',');
 const SERVER_NOTLS = process.env.REALJ_SERVER_NOTLS === '1';
+/** The mail server of the world: Postfix (the default) or Exim (real-exim.ts). */
+const MTA = process.env.REALJ_MTA === 'exim' ? 'exim' : 'postfix';
 const SETTLE_MS = 500;
 const FLOW_WAIT_MS = 900;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -894,16 +897,17 @@ interface Phase {
 }
 
 async function measured(ctx: Ctx, name: string, n: number, body: () => Promise<{ ms: number; wrong: string[]; extra: Record<string, unknown>; after?: () => Promise<void> }>): Promise<Phase> {
-  await restartPostfix();
-  const from = logSize();
+  if (MTA === 'exim') await restartExim(SETTLE_MS);
+  else await restartPostfix();
+  const from = MTA === 'exim' ? eximLogSize() : logSize();
   const s0 = await ctx.proxyStats();
   const r = await body();
   await r.after?.();
   await sleep(1500); // the last sessions' disconnect lines
-  const log = logCounts(from);
+  const log = MTA === 'exim' ? eximLogCounts(from) : logCounts(from);
   const p: Phase = { name, n, ms: r.ms, rate: (n * 1000) / r.ms, wrong: r.wrong, log, proxy: { ...statsSince(s0, await ctx.proxyStats()), hostEndS: hostEnds.value, rejectionsPerSession: rejectionsPerSession.value }, extra: r.extra, load: loadavg().map((x) => x.toFixed(2)).join(' ') };
   console.log(`\n${name}: ${n} addresses in ${r.ms.toFixed(0)} ms = ${p.rate.toFixed(0)}/s; wrong ${p.wrong.length}; load ${p.load}`);
-  console.log(`  postfix log: ${JSON.stringify(p.log)}`);
+  console.log(`  ${MTA} log: ${JSON.stringify(p.log)}`);
   console.log(`  proxy: ${JSON.stringify(p.proxy)}`);
   console.log(`  ${JSON.stringify(p.extra)}`);
   if (p.wrong.length) console.log(`  wrong: ${p.wrong.slice(0, 5).join('; ')}`);
@@ -1019,6 +1023,7 @@ async function main(): Promise<void> {
     for (const s of [...running]) await s.stop().catch(() => {});
     proxy.kill();
     await dns.close().catch(() => {});
+    if (MTA === 'exim') return stopExim();
     try {
       execFileSync('postconf', ['-e', 'smtpd_tls_security_level = may']);
     } catch {
@@ -1041,9 +1046,12 @@ async function main(): Promise<void> {
         proxy.send('stats');
       });
     const ctx: Ctx = { dnsServer: `127.0.0.1:${dns.port}`, proxyPort, proxyStats };
-    const version = execFileSync('postconf', ['-h', 'mail_version']).toString().trim();
-    const limits = execFileSync('postconf', ['default_process_limit', 'in_flow_delay', 'smtpd_client_connection_count_limit', 'smtpd_tls_security_level']).toString().trim().replace(/\n/g, '; ');
-    console.log(`${new Date().toISOString()} revision ${rev} (${branch}); postfix ${version}: ${limits}; proxy port ${proxyPort}; DNS ${ctx.dnsServer}; load before ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+    const version =
+      MTA === 'exim'
+        ? `exim ${/Exim version (\S+)/.exec(execFileSync('exim4', ['-bV']).toString())?.[1] ?? '?'} (${EXIM_LOG})`
+        : `postfix ${execFileSync('postconf', ['-h', 'mail_version']).toString().trim()}: ${execFileSync('postconf', ['default_process_limit', 'in_flow_delay', 'smtpd_client_connection_count_limit', 'smtpd_tls_security_level']).toString().trim().replace(/\n/g, '; ')}`;
+    if (MTA === 'exim' && SERVER_NOTLS) throw new Error('REALJ_SERVER_NOTLS is for the Postfix world');
+    console.log(`${new Date().toISOString()} revision ${rev} (${branch}); ${version}; proxy port ${proxyPort}; DNS ${ctx.dnsServer}; load before ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
     for (const ph of PHASES) {
       if (ph === 'R' || ph === 'R2') results.push(await referencePhase(ctx, ph, all, true));
       else if (ph === 'Rplain') results.push(await referencePhase(ctx, ph, all, false));
@@ -1090,7 +1098,10 @@ function lock(): void {
 }
 
 const mode = process.argv[2] ?? 'run';
-if (mode === 'setup') setup();
+if (mode === 'setup' && MTA === 'exim') {
+  const all = addresses();
+  setupExim({ ports: Array.from({ length: POSTFIX_HOSTS }, (_, i) => listenerPort(i)), perHost: CONNS, ...(process.env.REALJ_EXIM_ACCEPT_MAX ? { acceptMax: Number(process.env.REALJ_EXIM_ACCEPT_MAX) } : {}), domains: [...new Set(all.map((a) => a.domain))].sort(), users: all.filter((a) => a.exists).map((a) => a.email) });
+} else if (mode === 'setup') setup();
 else if (mode === 'anvil-lag') {
   lock();
   try {
