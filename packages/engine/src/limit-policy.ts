@@ -15,6 +15,16 @@ import type { EngineConfig, EngineCounters } from './types.ts';
 export const BACKOFF_FIRST_MS = 250;
 /** The longest wait between two tries of a refusing address. */
 export const BACKOFF_MAX_MS = 8_000;
+/**
+ * Exim's daemon-wide cap (smtp_accept_max, 20 by default): "421 <host> Too many concurrent SMTP
+ * connections; please try again later." counts every client's sessions, not ours (its per-client
+ * cap says "... from this IP address; ..."). A slot frees as soon as anyone's session ends, so
+ * such a refusal lowers the address's limit for SERVER_WIDE_COOLDOWN_MS only, and backs off at
+ * most SERVER_WIDE_BACKOFF_MAX_MS.
+ */
+export const SERVER_WIDE_CAP_TEXT = /too many concurrent smtp connections;/i;
+export const SERVER_WIDE_COOLDOWN_MS = 1_000;
+export const SERVER_WIDE_BACKOFF_MAX_MS = 1_000;
 /** Refusals further apart than this are not in a row (a back-off at its longest tries more often). */
 export const STREAK_GAP_MS = 2 * BACKOFF_MAX_MS + 1_000;
 
@@ -58,11 +68,11 @@ export class LimitPolicy {
    * as many as the server allows: the sessions open and those still closing (the server counts a
    * session until it has hung up). A rate reply (4.7.x) says slow down: one fewer.
    */
-  throttle(kind: 'connections' | 'rate', held: number, now: number): void {
+  throttle(kind: 'connections' | 'rate', held: number, now: number, cooldownMs = this.config.throttleCooldownMs): void {
     this.counters.throttled++;
     const cap = kind === 'connections' ? held : this.limit - 1;
     this.limit = Math.max(1, Math.min(this.limit, cap));
-    this.#cooldownUntil = now + this.config.throttleCooldownMs;
+    this.#cooldownUntil = now + cooldownMs;
   }
 
   /** A session opened; `open` sessions on the address now, this one included. */
@@ -81,10 +91,11 @@ export class LimitPolicy {
     const refusedAtBanner = f.phase === 'greeting' && f.reply?.code === 421;
     const refusedConnection = f.phase === 'connect' && f.kind === 'connection';
     if (refusedAtBanner || refusedConnection) {
+      const serverWide = refusedAtBanner && SERVER_WIDE_CAP_TEXT.test(f.reply!.text);
       if (held.open + held.closing + held.opening > 0) {
         // Our own sessions fill the server's per-client cap: as many as it counts now. (Opens still
         // under way: at least one is allowed; each that succeeds raises the limit again.)
-        this.throttle('connections', Math.max(1, held.open + held.closing), now);
+        this.throttle('connections', Math.max(1, held.open + held.closing), now, serverWide ? SERVER_WIDE_COOLDOWN_MS : this.config.throttleCooldownMs);
         return { action: 'wait' };
       }
       if (refusedAtBanner) {
@@ -94,7 +105,7 @@ export class LimitPolicy {
         if (now - this.#lastRefusalAt > STREAK_GAP_MS) this.#refusals = 0;
         this.#lastRefusalAt = now;
         this.counters.throttled++;
-        const delayMs = Math.min(BACKOFF_MAX_MS, BACKOFF_FIRST_MS * 2 ** this.#refusals);
+        const delayMs = Math.min(serverWide ? SERVER_WIDE_BACKOFF_MAX_MS : BACKOFF_MAX_MS, BACKOFF_FIRST_MS * 2 ** this.#refusals);
         this.#refusals++;
         return { action: 'backoff', delayMs };
       }

@@ -4,7 +4,7 @@
 
 import t from 'tap';
 import { parseReply } from '@svc/verifier';
-import { BACKOFF_FIRST_MS, BACKOFF_MAX_MS, HostPolicy, LimitPolicy, STREAK_GAP_MS } from '../src/limit-policy.ts';
+import { BACKOFF_FIRST_MS, BACKOFF_MAX_MS, HostPolicy, LimitPolicy, SERVER_WIDE_BACKOFF_MAX_MS, SERVER_WIDE_COOLDOWN_MS, STREAK_GAP_MS } from '../src/limit-policy.ts';
 import { ENGINE_DEFAULTS, type EngineConfig, type EngineCounters } from '../src/types.ts';
 
 const CONFIG: EngineConfig = { ...ENGINE_DEFAULTS, smtpPort: 25, heloName: 'v.test', mailFrom: 'p@v.test', maxConnectionsPerMx: 5 };
@@ -49,6 +49,38 @@ t.test('a 421 at the banner with nothing of ours there: back-off doubling from 2
   t.strictSame(p.refused(busy, NONE, T0), { action: 'backoff', delayMs: 250 }, 'an open starts the back-off over');
   t.strictSame(p.refused(busy, NONE, T0 + STREAK_GAP_MS), { action: 'backoff', delayMs: 500 }, 'refusals in a row double it');
   t.strictSame(p.refused(busy, NONE, T0 + 2 * STREAK_GAP_MS + 1), { action: 'backoff', delayMs: 250 }, 'so does a refusal long after the last one');
+});
+
+t.test("Exim's daemon-wide cap (smtp_accept_max): a short cool-down and a back-off of at most 1 s; its per-client cap keeps the long ones", async (t) => {
+  const wide = banner('421 mx.example Too many concurrent SMTP connections; please try again later.');
+  const perClient = banner('421 mx.example Too many concurrent SMTP connections from this IP address; please try again later.');
+  const p = new LimitPolicy(CONFIG, counters());
+  p.opened(1);
+  p.opened(2);
+  t.strictSame(p.refused(wide, { open: 2, closing: 0, opening: 0 }, T0), { action: 'wait' });
+  t.equal(p.limit, 2);
+  t.equal(SERVER_WIDE_COOLDOWN_MS, 1_000);
+  p.grow(T0 + SERVER_WIDE_COOLDOWN_MS - 1);
+  t.equal(p.limit, 2, 'not before its cool-down');
+  p.grow(T0 + SERVER_WIDE_COOLDOWN_MS);
+  t.equal(p.limit, 3, 'a second later: one more');
+  const q = new LimitPolicy(CONFIG, counters());
+  q.opened(1);
+  q.opened(2);
+  t.strictSame(q.refused(perClient, { open: 2, closing: 0, opening: 0 }, T0), { action: 'wait' });
+  q.grow(T0 + SERVER_WIDE_COOLDOWN_MS);
+  t.equal(q.limit, 2, 'the per-client cap: the configured cool-down');
+  q.grow(T0 + CONFIG.throttleCooldownMs);
+  t.equal(q.limit, 3);
+  const r = new LimitPolicy(CONFIG, counters());
+  const delays: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    const d = r.refused(wide, NONE, T0);
+    delays.push(d.action === 'backoff' ? d.delayMs : -1);
+  }
+  t.equal(SERVER_WIDE_BACKOFF_MAX_MS, 1_000);
+  t.strictSame(delays, [250, 500, 1000, 1000, 1000], 'nothing of ours there: tried again within a second');
+  t.equal(r.limit, 5);
 });
 
 t.test('a refused connection with nothing of ours there: the next address; anything else fails the host', async (t) => {
