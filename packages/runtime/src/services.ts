@@ -304,6 +304,8 @@ const ANALYTICS_LOG_EVERY_MS = 60_000;
  */
 export function openAnalytics(config: Pick<Config, 'clickhouseUrl' | 'clickhouseDatabase'>, store: Store, log: JobsLogger): Analytics {
   const analytics: Analytics = config.clickhouseUrl ? new ClickHouseAnalytics({ url: config.clickhouseUrl, database: config.clickhouseDatabase }) : store.sqlAnalytics();
+  // Analytics in the store's own table: a job's decisions go there in its results' transaction.
+  store.jobs.decisionsInTable = !config.clickhouseUrl;
   const backend = config.clickhouseUrl ? 'clickhouse' : 'sql';
   let lastFailLog = -Infinity;
   let failedSince = 0;

@@ -229,6 +229,43 @@ function suite(t: Tap, open: (t: Tap) => Promise<Target>): void {
     await t.rejects(dying, /killed/);
   });
 
+  t.test('decisionsInTable: recordResults writes the decisions of the rows it made done to validation_decisions in its transaction, none to the outbox', async (t) => {
+    const { db } = await open(t);
+    const store = new Store(db);
+    store.jobs.decisionsInTable = true;
+    const acc = await store.accounts.create({ credits: 10 });
+    const r = await store.jobs.create(newJob(acc, { uniqueEmails: 3, totalRows: 3 }), jobCredits);
+    if (!r.ok) throw new Error('refused');
+    const id = r.job.id;
+    const decide: JobDecisions = (job, doneIdx) =>
+      doneIdx.map((idx) => ({
+        id: `${id}:${idx}`,
+        account_id: job.account_id,
+        email_hash: 'b'.repeat(64),
+        domain: 'example.test',
+        result: 'valid' as const,
+        reason_code: 'accepted' as const,
+        layer: 'smtp' as const,
+        mx_host: 'mx.example.test',
+        latency_ms: 5,
+        job_id: id,
+        source: 'job' as const,
+        credits_charged: 1,
+        decided_at: new Date('2026-11-27T01:02:03.456Z'),
+      }));
+    const decisions = async () => (await db.query<{ id: string; job_id: string; credits_charged: number }>('SELECT id, job_id, credits_charged FROM validation_decisions WHERE job_id = $1 ORDER BY id', [id])).map((d) => [d.id, Number(d.credits_charged)]);
+    const later = new Date(Date.now() + 60_000);
+    await store.jobs.recordResults(id, [row(0, 'valid'), row(1, 'unknown', { deferredUntil: later })], { decisions: decide });
+    await store.jobs.recordResults(id, [row(0, 'valid')], { decisions: decide });
+    t.strictSame(await decisions(), [[`${id}:0`, 1]], 'the row made done, once (not the deferred one, not the redelivery)');
+    await t.rejects(store.jobs.recordResults(id, [row(2, 'valid')], { decisions: () => [{ ...decide(r.job, [2])[0]!, email_hash: 'not a hash' }] }), /email_hash/);
+    t.strictSame(await decisions(), [[`${id}:0`, 1]], 'a malformed decision rolls the write back');
+    t.strictSame((await store.jobs.results(id, -1, 10)).map((x) => x.idx), [0, 1], 'its row too');
+    await store.jobs.recordResults(id, [row(1, 'invalid', { attempts: 2 }), row(2, 'valid')], { decisions: decide });
+    t.strictSame(await decisions(), [[`${id}:0`, 1], [`${id}:1`, 1], [`${id}:2`, 1]]);
+    t.equal(await store.decisionOutbox.size(), 0, 'nothing for a relay to ship');
+  });
+
   t.test('finalize: only when every unique email is done, exactly once, charged = chargeable results', async (t) => {
     const { db } = await open(t);
     const store = new Store(db);

@@ -15,6 +15,40 @@ const COLUMNS = ['id', 'account_id', 'email_hash', 'domain', 'result', 'reason_c
  */
 const ROWS_PER_STATEMENT = 250;
 
+/**
+ * Writes checked decisions to validation_decisions on `db` (a connection or a transaction), in
+ * statements of ROWS_PER_STATEMENT rows. A duplicate id (in the batch, or written before) inserts
+ * nothing. The jobs repository uses it in the transaction of a job's results when analytics is
+ * this table (JobsRepo.decisionsInTable).
+ */
+export async function insertDecisionRows(db: Queryable, batch: readonly Decision[]): Promise<void> {
+  for (let start = 0; start < batch.length; start += ROWS_PER_STATEMENT) {
+    const rows = batch.slice(start, start + ROWS_PER_STATEMENT);
+    // The columns as 13 arrays: one short statement however many rows (13 parameters, not 13 per
+    // row: binding thousands of parameters cost more than the rows' own inserts).
+    await db.query(
+      `INSERT INTO validation_decisions (${COLUMNS.join(', ')})
+       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::int[], $10::text[], $11::text[], $12::int[], $13::timestamptz[])
+       ON CONFLICT (id) DO NOTHING`,
+      [
+        rows.map((d) => d.id),
+        rows.map((d) => d.account_id),
+        rows.map((d) => d.email_hash),
+        rows.map((d) => d.domain),
+        rows.map((d) => d.result),
+        rows.map((d) => d.reason_code),
+        rows.map((d) => d.layer),
+        rows.map((d) => d.mx_host),
+        rows.map((d) => d.latency_ms),
+        rows.map((d) => d.job_id),
+        rows.map((d) => d.source),
+        rows.map((d) => d.credits_charged),
+        rows.map((d) => d.decided_at.toISOString()),
+      ],
+    );
+  }
+}
+
 /** A row of validation_decisions: a Decision as the database gives it back. */
 type DecisionRow = Decision & Record<string, unknown>;
 
@@ -32,32 +66,7 @@ export class SqlAnalytics extends BufferedAnalytics {
   }
 
   protected async write(batch: readonly Decision[]): Promise<void> {
-    for (let start = 0; start < batch.length; start += ROWS_PER_STATEMENT) {
-      const rows = batch.slice(start, start + ROWS_PER_STATEMENT);
-      // The columns as 13 arrays: one short statement however many rows (13 parameters, not 13
-      // per row: binding thousands of parameters cost more than the rows' own inserts). A
-      // duplicate id (in this statement, or written before) inserts nothing.
-      await this.#db.query(
-        `INSERT INTO validation_decisions (${COLUMNS.join(', ')})
-         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::int[], $10::text[], $11::text[], $12::int[], $13::timestamptz[])
-         ON CONFLICT (id) DO NOTHING`,
-        [
-          rows.map((d) => d.id),
-          rows.map((d) => d.account_id),
-          rows.map((d) => d.email_hash),
-          rows.map((d) => d.domain),
-          rows.map((d) => d.result),
-          rows.map((d) => d.reason_code),
-          rows.map((d) => d.layer),
-          rows.map((d) => d.mx_host),
-          rows.map((d) => d.latency_ms),
-          rows.map((d) => d.job_id),
-          rows.map((d) => d.source),
-          rows.map((d) => d.credits_charged),
-          rows.map((d) => d.decided_at.toISOString()),
-        ],
-      );
-    }
+    await insertDecisionRows(this.#db, batch);
   }
 
   protected async closeBackend(): Promise<void> {

@@ -10,6 +10,8 @@
 
 import type { Decision } from '../analytics/analytics.ts';
 import { enqueueDecisions } from './decision-outbox.ts';
+import { insertDecisionRows } from '../analytics/sql-analytics.ts';
+import { checkDecision } from '../analytics/validate.ts';
 import { dbJson, dbText } from '../db/text.ts';
 import { JOB_COUNTERS, countResult, emptyJobCounters, type JobCounters, type JobState, type ResultItem, type ValidationResultBody } from '@svc/contracts';
 import type { Db, Queryable } from '../db/db.ts';
@@ -141,6 +143,14 @@ export function decodeJobCursor(cursor: string): { createdKey: string; id: strin
 }
 
 export class JobsRepo {
+  /**
+   * Where recordResults puts the decisions of the rows it makes done: false, the decision outbox
+   * (a relay ships it to analytics wherever that is); true, validation_decisions itself, for
+   * analytics on this database's table (Store.sqlAnalytics): the same transaction, without the
+   * outbox's insert, lease and delete.
+   */
+  decisionsInTable = false;
+
   constructor(private readonly db: Db) {}
 
   /**
@@ -353,9 +363,14 @@ export class JobsRepo {
         [jobId, processed, ...JOB_COUNTERS.map((k) => d[k])],
       );
       const job = toJob(after[0]!);
-      // The decisions of the rows that became done, in the same transaction (the outbox).
+      // The decisions of the rows that became done, in the same transaction: in the outbox, or in
+      // analytics' own table when that is in this database.
       const done = written.map((w) => w.idx).filter((idx) => byIdx.get(idx)!.state === 'done');
-      if (opts.decisions && done.length > 0) await enqueueDecisions(tx, opts.decisions(job, done));
+      if (opts.decisions && done.length > 0) {
+        const decisions = opts.decisions(job, done);
+        if (this.decisionsInTable) await insertDecisionRows(tx, decisions.map((d, i) => checkDecision(d, i)));
+        else await enqueueDecisions(tx, decisions);
+      }
       return { accepted: true, written: written.length, finished: processed, job };
     });
   }
