@@ -43,7 +43,7 @@ const decision: Decision = {
 
 t.test('write failures: one warning, not one per retry; one line when writes land again', async (t) => {
   const flaky = new Flaky({ flushIntervalMs: 0, retryMinMs: 1, retryMaxMs: 2 });
-  const store = { sqlAnalytics: () => flaky } as unknown as Store;
+  const store = { sqlAnalytics: () => flaky, jobs: { decisionsInTable: false } } as unknown as Store;
   const lines: Array<[string, Record<string, unknown>, string]> = [];
   const log = {
     info: (o: object, m: string) => void lines.push(['info', o as Record<string, unknown>, m]),
@@ -52,6 +52,7 @@ t.test('write failures: one warning, not one per retry; one line when writes lan
   };
   const analytics = openAnalytics({ clickhouseUrl: undefined, clickhouseDatabase: 'svc' }, store, log);
   t.equal(analytics, flaky, 'without CLICKHOUSE_URL: the store\'s SQL adapter');
+  t.equal(store.jobs.decisionsInTable, true, 'and a job\'s decisions go to its table in the results\' transaction');
   await analytics.record([decision]);
   while (flaky.writes < 20) await new Promise((r) => setTimeout(r, 5));
   t.equal(lines.length, 1, `${flaky.writes} failed writes, one line`);
