@@ -267,6 +267,31 @@ t.test('a back-off timer that fires early by the clock the gate reads (Node fire
   t.ok(engine.idle);
 });
 
+t.test("Exim's daemon-wide cap shared by two MX hosts: every recipient answered, and sooner than when the same 421s name our own address", async (t) => {
+  // Two hosts on two addresses, one server behind both that takes 3 sessions from everyone at
+  // once. Its daemon-wide wording lowers an address's limit for 1 s; the per-client wording (the
+  // same refusals otherwise) for the configured cool-down (10 s).
+  const run = async (banner: string) => {
+    const hosts = { 'mx.a.example': '192.0.2.60', 'mx.b.example': '192.0.2.61' };
+    const servers: Record<string, FakeServer> = {};
+    for (const h of Object.keys(hosts)) servers[h] = { latencyMs: 20, handle: (c) => (c.verb === 'RCPT' && (c.local?.startsWith('nobody') || c.local?.startsWith(PROBE_PREFIX)) ? reply550 : undefined) };
+    const s = setup({ servers, addresses: Object.fromEntries(Object.entries(hosts).map(([h, ip]) => [h, [ip]])) });
+    s.smtp.serverWide = { maxSessions: 3, banner };
+    const checks = Object.keys(hosts).flatMap((h, k) => Array.from({ length: 150 }, (_, i) => s.check(`d${k}-${i % 15}.test`, i % 5 === 0 ? `nobody${i}` : `alice${i}`, [{ exchange: h, priority: 0 }])));
+    const outcomes = await s.clock.run(Promise.all(checks.map((c) => s.timed(c))));
+    const at = Math.max(...outcomes.map((o) => o.at));
+    const classes = new Set(outcomes.map((o) => cls(o.o)));
+    await s.closed(t);
+    return { at, classes, refused: s.smtp.refusedServerWide };
+  };
+  const wide = await run('421 mx.example Too many concurrent SMTP connections; please try again later.');
+  const perClient = await run('421 mx.example Too many concurrent SMTP connections from this IP address; please try again later.');
+  t.strictSame([...wide.classes].sort(), ['accepted', 'rejected'], 'daemon-wide: every recipient answered, none failed');
+  t.strictSame([...perClient.classes].sort(), ['accepted', 'rejected'], 'per-client: likewise');
+  t.ok(wide.refused > 0 && perClient.refused > 0, `the cap bit in both (${wide.refused} / ${perClient.refused} refusals)`);
+  t.ok(wide.at < perClient.at, `the daemon-wide wording finished sooner: ${wide.at} ms against ${perClient.at} ms`);
+});
+
 t.test('an address that refused every open for refusedWaitMs: later arrivals get its 421 at once (one waits for the next try), until a session opens again', async (t) => {
   const host = 'mx.busy.example';
   const { clock, smtp, check, timed, closed } = setup({ servers: { [host]: {} }, addresses: { [host]: [SHARED_IP] }, caps: { [SHARED_IP]: { maxSessions: 0, banner: '421 4.3.2 Service not available, closing transmission channel' } } });

@@ -247,6 +247,12 @@ export class FakeSmtp implements SmtpConnector {
   readonly countedByIp = new Map<string, number>();
   readonly peakByIp = new Map<string, number>();
   readonly refusedByIp = new Map<string, number>();
+  /**
+   * A cap on every client's sessions at once, whatever address or name (Exim's daemon-wide
+   * smtp_accept_max): past `maxSessions` open, a 421 at the banner with `banner`.
+   */
+  serverWide: { maxSessions: number; banner: string } | undefined;
+  refusedServerWide = 0;
 
   constructor(
     readonly servers: Record<string, FakeServer>,
@@ -264,6 +270,11 @@ export class FakeSmtp implements SmtpConnector {
     if (spec.maxSessions !== undefined && (this.active.get(opts.servername) ?? 0) >= spec.maxSessions) {
       this.refusedAtBanner++;
       return { ok: false, failure: { phase: 'greeting', kind: 'reply', detail: 'server refused the session', reply: reply('421 4.7.0 mx Error: too many connections from 192.0.2.99') } };
+    }
+    if (this.serverWide && this.activeTotal >= this.serverWide.maxSessions) {
+      this.refusedAtBanner++;
+      this.refusedServerWide++;
+      return { ok: false, failure: { phase: 'greeting', kind: 'reply', detail: 'server refused the session', reply: reply(this.serverWide.banner) } };
     }
     const cap = this.addressCaps[opts.host];
     if (cap) {
