@@ -6,8 +6,8 @@
 // endpoint's; then the list, cancel, downloads and the bad-input table.
 
 import t from 'tap';
-import { connect } from 'node:net';
 import { parse } from 'csv-parse/sync';
+import { netSmtpConnector } from '@svc/verifier/adapters';
 import { countersFrom, resultCells, shownCell } from '../helpers/jobs.ts';
 import { makeKey, startStack, type Stack } from '../helpers/stack.ts';
 import { SIM_DOMAINS, SIM_UNKNOWN_LOCAL } from '../sim/index.ts';
@@ -235,33 +235,19 @@ t.test('cancel: 200 with the canceled job, charged for what was done, refunded t
   t.equal(rows[1]![1], 'valid', 'the row validated before the cancel');
 });
 
-/** One RCPT of `mailFrom` to `rcpt` on the sim's MX at `ip`, as a plain SMTP client would send it; the RCPT reply's first line. */
+/** One RCPT of `mailFrom` to `rcpt` on the sim's MX at `ip` (the service's own SMTP client, one session); the RCPT reply's first line. */
 async function rcptOnce(ip: string, port: number, mailFrom: string, rcpt: string): Promise<string> {
-  const socket = connect({ host: ip, port });
-  socket.setEncoding('utf8');
-  let buffered = '';
-  const waiting: Array<(line: string) => void> = [];
-  socket.on('data', (chunk: string) => {
-    buffered += chunk;
-    for (let nl = buffered.indexOf('\r\n'); nl >= 0; nl = buffered.indexOf('\r\n')) {
-      const line = buffered.slice(0, nl);
-      buffered = buffered.slice(nl + 2);
-      if (line[3] !== '-') waiting.shift()?.(line);
-    }
-  });
-  const reply = (): Promise<string> => new Promise((res) => waiting.push(res));
-  const send = (cmd: string): Promise<string> => {
-    const r = reply();
-    socket.write(`${cmd}\r\n`);
-    return r;
-  };
-  await reply();
-  await send('EHLO client.sim.test');
-  await send(`MAIL FROM:<${mailFrom}>`);
-  const answer = await send(`RCPT TO:<${rcpt}>`);
-  await send('QUIT');
-  socket.destroy();
-  return answer;
+  const open = await netSmtpConnector.open({ host: ip, servername: ip, port, heloName: 'client.sim.test', timeoutMs: 5_000 });
+  if (!open.ok) throw new Error(`no session: ${open.failure.detail}`);
+  try {
+    const mail = await open.session.send('mail', `MAIL FROM:<${mailFrom}>`);
+    if (!mail.ok) throw new Error(`MAIL FROM: ${mail.failure.detail}`);
+    const answer = await open.session.send('rcpt', `RCPT TO:<${rcpt}>`);
+    if (!answer.ok) throw new Error(`RCPT TO: ${answer.failure.detail}`);
+    return answer.reply.lines[0]!;
+  } finally {
+    await open.session.quit();
+  }
 }
 
 t.test('an address accepted while its catch-all probe is greylisted waits for the probe: valid after the re-probe, not catchall_unverified', async (t) => {
