@@ -40,3 +40,52 @@ const adapter: Adapter = {
 };
 
 storeConformance(t, adapter);
+
+// PGlite runs each statement synchronously in the thread that owns it; the adapter gives it a
+// thread of its own, so a long statement never holds the caller's event loop (HTTP requests, SMTP
+// sessions) the way it did when PGlite lived in the service's thread.
+t.test('a long statement runs off the event loop', async (t) => {
+  const db = await freshPglite();
+  t.teardown(() => db.close());
+  let gap = 0;
+  let last = performance.now();
+  const tick = setInterval(() => {
+    const now = performance.now();
+    gap = Math.max(gap, now - last);
+    last = now;
+  }, 5);
+  const t0 = performance.now();
+  const [row] = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM generate_series(1, 4000000)');
+  const took = performance.now() - t0;
+  clearInterval(tick);
+  t.equal(row?.n, 4_000_000);
+  t.ok(took > 150, `the statement took ${took.toFixed(0)} ms (long enough to show a blocked loop)`);
+  t.ok(gap < took / 2, `longest pause of a 5 ms timer: ${gap.toFixed(0)} ms while the statement ran ${took.toFixed(0)} ms`);
+});
+
+t.test('errors cross the thread with their Postgres fields; a closed database refuses', async (t) => {
+  const db = await freshPglite();
+  await db.exec('CREATE TABLE u (k int PRIMARY KEY)');
+  await db.query('INSERT INTO u VALUES (1)');
+  const err = await db.query('INSERT INTO u VALUES (1)').then(
+    () => undefined,
+    (e: unknown) => e as Error & { code?: string; constraint?: string; table?: string },
+  );
+  t.ok(err instanceof Error, 'an Error of this thread');
+  t.equal(err?.code, '23505');
+  t.equal(err?.constraint, 'u_pkey');
+  t.equal(err?.table, 'u');
+  t.match(err?.message, /duplicate key value violates unique constraint "u_pkey"/);
+  // A failed transaction rolls back everything in it, and the connection is usable after it.
+  await t.rejects(
+    db.transaction(async (tx) => {
+      await tx.query('INSERT INTO u VALUES (2)');
+      await tx.query('INSERT INTO u VALUES (1)');
+    }),
+    { code: '23505' },
+  );
+  t.same(await db.query('SELECT k FROM u ORDER BY k'), [{ k: 1 }]);
+  await db.close();
+  await t.rejects(db.query('SELECT 1'), /^PGlite is closed/);
+  await db.close(); // a second close is a no-op
+});

@@ -1,6 +1,7 @@
-// Embedded adapter: PGlite (Postgres compiled to WASM) in a data directory. PGlite is a single
-// connection, so every top-level query and transaction runs under one mutex: a plain query can
-// never land inside another caller's open transaction. One process per data directory: a lock
+// Embedded adapter: PGlite (Postgres compiled to WASM) in a data directory, run in a thread of its
+// own (pglite-thread.cjs) so that its statements never hold the service's event loop. PGlite is a
+// single connection, so every top-level query and transaction runs under one mutex: a plain query
+// can never land inside another caller's open transaction. One process per data directory: a lock
 // file guards it (a second process opening the same directory corrupts it). The directory holds
 // the database (key hashes, balances, stored responses): it is owner-only, 0700 with files 0600,
 // whatever the process umask, and an existing one that others can reach is refused.
@@ -11,8 +12,6 @@ import path from 'node:path';
 import { createRequire } from 'node:module';
 import v8 from 'node:v8';
 import { Worker } from 'node:worker_threads';
-import { PGlite, types } from '@electric-sql/pglite';
-import { NodeFS } from '@electric-sql/pglite/nodefs';
 import type { Db, Queryable, Row } from './db.ts';
 
 export class DataDirLockedError extends OperatorError {
@@ -59,34 +58,6 @@ function tightenTree(dir: string): void {
     const p = path.join(dir, e.name);
     if (e.isDirectory()) tightenTree(p);
     else if (e.isFile()) chmodSync(p, statSync(p).mode & 0o7777 & OWNER_ONLY);
-  }
-}
-
-/**
- * PGlite's Node filesystem with owner-only modes. Postgres-in-WASM creates its files through
- * Emscripten's NODEFS, which chmods each new file to the mode Postgres asked for (0666 in this
- * build) and makes directories with the host umask: neither honours a 0077 umask. Masking the
- * mode in NODEFS's two mode-setting operations (mknod, and the setattr behind chmod/fchmod)
- * covers initdb's files and every relation and WAL file created later. If an upgrade of PGlite
- * moves them, opening fails here rather than writing world-readable files.
- */
-class OwnerOnlyNodeFS extends NodeFS {
-  override async init(pg: PGlite, opts: Parameters<NodeFS['init']>[1]): ReturnType<NodeFS['init']> {
-    const out = await super.init(pg, opts);
-    const restrict = (mod: { NODEFS: unknown }): void => {
-      const nodefs = mod.NODEFS as {
-        node_ops?: { mknod?: (parent: unknown, name: string, mode: number, dev: number) => unknown };
-        doSetAttr?: (arg: unknown, node: unknown, attr: { mode?: number }, ...rest: unknown[]) => unknown;
-      };
-      const mknod = nodefs.node_ops?.mknod;
-      const doSetAttr = nodefs.doSetAttr;
-      if (typeof mknod !== 'function' || typeof doSetAttr !== 'function') throw new Error('PGlite NODEFS has no mknod/doSetAttr: cannot keep the data directory owner-only');
-      nodefs.node_ops!.mknod = (parent, name, mode, dev) => mknod(parent, name, mode & OWNER_ONLY, dev);
-      nodefs.doSetAttr = (arg, node, attr, ...rest) => doSetAttr(arg, node, attr.mode === undefined ? attr : { ...attr, mode: attr.mode & OWNER_ONLY }, ...rest);
-    };
-    // Before NodeFS's own preRun mounts the directory.
-    out.emscriptenOpts.preRun = [restrict, ...(out.emscriptenOpts.preRun ?? [])];
-    return out;
   }
 }
 
@@ -142,7 +113,7 @@ export interface PgliteOptions {
  * default 128 MB pool stays in the process's RSS for good; pages beyond 32 MB come from the OS
  * page cache through the file system instead (bench/jobs/ingest.ts).
  */
-const START_PARAMS = [...PGlite.defaultStartParams, '-c', 'shared_buffers=32MB', '-c', 'wal_buffers=1MB'];
+const EXTRA_START_PARAMS = ['-c', 'shared_buffers=32MB', '-c', 'wal_buffers=1MB'];
 
 /**
  * initdb of a new data directory, in a worker thread that then exits. initdb in WASM grows its
@@ -158,7 +129,7 @@ const { workerData } = require('node:worker_threads');
 const { PGlite } = require(workerData.pglite);
 const { NodeFS } = require(workerData.nodefs);
 (async () => {
-  const pg = new PGlite({ fs: new NodeFS(workerData.pgdata), startParams: workerData.startParams });
+  const pg = new PGlite({ fs: new NodeFS(workerData.pgdata), startParams: [...PGlite.defaultStartParams, ...workerData.extraStartParams] });
   await pg.waitReady;
   await pg.close();
 })().catch((err) => { process.exitCode = 1; throw err; });
@@ -166,7 +137,7 @@ const { NodeFS } = require(workerData.nodefs);
 
 async function initdbInWorker(pgdata: string): Promise<void> {
   const require = createRequire(import.meta.url);
-  const data = { pgdata, startParams: START_PARAMS, pglite: require.resolve('@electric-sql/pglite'), nodefs: require.resolve('@electric-sql/pglite/nodefs') };
+  const data = { pgdata, extraStartParams: EXTRA_START_PARAMS, pglite: require.resolve('@electric-sql/pglite'), nodefs: require.resolve('@electric-sql/pglite/nodefs') };
   await new Promise<void>((resolve, reject) => {
     const worker = new Worker(INITDB_WORKER, { eval: true, workerData: data });
     let failed: unknown;
@@ -196,16 +167,118 @@ function compileWithLiftoffOnly(): void {
   v8.setFlagsFromString('--liftoff-only');
 }
 
+/** An error the PGlite thread sent back: its text and Postgres fields on an Error of this thread. */
+interface WireError {
+  message: string;
+  name: string;
+  [field: string]: unknown;
+}
+
+function fromWire(e: WireError): Error {
+  const err = new Error(e.message);
+  if (e.name && e.name !== 'Error') Object.defineProperty(err, 'name', { value: e.name, configurable: true, writable: true });
+  for (const [k, v] of Object.entries(e)) if (k !== 'message' && k !== 'name') (err as unknown as Record<string, unknown>)[k] = v;
+  return err;
+}
+
+type Reply = { id: number; error?: WireError; rows?: Row[]; tx?: number };
+
+/**
+ * The PGlite thread (pglite-thread.cjs) seen from here: each call posts one message and resolves
+ * with its reply. The thread keeps the process alive only while a call is outstanding, so a
+ * store nobody closed does not hold the process open (an idle PGlite in this thread did not
+ * either). If the thread ends, every call outstanding and every later one fails with "PGlite is
+ * closed" (a connection-class failure: the API answers 503, not 500).
+ */
+class PgliteThread {
+  readonly #worker: Worker;
+  readonly #pending = new Map<number, { resolve: (r: Reply) => void; reject: (e: Error) => void }>();
+  #seq = 0;
+  #gone: Error | undefined;
+  #closing = false;
+  readonly exited: Promise<void>;
+
+  constructor(worker: Worker) {
+    this.#worker = worker;
+    worker.on('message', (m: Reply) => {
+      const p = this.#pending.get(m.id);
+      if (!p) return;
+      this.#pending.delete(m.id);
+      if (this.#pending.size === 0 && !this.#closing) worker.unref();
+      if (m.error) p.reject(fromWire(m.error));
+      else p.resolve(m);
+    });
+    this.exited = new Promise((resolve) => {
+      let failure: unknown;
+      worker.on('error', (err) => (failure = err));
+      worker.once('exit', (code) => {
+        const why = failure instanceof Error ? `: ${failure.message}` : code !== 0 ? ` (its thread exited with code ${code})` : '';
+        this.#gone = new Error(`PGlite is closed${why}`);
+        for (const p of this.#pending.values()) p.reject(this.#gone);
+        this.#pending.clear();
+        resolve();
+      });
+    });
+    worker.unref();
+  }
+
+  /** Closes the database and waits for the thread to end (holding the process open until it has). */
+  async close(): Promise<void> {
+    this.#closing = true;
+    this.#worker.ref();
+    try {
+      await this.call({ op: 'close' });
+    } finally {
+      await this.exited;
+    }
+  }
+
+  call(msg: Record<string, unknown>): Promise<Reply> {
+    if (this.#gone) return Promise.reject(this.#gone);
+    const id = ++this.#seq;
+    return new Promise<Reply>((resolve, reject) => {
+      if (this.#pending.size === 0) this.#worker.ref();
+      this.#pending.set(id, { resolve, reject });
+      this.#worker.postMessage({ ...msg, id });
+    });
+  }
+}
+
+/** Starts the PGlite thread and waits until its database is open (or fails to open). */
+async function startThread(pgdata: string | undefined, template: Blob | undefined): Promise<PgliteThread> {
+  const buf = template ? await template.arrayBuffer() : undefined;
+  const worker = new Worker(new URL('./pglite-thread.cjs', import.meta.url), {
+    workerData: { pgdata, extraStartParams: EXTRA_START_PARAMS, template: buf },
+    ...(buf ? { transferList: [buf] } : {}),
+    // The thread runs plain CommonJS: none of this process's loader flags (tsx's --import), only
+    // --cpu-prof* when this process is being profiled (the thread then writes a profile too).
+    execArgv: process.execArgv.filter((a) => a.startsWith('--cpu-prof')),
+  });
+  let onMessage!: (m: { ready: boolean; error?: WireError }) => void;
+  let onError!: (err: Error) => void;
+  let onExit!: (code: number) => void;
+  const ready = await new Promise<{ ready: boolean; error?: WireError }>((resolve, reject) => {
+    onMessage = resolve;
+    onError = reject;
+    onExit = (code) => reject(new Error(`PGlite thread exited with code ${code} while opening`));
+    worker.once('message', onMessage).once('error', onError).once('exit', onExit);
+  }).finally(() => worker.off('message', onMessage).off('error', onError).off('exit', onExit));
+  if (!ready.ready) {
+    await worker.terminate();
+    throw fromWire(ready.error ?? { message: 'PGlite failed to open', name: 'Error' });
+  }
+  return new PgliteThread(worker);
+}
+
 export async function openPglite(dataDir: string | undefined, opts: PgliteOptions = {}): Promise<Db> {
   compileWithLiftoffOnly();
   if (dataDir) ownerOnlyDataDir(dataDir);
   const unlock = dataDir ? lockDataDir(dataDir) : () => {};
-  // numeric (1700) comes back as a string by default: parse it to a number like the pg adapter does.
-  const parsers = { [types.NUMERIC]: (v: string) => Number(v) };
-  let pg: PGlite;
+  let thread: PgliteThread;
   try {
+    let pgdata: string | undefined;
     if (dataDir) {
-      const pgdata = path.join(dataDir, 'pgdata');
+      pgdata = path.join(dataDir, 'pgdata');
       try {
         mkdirSync(pgdata, { mode: 0o700 });
         chmodSync(pgdata, 0o700);
@@ -214,42 +287,49 @@ export async function openPglite(dataDir: string | undefined, opts: PgliteOption
         if ((statSync(pgdata).mode & 0o077) !== 0) tightenTree(pgdata);
       }
       if (!opts.template && !existsSync(path.join(pgdata, 'PG_VERSION'))) await initdbInWorker(pgdata);
-      pg = new PGlite({ fs: new OwnerOnlyNodeFS(pgdata), parsers, startParams: START_PARAMS, ...(opts.template ? { loadDataDir: opts.template } : {}) });
-    } else {
-      pg = new PGlite({ parsers, startParams: START_PARAMS, ...(opts.template ? { loadDataDir: opts.template } : {}) });
     }
-    await pg.waitReady;
+    thread = await startThread(pgdata, opts.template);
   } catch (err) {
     unlock();
     throw err;
   }
+  // One connection: every top-level statement, script and transaction runs after the one before
+  // has ended, so a plain query never lands inside another caller's open transaction.
   let chain: Promise<unknown> = Promise.resolve();
   const exclusive = <T>(fn: () => Promise<T>): Promise<T> => {
     const run = chain.then(fn, fn);
     chain = run.catch(() => undefined);
     return run;
   };
-  const q = (target: Pick<PGlite, 'query'>): Queryable['query'] =>
-    async <T extends Row>(sql: string, params?: unknown[]) => (await target.query<T>(sql, params)).rows;
+  const query = async <T extends Row>(sql: string, params: unknown[] | undefined, tx?: number): Promise<T[]> =>
+    (await thread.call({ op: 'query', sql, params, ...(tx === undefined ? {} : { tx }) })).rows as T[];
+  let closed = false;
   return {
     kind: 'pglite',
-    query: (sql, params) => exclusive(() => q(pg)(sql, params)),
-    transaction: (fn) => exclusive(() => pg.transaction((tx) => fn({ query: q(tx) }))),
-    // A script that fails after its own BEGIN leaves the one connection in an aborted transaction;
-    // roll it back before anyone else's query runs (the pg adapter drops a failed connection).
-    exec: (sql) =>
+    query: (sql, params) => exclusive(() => query(sql, params)),
+    transaction: (fn) =>
       exclusive(async () => {
+        const { tx } = await thread.call({ op: 'begin' });
+        let out;
         try {
-          await pg.exec(sql);
+          out = await fn({ query: (sql, params) => query(sql, params, tx) });
         } catch (err) {
-          if (pg.isInTransaction()) await pg.exec('ROLLBACK').catch(() => {});
+          await thread.call({ op: 'end', tx, commit: false }).catch(() => {});
           throw err;
         }
+        await thread.call({ op: 'end', tx, commit: true });
+        return out;
       }),
+    exec: (sql) => exclusive(async () => void (await thread.call({ op: 'exec', sql }))),
     close: () =>
       exclusive(async () => {
-        await pg.close();
-        unlock();
+        if (closed) return;
+        closed = true;
+        try {
+          await thread.close();
+        } finally {
+          unlock();
+        }
       }),
   };
 }

@@ -1,0 +1,149 @@
+// The embedded store's PGlite, in a thread of its own (started by openPglite, pglite.ts).
+//
+// Postgres-in-WASM runs every statement synchronously in the thread that owns it: on the service's
+// request thread a batch of analytics rows or a job's results held every HTTP request and every
+// SMTP session for 10-50 ms. Here it has a thread to itself, and the request thread only posts
+// statements and receives rows. Plain CommonJS (PGlite's CJS build): the thread needs no
+// TypeScript loader.
+//
+// Protocol (one message in, one reply out, both carrying the caller's `id`):
+//   { op: 'query', sql, params, tx? }  -> { id, rows }        (tx: an open transaction's number)
+//   { op: 'begin' }                    -> { id, tx }          (the transaction is open)
+//   { op: 'end', tx, commit }          -> { id }              (COMMIT, or ROLLBACK when !commit)
+//   { op: 'exec', sql }                -> { id }
+//   { op: 'close' }                    -> { id }              (then the thread ends)
+// A failure replies { id, error }: the error's message, name and Postgres fields (code, detail,
+// constraint, ...), which the caller puts back on an Error of its own.
+
+'use strict';
+
+const { parentPort, workerData } = require('node:worker_threads');
+const { PGlite, types } = require('@electric-sql/pglite');
+const { NodeFS } = require('@electric-sql/pglite/nodefs');
+
+const OWNER_ONLY = ~0o077;
+
+/**
+ * PGlite's Node filesystem with owner-only modes. Postgres-in-WASM creates its files through
+ * Emscripten's NODEFS, which chmods each new file to the mode Postgres asked for (0666 in this
+ * build) and makes directories with the host umask: neither honours a 0077 umask. Masking the
+ * mode in NODEFS's two mode-setting operations (mknod, and the setattr behind chmod/fchmod)
+ * covers initdb's files and every relation and WAL file created later. If an upgrade of PGlite
+ * moves them, opening fails here rather than writing world-readable files.
+ */
+class OwnerOnlyNodeFS extends NodeFS {
+  async init(pg, opts) {
+    const out = await super.init(pg, opts);
+    const restrict = (mod) => {
+      const nodefs = mod.NODEFS;
+      const mknod = nodefs.node_ops && nodefs.node_ops.mknod;
+      const doSetAttr = nodefs.doSetAttr;
+      if (typeof mknod !== 'function' || typeof doSetAttr !== 'function') throw new Error('PGlite NODEFS has no mknod/doSetAttr: cannot keep the data directory owner-only');
+      nodefs.node_ops.mknod = (parent, name, mode, dev) => mknod(parent, name, mode & OWNER_ONLY, dev);
+      nodefs.doSetAttr = (arg, node, attr, ...rest) => doSetAttr(arg, node, attr.mode === undefined ? attr : { ...attr, mode: attr.mode & OWNER_ONLY }, ...rest);
+    };
+    // Before NodeFS's own preRun mounts the directory.
+    out.emscriptenOpts.preRun = [restrict, ...(out.emscriptenOpts.preRun || [])];
+    return out;
+  }
+}
+
+/** What crosses back of a thrown error: its text and the Postgres fields callers read. */
+const ERROR_FIELDS = ['code', 'detail', 'hint', 'position', 'schema', 'table', 'column', 'dataType', 'constraint', 'severity', 'where', 'routine'];
+function wireError(err) {
+  const e = { message: err instanceof Error ? err.message : String(err), name: err instanceof Error ? err.name : 'Error' };
+  if (err && typeof err === 'object') for (const k of ERROR_FIELDS) if (err[k] !== undefined && typeof err[k] !== 'function') e[k] = err[k];
+  return e;
+}
+
+const d = workerData;
+// numeric (1700) comes back as a string by default: parse it to a number like the pg adapter does.
+const parsers = { [types.NUMERIC]: (v) => Number(v) };
+const startParams = [...PGlite.defaultStartParams, ...d.extraStartParams];
+const template = d.template ? { loadDataDir: new Blob([d.template]) } : {};
+const pg = d.pgdata ? new PGlite({ fs: new OwnerOnlyNodeFS(d.pgdata), parsers, startParams, ...template }) : new PGlite({ parsers, startParams, ...template });
+
+/** Open transactions by number: the transaction's handle and how to end it. */
+const open = new Map();
+let nextTx = 1;
+
+function reply(id, body) {
+  parentPort.postMessage({ id, ...body });
+}
+
+function begin(id) {
+  const n = nextTx++;
+  const entry = { tx: undefined, finish: undefined, endId: undefined, commit: false };
+  const done = pg.transaction(
+    (tx) =>
+      new Promise((resolve, reject) => {
+        entry.tx = tx;
+        entry.finish = { resolve, reject };
+        open.set(n, entry);
+        reply(id, { tx: n });
+      }),
+  );
+  done.then(
+    () => {
+      open.delete(n);
+      reply(entry.endId, {});
+    },
+    (err) => {
+      open.delete(n);
+      if (entry.endId === undefined) reply(id, { error: wireError(err) }); // BEGIN itself failed
+      else if (entry.commit) reply(entry.endId, { error: wireError(err) }); // COMMIT failed
+      else reply(entry.endId, {}); // the ROLLBACK asked for
+    },
+  );
+}
+
+async function handle(m) {
+  switch (m.op) {
+    case 'query': {
+      const target = m.tx === undefined ? pg : open.get(m.tx)?.tx;
+      if (!target) throw new Error(`transaction ${m.tx} is not open`);
+      const r = await target.query(m.sql, m.params);
+      return { rows: r.rows };
+    }
+    case 'exec':
+      // A script that fails after its own BEGIN leaves the one connection in an aborted
+      // transaction: roll it back before anyone else's statement runs.
+      try {
+        await pg.exec(m.sql);
+      } catch (err) {
+        if (pg.isInTransaction()) await pg.exec('ROLLBACK').catch(() => {});
+        throw err;
+      }
+      return {};
+    case 'close':
+      await pg.close();
+      return {};
+    default:
+      throw new Error(`unknown operation ${m.op}`);
+  }
+}
+
+parentPort.on('message', (m) => {
+  if (m.op === 'begin') return begin(m.id);
+  if (m.op === 'end') {
+    const entry = open.get(m.tx);
+    if (!entry) return reply(m.id, { error: wireError(new Error(`transaction ${m.tx} is not open`)) });
+    entry.endId = m.id;
+    entry.commit = m.commit;
+    if (m.commit) entry.finish.resolve();
+    else entry.finish.reject(new Error('rolled back by the caller'));
+    return;
+  }
+  handle(m).then(
+    (body) => {
+      reply(m.id, body);
+      if (m.op === 'close') parentPort.close();
+    },
+    (err) => reply(m.id, { error: wireError(err) }),
+  );
+});
+
+pg.waitReady.then(
+  () => parentPort.postMessage({ ready: true }),
+  (err) => parentPort.postMessage({ ready: false, error: wireError(err) }),
+);
