@@ -755,6 +755,8 @@ interface Service {
   key: string;
   pid: number;
   cpuMs(): number;
+  /** The last 4,000 characters the service wrote to stderr. */
+  stderr(): string;
   stop(): Promise<void>;
 }
 
@@ -804,6 +806,7 @@ async function startServiceChild(env: Record<string, string>): Promise<Service> 
     url,
     key,
     pid: cp.pid!,
+    stderr: () => stderr,
     cpuMs() {
       try {
         const f = readFileSync(`/proc/${cp.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
@@ -949,7 +952,8 @@ async function jobPhase(ctx: Ctx, name: string, addrs: Addr[]): Promise<Phase> {
       const pollMs: number[] = [];
       while (status !== 'completed') {
         if (status === 'failed' || status === 'canceled') throw new Error(`job ${status}`);
-        if (performance.now() - t0 > 600_000) throw new Error('job not completed in 10 min');
+        if (performance.now() - t0 > Number(process.env.REALJ_JOB_TIMEOUT_S ?? 600) * 1000) throw new Error(`job not completed in time: ${JSON.stringify(job)}; service stderr: ${svc.stderr()}`);
+        if (process.env.REALJ_PROGRESS && polls % 50 === 0) console.log(`  ${((performance.now() - t0) / 1000).toFixed(0)} s: ${JSON.stringify(job)}`);
         await sleep(100);
         const tp = performance.now();
         const s = await api<typeof job>(svc, 'GET', `/v1/csv/jobs/${created.json.id}`);
