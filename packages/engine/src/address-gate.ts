@@ -13,7 +13,7 @@
 import { permitWaitCancelled } from '@svc/contracts';
 import type { SessionFailure } from '@svc/verifier';
 import type { Clock, ClockTimer } from './clock.ts';
-import { LimitPolicy, type RefusedOpen } from './limit-policy.ts';
+import { LimitPolicy, SERVER_WIDE_CAP_TEXT, type RefusedOpen } from './limit-policy.ts';
 import type { MxThrottle } from './throttle.ts';
 import type { EngineConfig, EngineCounters } from './types.ts';
 
@@ -47,6 +47,12 @@ export interface GateDeps {
   counters: EngineCounters;
   clock: Clock;
   throttle: MxThrottle;
+  /**
+   * A server refused a session at the banner for its own total of sessions (Exim's daemon-wide
+   * `smtp_accept_max`), not for ours on this address: the engine ends its idle sessions
+   * (releaseIdle), which may be what fills that server.
+   */
+  serverFull?: (ip: string) => void;
 }
 
 interface Waiter {
@@ -206,6 +212,21 @@ export class AddressGate {
     }
   }
 
+  /**
+   * Ends every warm session of the address that is waiting for work (a server said it is full:
+   * one of them may be what fills it). Returns how many were asked to end.
+   */
+  releaseIdle(): number {
+    const idle = this.#idle.splice(0);
+    for (const s of idle) {
+      s.held.yielded = true;
+      this.#yielded++;
+      this.deps.counters.idleYields++;
+      s.end();
+    }
+    return idle.length;
+  }
+
   /** The slot is free: its permit goes back, the next waiter gets it. */
   #free(held: Held): void {
     if (held.state === 'free') return;
@@ -295,6 +316,7 @@ export class AddressGate {
           const users = new Set([held.user, ...this.#waiters.map((w) => w.user)]);
           for (const u of users) u.blocked(this.#blockedUntil, failure);
         }
+        if (atBanner && SERVER_WIDE_CAP_TEXT.test(failure.reply?.text ?? '')) this.deps.serverFull?.(this.ip);
         return decision;
       },
       unused: () => {

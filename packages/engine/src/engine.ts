@@ -348,11 +348,19 @@ export class Engine implements ProbePort {
     return actor;
   }
 
+  #releaseIdle(): void {
+    for (const g of this.#gates.values()) g.releaseIdle();
+  }
+
   /** The gate of a server address, created on first use. */
   gate(ip: string): AddressGate {
     let gate = this.#gates.get(ip);
     if (!gate) {
-      gate = new AddressGate(ip, { config: this.deps.config, counters: this.counters, clock: this.clock, throttle: this.throttle });
+      // A daemon-wide cap (Exim's smtp_accept_max) counts every session to the server, whatever
+      // address it came to, and the engine cannot tell which addresses are that server's: its
+      // warm sessions with nothing to do give their slots up everywhere (each would have quit
+      // within idleMs anyway; a host with work opens a new one).
+      gate = new AddressGate(ip, { config: this.deps.config, counters: this.counters, clock: this.clock, throttle: this.throttle, serverFull: () => this.#releaseIdle() });
       this.#gates.set(ip, gate);
     }
     return gate;

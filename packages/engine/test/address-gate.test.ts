@@ -292,6 +292,37 @@ t.test("Exim's daemon-wide cap shared by two MX hosts: every recipient answered,
   t.ok(wide.at < perClient.at, `the daemon-wide wording finished sooner: ${wide.at} ms against ${perClient.at} ms`);
 });
 
+t.test("Exim's daemon-wide cap full of our idle sessions: its 421 ends the warm sessions of every address, the refused host gets in at its next try", async (t) => {
+  // One server behind two addresses that takes 1 session from everyone at once. a's session
+  // answers and stays warm (idleMs 60 s) on the server's only slot; b's open is refused.
+  const run = async (banner: string) => {
+    const a = 'mx-a.example', b = 'mx-b.example';
+    const s = setup({
+      servers: { [a]: { latencyMs: 10 }, [b]: { latencyMs: 10 } },
+      addresses: { [a]: ['192.0.2.70'], [b]: ['192.0.2.71'] },
+      config: { idleMs: 60_000 },
+    });
+    s.smtp.serverWide = { maxSessions: 1, banner };
+    const first = await s.clock.run(s.timed(s.check('a.test', 'alice', [{ exchange: a, priority: 0 }])));
+    const second = await s.clock.run(s.timed(s.check('b.test', 'bob', [{ exchange: b, priority: 0 }], 120_000)), 120_000);
+    const out = { first: cls(first.o), second: cls(second.o), waited: second.at - first.at, aQuits: s.smtp.sessions[0]!.quits, yields: s.engine.counters.idleYields, refused: s.smtp.refusedServerWide };
+    await s.closed(t);
+    return out;
+  };
+  const wide = await run('421 mx.example Too many concurrent SMTP connections; please try again later.');
+  t.strictSame([wide.first, wide.second], ['accepted', 'accepted']);
+  t.equal(wide.aQuits, 1, "a's idle session ended with QUIT when the server said it was full");
+  t.equal(wide.yields, 1);
+  t.equal(wide.refused, 1, 'one refusal: b got in at its next try');
+  t.ok(wide.waited < 1_000, `b answered ${wide.waited} ms after a, within its first back-off`);
+  // The per-client wording speaks of our sessions on b's own address (none): a's warm session is
+  // left alone, and b waits its refusals out (refusedWaitMs) and is answered with the 421.
+  const perClient = await run('421 mx.example Too many concurrent SMTP connections from this IP address; please try again later.');
+  t.strictSame([perClient.first, perClient.second], ['accepted', 'failure:greeting:reply:421']);
+  t.equal(perClient.yields, 0, 'no idle session released');
+  t.equal(perClient.aQuits, 0, "a's session still warm");
+});
+
 t.test('an address that refused every open for refusedWaitMs: later arrivals get its 421 at once (one waits for the next try), until a session opens again', async (t) => {
   const host = 'mx.busy.example';
   const { clock, smtp, check, timed, closed } = setup({ servers: { [host]: {} }, addresses: { [host]: [SHARED_IP] }, caps: { [SHARED_IP]: { maxSessions: 0, banner: '421 4.3.2 Service not available, closing transmission channel' } } });

@@ -68,7 +68,12 @@ const open = new Map();
 let nextTx = 1;
 
 function reply(id, body) {
-  parentPort.postMessage({ id, ...body });
+  try {
+    parentPort.postMessage({ id, ...body });
+  } catch (err) {
+    // Rows that cannot be copied to the caller's thread: the call fails, the thread goes on.
+    parentPort.postMessage({ id, error: wireError(err) });
+  }
 }
 
 function begin(id) {

@@ -214,6 +214,8 @@ class PgliteThread {
       worker.once('exit', (code) => {
         const why = failure instanceof Error ? `: ${failure.message}` : code !== 0 ? ` (its thread exited with code ${code})` : '';
         this.#gone = new Error(`PGlite is closed${why}`);
+        // Not asked to close: every store call fails from now on (503s); say why where operators look.
+        if (!this.#closing) process.emitWarning(`the PGlite thread ended unexpectedly${why || ` (exit code ${code})`}`, { code: 'SVC_PGLITE_THREAD_EXIT' });
         for (const p of this.#pending.values()) p.reject(this.#gone);
         this.#pending.clear();
         resolve();
