@@ -53,6 +53,8 @@ export interface GateDeps {
    * (releaseIdle), which may be what fills that server.
    */
   serverFull?: (ip: string) => void;
+  /** A session the server had counted is over and counted down: a server-wide slot may be free. */
+  sessionClosed?: () => void;
 }
 
 interface Waiter {
@@ -95,6 +97,8 @@ export class AddressGate {
   #refusal: SessionFailure | undefined;
   /** After a back-off: one session at a time until one opens. */
   #trial = false;
+  /** The back-off going on is for a server-wide refusal: any of our sessions ending may free its slot. */
+  #serverWide = false;
   #timer: ClockTimer | undefined;
 
   constructor(
@@ -227,9 +231,25 @@ export class AddressGate {
     return idle.length;
   }
 
+  /**
+   * A session of ours ended somewhere: if this address is backing off a server-wide refusal, that
+   * may have been the slot it waits for, so the back-off ends now (the next open is still one at a
+   * time, and a refusal backs off again).
+   */
+  retryNow(): void {
+    const now = this.deps.clock.now();
+    if (!this.#serverWide || now >= this.#blockedUntil) return;
+    this.#serverWide = false;
+    this.#blockedUntil = now;
+    this.deps.clock.clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#grant();
+  }
+
   /** The slot is free: its permit goes back, the next waiter gets it. */
   #free(held: Held): void {
     if (held.state === 'free') return;
+    const counted = held.state === 'closing' && held.established === true;
     if (held.state === 'opening') this.#opening--;
     else if (held.state === 'open') this.#open--;
     else {
@@ -240,6 +260,7 @@ export class AddressGate {
     if (held.yielded) this.#yielded--;
     held.permit?.();
     this.#grant();
+    if (counted) this.deps.sessionClosed?.();
   }
 
   /**
@@ -290,6 +311,7 @@ export class AddressGate {
         this.#trial = false;
         this.#refusingSince = undefined;
         this.#refusal = undefined;
+        this.#serverWide = false;
         this.policy.opened(this.#open);
         this.#grant();
       },
@@ -301,7 +323,9 @@ export class AddressGate {
         // Decided on our other sessions on the address (open, or ended and not yet counted down)
         // and opens under way; refused opens still cooling down say nothing about the cap.
         const decision = this.policy.refused(failure, { open: this.#open, closing: this.#closingSessions, opening: this.#opening - 1 }, now);
+        const serverWide = atBanner && SERVER_WIDE_CAP_TEXT.test(failure.reply?.text ?? '');
         if (decision.action === 'backoff') {
+          this.#serverWide = serverWide;
           this.#refusingSince ??= now;
           this.#refusal = failure;
           this.#blockedUntil = Math.max(this.#blockedUntil, now + decision.delayMs);
@@ -309,14 +333,16 @@ export class AddressGate {
           this.#wakeAt(this.#blockedUntil, now);
         }
         // A connection the server took (it answered) counts there until it has hung up: the
-        // connector has closed the socket by now, so only the cool-down is left.
-        if (failure.phase === 'connect') this.#free(held);
+        // connector has closed the socket by now, so only the cool-down is left. Not one refused
+        // for the server's own total: Exim's daemon answers it before it starts a process for it,
+        // so there is nothing to count down.
+        if (failure.phase === 'connect' || serverWide) this.#free(held);
         else this.#closeAfter(held, Promise.resolve(false));
         if (decision.action === 'backoff') {
           const users = new Set([held.user, ...this.#waiters.map((w) => w.user)]);
           for (const u of users) u.blocked(this.#blockedUntil, failure);
         }
-        if (atBanner && SERVER_WIDE_CAP_TEXT.test(failure.reply?.text ?? '')) this.deps.serverFull?.(this.ip);
+        if (serverWide) this.deps.serverFull?.(this.ip);
         return decision;
       },
       unused: () => {

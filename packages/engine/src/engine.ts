@@ -352,6 +352,16 @@ export class Engine implements ProbePort {
     for (const g of this.#gates.values()) g.releaseIdle();
   }
 
+  /** Addresses backing off a server-wide refusal (Exim's daemon-wide cap), until a session of ours ends. */
+  readonly #awaitingServerSlot = new Set<AddressGate>();
+
+  #serverSlotFreed(): void {
+    if (this.#awaitingServerSlot.size === 0) return;
+    const gates = [...this.#awaitingServerSlot];
+    this.#awaitingServerSlot.clear();
+    for (const g of gates) g.retryNow();
+  }
+
   /** The gate of a server address, created on first use. */
   gate(ip: string): AddressGate {
     let gate = this.#gates.get(ip);
@@ -360,7 +370,20 @@ export class Engine implements ProbePort {
       // address it came to, and the engine cannot tell which addresses are that server's: its
       // warm sessions with nothing to do give their slots up everywhere (each would have quit
       // within idleMs anyway; a host with work opens a new one).
-      gate = new AddressGate(ip, { config: this.deps.config, counters: this.counters, clock: this.clock, throttle: this.throttle, serverFull: () => this.#releaseIdle() });
+      // An address backing off such a refusal tries again as soon as any session of ours ends
+      // (its slot at that server may be the one freed), not only when its back-off runs out.
+      const g: AddressGate = new AddressGate(ip, {
+        config: this.deps.config,
+        counters: this.counters,
+        clock: this.clock,
+        throttle: this.throttle,
+        serverFull: () => {
+          this.#awaitingServerSlot.add(g);
+          this.#releaseIdle();
+        },
+        sessionClosed: () => this.#serverSlotFreed(),
+      });
+      gate = g;
       this.#gates.set(ip, gate);
     }
     return gate;

@@ -323,6 +323,31 @@ t.test("Exim's daemon-wide cap full of our idle sessions: its 421 ends the warm 
   t.equal(perClient.aQuits, 0, "a's session still warm");
 });
 
+t.test("a host backing off Exim's daemon-wide 421 tries again as soon as a session of ours ends anywhere, not at its back-off's end", async (t) => {
+  // One server slot for everyone, behind two addresses. a's session holds it for its one
+  // recipient (no idle wait); b's open is refused, backs off 250 ms, and gets in when a's ends.
+  const run = async (banner: string) => {
+    const a = 'mx-a.example', b = 'mx-b.example';
+    const s = setup({
+      servers: { [a]: { latencyMs: 10 }, [b]: { latencyMs: 10 } },
+      addresses: { [a]: ['192.0.2.72'], [b]: ['192.0.2.73'] },
+      config: { idleMs: 0 },
+    });
+    s.smtp.serverWide = { maxSessions: 1, banner };
+    const [first, second] = await s.clock.run(Promise.all([s.timed(s.check('a.test', 'alice', [{ exchange: a, priority: 0 }])), s.timed(s.check('b.test', 'bob', [{ exchange: b, priority: 0 }], 60_000))]));
+    const out = { classes: [cls(first.o), cls(second.o)], aAt: first.at, bAt: second.at, refused: s.smtp.refusedServerWide };
+    await s.closed(t);
+    return out;
+  };
+  const wide = await run('421 mx.example Too many concurrent SMTP connections; please try again later.');
+  t.strictSame(wide.classes, ['accepted', 'accepted']);
+  t.equal(wide.refused, 1, 'b refused once, then in at its next try');
+  t.ok(wide.bAt < 250, `b answered at ${wide.bAt} ms (a at ${wide.aAt}): its retry came with the end of a's session, before its 250 ms back-off`);
+  const perClient = await run('421 mx.example Too many concurrent SMTP connections from this IP address; please try again later.');
+  t.strictSame(perClient.classes, ['accepted', 'accepted']);
+  t.ok(perClient.bAt >= 250, `per-client wording: b waited its back-off out (${perClient.bAt} ms)`);
+});
+
 t.test('an address that refused every open for refusedWaitMs: later arrivals get its 421 at once (one waits for the next try), until a session opens again', async (t) => {
   const host = 'mx.busy.example';
   const { clock, smtp, check, timed, closed } = setup({ servers: { [host]: {} }, addresses: { [host]: [SHARED_IP] }, caps: { [SHARED_IP]: { maxSessions: 0, banner: '421 4.3.2 Service not available, closing transmission channel' } } });
