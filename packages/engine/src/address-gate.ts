@@ -99,6 +99,8 @@ export class AddressGate {
   #trial = false;
   /** The back-off going on is for a server-wide refusal: any of our sessions ending may free its slot. */
   #serverWide = false;
+  /** The address's limit before a server-wide refusal lowered it (while we held sessions there): given back when a session of ours ends. */
+  #limitBeforeServerWide: number | undefined;
   #timer: ClockTimer | undefined;
 
   constructor(
@@ -234,16 +236,27 @@ export class AddressGate {
   /**
    * A session of ours ended somewhere: if this address is backing off a server-wide refusal, that
    * may have been the slot it waits for, so the back-off ends now (the next open is still one at a
-   * time, and a refusal backs off again).
+   * time, and a refusal backs off again); a limit such a refusal lowered grows by one. True while
+   * that limit is still below what it was (the engine asks again at the next end).
    */
-  retryNow(): void {
+  retryNow(): boolean {
     const now = this.deps.clock.now();
-    if (!this.#serverWide || now >= this.#blockedUntil) return;
-    this.#serverWide = false;
-    this.#blockedUntil = now;
-    this.deps.clock.clearTimeout(this.#timer);
-    this.#timer = undefined;
-    this.#grant();
+    if (this.#limitBeforeServerWide !== undefined) {
+      // The limit it lowered was the daemon's total, not ours on this address: one session more
+      // for each one of ours that ends (one slot freed there), up to what it was.
+      const before = this.#limitBeforeServerWide;
+      this.policy.limit = Math.max(this.policy.limit, Math.min(before, this.held + 1));
+      if (this.policy.limit >= before) this.#limitBeforeServerWide = undefined;
+      this.#grant();
+    }
+    if (this.#serverWide && now < this.#blockedUntil) {
+      this.#serverWide = false;
+      this.#blockedUntil = now;
+      this.deps.clock.clearTimeout(this.#timer);
+      this.#timer = undefined;
+      this.#grant();
+    }
+    return this.#limitBeforeServerWide !== undefined;
   }
 
   /** The slot is free: its permit goes back, the next waiter gets it. */
@@ -322,8 +335,10 @@ export class AddressGate {
         if (atBanner) counters.bannerRefusals++;
         // Decided on our other sessions on the address (open, or ended and not yet counted down)
         // and opens under way; refused opens still cooling down say nothing about the cap.
-        const decision = this.policy.refused(failure, { open: this.#open, closing: this.#closingSessions, opening: this.#opening - 1 }, now);
         const serverWide = atBanner && SERVER_WIDE_CAP_TEXT.test(failure.reply?.text ?? '');
+        const limitBefore = this.policy.limit;
+        const decision = this.policy.refused(failure, { open: this.#open, closing: this.#closingSessions, opening: this.#opening - 1 }, now);
+        if (serverWide && decision.action === 'wait' && this.policy.limit < limitBefore) this.#limitBeforeServerWide = Math.max(this.#limitBeforeServerWide ?? 0, limitBefore);
         if (decision.action === 'backoff') {
           this.#serverWide = serverWide;
           this.#refusingSince ??= now;

@@ -359,7 +359,7 @@ export class Engine implements ProbePort {
     if (this.#awaitingServerSlot.size === 0) return;
     const gates = [...this.#awaitingServerSlot];
     this.#awaitingServerSlot.clear();
-    for (const g of gates) g.retryNow();
+    for (const g of gates) if (g.retryNow()) this.#awaitingServerSlot.add(g);
   }
 
   /** The gate of a server address, created on first use. */

@@ -348,6 +348,34 @@ t.test("a host backing off Exim's daemon-wide 421 tries again as soon as a sessi
   t.ok(perClient.bAt >= 250, `per-client wording: b waited its back-off out (${perClient.bAt} ms)`);
 });
 
+t.test("a daemon-wide 421 while we hold sessions on the address: the limit it lowered comes back when a session of ours ends anywhere", async (t) => {
+  // Two server slots for everyone. a holds one for a single recipient; b, with 60 recipients,
+  // holds the other and is refused a second. When a's session ends, b opens its second at once
+  // instead of after the 1 s cool-down (the per-client wording: 10 s, so b finishes with one).
+  const run = async (banner: string) => {
+    const a = 'mx-a.example', b = 'mx-b.example';
+    const s = setup({
+      servers: { [a]: { latencyMs: 10 }, [b]: { latencyMs: 10 } },
+      addresses: { [a]: ['192.0.2.74'], [b]: ['192.0.2.75'] },
+      config: { idleMs: 0 },
+    });
+    s.smtp.serverWide = { maxSessions: 2, banner };
+    const checks = [s.check('a.test', 'alice', [{ exchange: a, priority: 0 }]), ...Array.from({ length: 60 }, (_, i) => s.check('b.test', `bob${i}`, [{ exchange: b, priority: 0 }], 60_000))];
+    const outcomes = await s.clock.run(Promise.all(checks));
+    const bStarts = s.smtp.sessions.filter((x) => x.server === b).map((x) => (x.commands[0]?.at ?? Infinity) - s.t0).sort((x, y) => x - y);
+    const out = { classes: [...new Set(outcomes.map(cls))], bStarts, refused: s.smtp.refusedServerWide };
+    await s.closed(t);
+    return out;
+  };
+  const wide = await run('421 mx.example Too many concurrent SMTP connections; please try again later.');
+  t.strictSame(wide.classes, ['accepted']);
+  t.ok(wide.refused >= 1, `b was refused (${wide.refused})`);
+  t.ok(wide.bStarts.length >= 2 && wide.bStarts[1]! - wide.bStarts[0]! < 200, `b's second session began ${wide.bStarts[1]! - wide.bStarts[0]!} ms after its first (sessions began at ${wide.bStarts.join(', ')} ms)`);
+  const perClient = await run('421 mx.example Too many concurrent SMTP connections from this IP address; please try again later.');
+  t.strictSame(perClient.classes, ['accepted']);
+  t.equal(perClient.bStarts.filter((at) => at < 1_000).length, 1, `per-client wording: one session of b's in its first second (began at ${perClient.bStarts.join(', ')} ms)`);
+});
+
 t.test('an address that refused every open for refusedWaitMs: later arrivals get its 421 at once (one waits for the next try), until a session opens again', async (t) => {
   const host = 'mx.busy.example';
   const { clock, smtp, check, timed, closed } = setup({ servers: { [host]: {} }, addresses: { [host]: [SHARED_IP] }, caps: { [SHARED_IP]: { maxSessions: 0, banner: '421 4.3.2 Service not available, closing transmission channel' } } });
