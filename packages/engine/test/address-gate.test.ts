@@ -292,17 +292,20 @@ t.test("Exim's daemon-wide cap shared by two MX hosts: every recipient answered,
   t.ok(wide.at < perClient.at, `the daemon-wide wording finished sooner: ${wide.at} ms against ${perClient.at} ms`);
 });
 
+/** Two MX hosts on two addresses, served by one daemon that takes `maxSessions` sessions from everyone at once and refuses the next with `banner`. */
+function oneDaemon(ips: [string, string], o: { maxSessions: number; banner: string; idleMs: number }) {
+  const a = 'mx-a.example', b = 'mx-b.example';
+  const s = setup({ servers: { [a]: { latencyMs: 10 }, [b]: { latencyMs: 10 } }, addresses: { [a]: [ips[0]], [b]: [ips[1]] }, config: { idleMs: o.idleMs } });
+  s.smtp.serverWide = { maxSessions: o.maxSessions, banner: o.banner };
+  return { ...s, a, b };
+}
+
 t.test("Exim's daemon-wide cap full of our idle sessions: its 421 ends the warm sessions of every address, the refused host gets in at its next try", async (t) => {
   // One server behind two addresses that takes 1 session from everyone at once. a's session
   // answers and stays warm (idleMs 60 s) on the server's only slot; b's open is refused.
   const run = async (banner: string) => {
-    const a = 'mx-a.example', b = 'mx-b.example';
-    const s = setup({
-      servers: { [a]: { latencyMs: 10 }, [b]: { latencyMs: 10 } },
-      addresses: { [a]: ['192.0.2.70'], [b]: ['192.0.2.71'] },
-      config: { idleMs: 60_000 },
-    });
-    s.smtp.serverWide = { maxSessions: 1, banner };
+    const s = oneDaemon(['192.0.2.70', '192.0.2.71'], { maxSessions: 1, banner, idleMs: 60_000 });
+    const { a, b } = s;
     const first = await s.clock.run(s.timed(s.check('a.test', 'alice', [{ exchange: a, priority: 0 }])));
     const second = await s.clock.run(s.timed(s.check('b.test', 'bob', [{ exchange: b, priority: 0 }], 120_000)), 120_000);
     const out = { first: cls(first.o), second: cls(second.o), waited: second.at - first.at, aQuits: s.smtp.sessions[0]!.quits, yields: s.engine.counters.idleYields, refused: s.smtp.refusedServerWide };
@@ -327,13 +330,8 @@ t.test("a host backing off Exim's daemon-wide 421 tries again as soon as a sessi
   // One server slot for everyone, behind two addresses. a's session holds it for its one
   // recipient (no idle wait); b's open is refused, backs off 250 ms, and gets in when a's ends.
   const run = async (banner: string) => {
-    const a = 'mx-a.example', b = 'mx-b.example';
-    const s = setup({
-      servers: { [a]: { latencyMs: 10 }, [b]: { latencyMs: 10 } },
-      addresses: { [a]: ['192.0.2.72'], [b]: ['192.0.2.73'] },
-      config: { idleMs: 0 },
-    });
-    s.smtp.serverWide = { maxSessions: 1, banner };
+    const s = oneDaemon(['192.0.2.72', '192.0.2.73'], { maxSessions: 1, banner, idleMs: 0 });
+    const { a, b } = s;
     const [first, second] = await s.clock.run(Promise.all([s.timed(s.check('a.test', 'alice', [{ exchange: a, priority: 0 }])), s.timed(s.check('b.test', 'bob', [{ exchange: b, priority: 0 }], 60_000))]));
     const out = { classes: [cls(first.o), cls(second.o)], aAt: first.at, bAt: second.at, refused: s.smtp.refusedServerWide };
     await s.closed(t);
@@ -353,13 +351,8 @@ t.test("a daemon-wide 421 while we hold sessions on the address: the limit it lo
   // holds the other and is refused a second. When a's session ends, b opens its second at once
   // instead of after the 1 s cool-down (the per-client wording: 10 s, so b finishes with one).
   const run = async (banner: string) => {
-    const a = 'mx-a.example', b = 'mx-b.example';
-    const s = setup({
-      servers: { [a]: { latencyMs: 10 }, [b]: { latencyMs: 10 } },
-      addresses: { [a]: ['192.0.2.74'], [b]: ['192.0.2.75'] },
-      config: { idleMs: 0 },
-    });
-    s.smtp.serverWide = { maxSessions: 2, banner };
+    const s = oneDaemon(['192.0.2.74', '192.0.2.75'], { maxSessions: 2, banner, idleMs: 0 });
+    const { a, b } = s;
     const checks = [s.check('a.test', 'alice', [{ exchange: a, priority: 0 }]), ...Array.from({ length: 60 }, (_, i) => s.check('b.test', `bob${i}`, [{ exchange: b, priority: 0 }], 60_000))];
     const outcomes = await s.clock.run(Promise.all(checks));
     const bStarts = s.smtp.sessions.filter((x) => x.server === b).map((x) => (x.commands[0]?.at ?? Infinity) - s.t0).sort((x, y) => x - y);
