@@ -560,8 +560,10 @@ t.test('a front that dies mid-publish: a running worker takes its job over once 
   t.strictSame(sent, [`${slowJob.id}:1`], 'a renewed claim holds: published by its intake only');
 
   // Two sweeps racing for one job whose claim ran out: one gets it.
+  // The worker stops first: its own sweep must not take the job over (a 1 ms claim runs out
+  // while the intake is still failing to publish) before the two claims below race for it.
+  await worker.stop();
   const third = await intake({ store: w.store, blobs: w.blobs, bus: refusing, claimLeaseMs: 1, onPublishError: () => {} }, { accountId: acc, source: 'json', columns: ['email'], emailIndex: 0, rows: rows(['e@x.test']) });
-  await worker.stop(); // no sweep of its own meanwhile
   await until(() => claimRanOut(w.db, third.id), 8000, 'the claim ran out');
   const claims = await Promise.all([w.store.jobs.claimUnpublished(60_000, 20), w.store.jobs.claimUnpublished(60_000, 20)]);
   t.strictSame(claims.map((c) => c.filter((j) => j.id === third.id).length).sort(), [0, 1], 'exactly one of two concurrent claims gets it');
