@@ -210,27 +210,25 @@ export class AddressGate {
       if (need <= 0) return;
       if (!wanting.some((w) => w.user !== s.held.user)) continue;
       this.#idle.splice(this.#idle.indexOf(s), 1);
-      s.held.yielded = true;
-      this.#yielded++;
-      this.deps.counters.idleYields++;
+      this.#askToEnd(s);
       need--;
-      s.end();
     }
+  }
+
+  /** An idle session (already out of #idle) is asked to quit; its slot counts in #yielded until free. */
+  #askToEnd(s: IdleSession): void {
+    s.held.yielded = true;
+    this.#yielded++;
+    this.deps.counters.idleYields++;
+    s.end();
   }
 
   /**
    * Ends every warm session of the address that is waiting for work (a server said it is full:
-   * one of them may be what fills it). Returns how many were asked to end.
+   * one of them may be what fills it).
    */
-  releaseIdle(): number {
-    const idle = this.#idle.splice(0);
-    for (const s of idle) {
-      s.held.yielded = true;
-      this.#yielded++;
-      this.deps.counters.idleYields++;
-      s.end();
-    }
-    return idle.length;
+  releaseIdle(): void {
+    for (const s of this.#idle.splice(0)) this.#askToEnd(s);
   }
 
   /**
