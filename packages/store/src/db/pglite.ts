@@ -9,7 +9,6 @@
 import { OperatorError } from '@svc/contracts';
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { createRequire } from 'node:module';
 import v8 from 'node:v8';
 import { Worker } from 'node:worker_threads';
 import type { Db, Queryable, Row } from './db.ts';
@@ -116,38 +115,15 @@ export interface PgliteOptions {
 const EXTRA_START_PARAMS = ['-c', 'shared_buffers=32MB', '-c', 'wal_buffers=1MB'];
 
 /**
- * initdb of a new data directory, in a worker thread that then exits. initdb in WASM grows its
- * WebAssembly memory to ~750 MiB and that memory is never given back while its isolate lives: run
- * in the service's own thread it would stay in the RSS for the life of the process (measured: 750
- * MiB after initdb in-process; 230 MiB after the worker has gone, ~330 once the database is open
- * here). The worker is plain CommonJS (PGlite's CJS build), so it needs no TypeScript loader; it
- * writes through PGlite's own NodeFS, and the caller makes the new files owner-only afterwards
- * (the data directory around them is 0700 already, so nobody else can reach them meanwhile).
+ * initdb of a new data directory, in a PGlite thread of its own that then ends. initdb in WASM
+ * grows its WebAssembly memory to ~750 MiB and that memory is never given back while its isolate
+ * lives: kept in the thread that serves the database it would stay in the RSS for the life of the
+ * process (measured: 750 MiB after initdb in-process; 230 MiB after the worker has gone, ~330 once
+ * the database is open). The thread writes through the owner-only file system; the tree is
+ * tightened once more afterwards (the data directory around it is 0700 already).
  */
-const INITDB_WORKER = `
-const { workerData } = require('node:worker_threads');
-const { PGlite } = require(workerData.pglite);
-const { NodeFS } = require(workerData.nodefs);
-(async () => {
-  const pg = new PGlite({ fs: new NodeFS(workerData.pgdata), startParams: [...PGlite.defaultStartParams, ...workerData.extraStartParams] });
-  await pg.waitReady;
-  await pg.close();
-})().catch((err) => { process.exitCode = 1; throw err; });
-`;
-
 async function initdbInWorker(pgdata: string): Promise<void> {
-  const require = createRequire(import.meta.url);
-  const data = { pgdata, extraStartParams: EXTRA_START_PARAMS, pglite: require.resolve('@electric-sql/pglite'), nodefs: require.resolve('@electric-sql/pglite/nodefs') };
-  await new Promise<void>((resolve, reject) => {
-    const worker = new Worker(INITDB_WORKER, { eval: true, workerData: data });
-    let failed: unknown;
-    worker.once('error', (err) => (failed = err));
-    worker.once('exit', (code) => {
-      if (failed !== undefined) reject(failed instanceof Error ? failed : new Error(String(failed)));
-      else if (code !== 0) reject(new Error(`PGlite initdb worker exited with code ${code}`));
-      else resolve();
-    });
-  });
+  await (await startThread(pgdata, undefined)).close();
   tightenTree(pgdata);
 }
 
