@@ -1,6 +1,6 @@
 // The layering of the packages (docs/architecture.md), as a test:
 // - packages import each other one way (the ALLOWED table): contracts at the bottom, bus and egress
-//   on it alone, verifier ← store ← outcomes ← billing ← jobs ← mcp ← api above, engine on
+//   on it alone, verifier ← store ← outcomes ← billing ← jobs (and enrich beside it) ← mcp ← api above, engine on
 //   verifier, admin on jobs, and runtime composes them; runtime is imported only by entry points (cluster/, test/, bench/),
 //   so api receives its services and settings and never reads the environment;
 // - across packages only through the entries a package exports (no `./*` wildcards, no deep
@@ -31,9 +31,11 @@ const ALLOWED: Record<string, string[]> = {
   outcomes: ['contracts', 'verifier', 'store'],
   billing: ['contracts', 'verifier', 'store', 'outcomes'],
   jobs: ['contracts', 'bus', 'egress', 'verifier', 'store', 'outcomes', 'billing'],
-  mcp: ['contracts', 'bus', 'egress', 'verifier', 'store', 'outcomes', 'billing', 'jobs'],
-  api: ['contracts', 'bus', 'egress', 'verifier', 'store', 'outcomes', 'billing', 'jobs', 'mcp'],
-  runtime: ['contracts', 'bus', 'egress', 'verifier', 'engine', 'store', 'outcomes', 'billing', 'jobs', 'mcp', 'api', 'admin'],
+  // Data endpoints (providers, the finder, company enrichment, their caches and charges): beside jobs.
+  enrich: ['contracts', 'egress', 'verifier', 'store', 'outcomes', 'billing'],
+  mcp: ['contracts', 'bus', 'egress', 'verifier', 'store', 'outcomes', 'billing', 'jobs', 'enrich'],
+  api: ['contracts', 'bus', 'egress', 'verifier', 'store', 'outcomes', 'billing', 'jobs', 'enrich', 'mcp'],
+  runtime: ['contracts', 'bus', 'egress', 'verifier', 'engine', 'store', 'outcomes', 'billing', 'jobs', 'enrich', 'mcp', 'api', 'admin'],
   // The operator CLI runs use cases over the store; runtime serves it on the admin socket.
   admin: ['contracts', 'bus', 'egress', 'verifier', 'store', 'outcomes', 'billing', 'jobs'],
   // The official client stands alone (fetch only); the CLI is built on it.

@@ -57,6 +57,9 @@ export function stackEnv(sim: Sim, dataDir: string, extra: Record<string, string
     SVC_DATA_DIR: dataDir,
     SVC_DNS_SERVERS: sim.dnsServers,
     SVC_SMTP_PORT: String(sim.smtpPort),
+    // Websites (company data) on the sim's ports, as its MX hosts on its SMTP port.
+    SVC_WEB_HTTP_PORT: String(sim.webHttpPort),
+    SVC_WEB_HTTPS_PORT: String(sim.webHttpsPort),
     SVC_BOOTSTRAP_API_KEY: BOOTSTRAP_KEY,
     SVC_BOOTSTRAP_CREDITS: '1000',
     SVC_SMTP_TIMEOUT_MS: '1500',

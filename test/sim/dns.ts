@@ -2,9 +2,14 @@
 // packets so Node's c-ares based `dns.Resolver` maps them to its usual error codes:
 // NXDOMAIN (rcode 3) -> ENOTFOUND, SERVFAIL (rcode 2) -> ESERVFAIL, NOERROR without answers
 // (NODATA) -> ENODATA, no reply at all -> ETIMEOUT.
+//
+// Besides SIM_DOMAINS the zone holds the sim's websites (websites.ts): A records of each site and
+// its www name, the sites' MX and TXT records. A TXT record longer than 255 bytes goes out as
+// several character-strings, which Node's resolveTxt returns as one array per record.
 
 import { Packet, UDPServer, type Resource } from 'dns2';
 import { SIM_DNS_IP, SIM_DOMAINS, SIM_TTL } from './domains.ts';
+import { SIM_WEBSITES, type SimWebsite } from './websites.ts';
 
 // dns2 exposes these as Packet.RCODE at run time, but its .d.ts does not declare it.
 const RCODE = (Packet as unknown as { RCODE: { NOERROR: number; SERVFAIL: number; NXDOMAIN: number } }).RCODE;
@@ -13,6 +18,8 @@ const { TYPE, CLASS } = Packet;
 interface ZoneName {
   mx?: { exchange: string; priority: number }[];
   a?: string[];
+  /** TXT records, one string each; split into 255-byte character-strings when answered. */
+  txt?: string[];
 }
 
 /** One lower-case name -> what exists there. Names absent from the map are NXDOMAIN. */
@@ -22,7 +29,8 @@ export interface Zone {
   timeout: Set<string>;
 }
 
-export function buildZone(): Zone {
+/** The zone of SIM_DOMAINS plus the websites' names (by default SIM_WEBSITES). */
+export function buildZone(websites: readonly SimWebsite[] = SIM_WEBSITES): Zone {
   const names = new Map<string, ZoneName>();
   const servfail = new Set<string>();
   const timeout = new Set<string>();
@@ -58,7 +66,46 @@ export function buildZone(): Zone {
         break;
     }
   }
+  // A website may only add to a name: a second, different A or MX list is a mistake in the data.
+  const set = <K extends keyof ZoneName>(name: string, key: K, value: NonNullable<ZoneName[K]>): void => {
+    const e = entry(name);
+    const old = e[key];
+    if (old !== undefined && JSON.stringify(old) !== JSON.stringify(value)) throw new Error(`sim zone: ${name} already has other ${key} records`);
+    e[key] = value;
+  };
+  for (const w of websites) {
+    entry(w.domain);
+    if (w.ip) {
+      set(w.domain, 'a', [w.ip]);
+      set(`www.${w.domain}`, 'a', [w.ip]);
+    }
+    if (w.mx) set(w.domain, 'mx', w.mx.map(m => ({ exchange: m.exchange, priority: m.priority })));
+    for (const m of w.mx ?? []) if (m.ip) set(m.exchange, 'a', [m.ip]);
+    if (w.txt) set(w.domain, 'txt', [...w.txt]);
+  }
   return { names, servfail, timeout };
+}
+
+/**
+ * One TXT record as DNS character-strings: at most 255 bytes each (RFC 1035 3.3.14), cut between
+ * characters so every piece is valid UTF-8 on its own.
+ */
+export function txtChunks(text: string): string[] {
+  const chunks: string[] = [];
+  let current = '';
+  let bytes = 0;
+  for (const ch of text) {
+    const n = Buffer.byteLength(ch, 'utf8');
+    if (bytes + n > 255) {
+      chunks.push(current);
+      current = '';
+      bytes = 0;
+    }
+    current += ch;
+    bytes += n;
+  }
+  chunks.push(current);
+  return chunks;
 }
 
 /** The name or one of its parent names is in the set (so mx1.servfail.test fails like servfail.test). */
@@ -106,6 +153,10 @@ export async function startDns(zone: Zone, port: number): Promise<DnsServer> {
       }
       if (question.type === TYPE.A || question.type === TYPE.ANY) {
         for (const address of entry.a ?? []) response.answers.push(rr(TYPE.A, { address }));
+      }
+      if (question.type === TYPE.TXT || question.type === TYPE.ANY) {
+        // dns2 writes each element of an array `data` as one length-prefixed character-string.
+        for (const text of entry.txt ?? []) response.answers.push(rr(TYPE.TXT, { data: txtChunks(text) }));
       }
       // Everything else (AAAA included) exists but is empty: NOERROR, no answers (NODATA).
     }

@@ -1,17 +1,22 @@
 // The simulated internet: one DNS server and one SMTP server per live MX address, all on
-// loopback, all SMTP servers on one shared port. See README.md for the domain table.
+// loopback, all SMTP servers on one shared port; plus the websites (websites.ts, web.ts), an HTTP
+// and an HTTPS server per site address on two shared ports. See README.md for the domain tables.
 //
 //   const sim = await startSim();
 //   t.teardown(() => sim.close());
 //   env: SVC_DNS_SERVERS=sim.dnsServers, SVC_SMTP_PORT=String(sim.smtpPort)
+//   websites: fetch on sim.webHttpPort / sim.webHttpsPort, trusting sim.webCaPem
 
 import { domainToASCII } from 'node:url';
 import { buildZone, startDns, type DnsServer } from './dns.ts';
 import { SIM_DNS_IP, SIM_DOMAINS, SIM_GMAIL_MAILBOXES, type SimDomain } from './domains.ts';
 import { Timers, emptyStats, probeFree, startMx, type MxServerSpec, type MxStats, type RunningMx, type SmtpContext } from './smtp.ts';
 import { startProviderMx, type ProviderId } from './providers.ts';
+import { startWeb, type WebServer } from './web.ts';
+import { SIM_WEBSITES } from './websites.ts';
 
 export * from './domains.ts';
+export * from './websites.ts';
 export type { MxStats } from './smtp.ts';
 
 export interface SimOptions {
@@ -33,12 +38,24 @@ export interface SimOptions {
   errorSleepMs?: number;
   /** Default 1000 (Postfix's in_flow_delay): the wait before the first accepted RCPT of a transaction on a `postfix-limits` server with inFlowDelay. */
   inFlowDelayMs?: number;
+  /** 0 or undefined: a free port, the same on every website address. */
+  webHttpPort?: number;
+  /** 0 or undefined: a free port, the same on every website address. */
+  webHttpsPort?: number;
 }
 
 export interface Sim {
   /** Value for SVC_DNS_SERVERS, e.g. '127.0.0.1:53531'. */
   dnsServers: string;
   smtpPort: number;
+  /** The port every website answers HTTP on. */
+  webHttpPort: number;
+  /** The port every website answers HTTPS on. */
+  webHttpsPort: number;
+  /** PEM of the CA, made at start, that signed the websites' certificates. */
+  webCaPem: string;
+  /** Web requests received, keyed host + path (e.g. `acme-robotics.test/`), HTTP and HTTPS together. */
+  webRequests(): Record<string, number>;
   /** Counters per MX IP address (dead addresses included, always zero). */
   stats(): Record<string, MxStats>;
   /** Counters summed over the domain's MX addresses (ASCII or Unicode name; zeros for a domain without MX hosts). */
@@ -47,7 +64,7 @@ export interface Sim {
   dnsQueries(): Record<string, number>;
   /** How often the `postfix-limits` servers' limits bit, keyed `<mx host> <event>` (error_sleep, hard_limit, banner_421, rcpt_cap, in_flow_delay, anvil_lag). */
   limitEvents(): Record<string, number>;
-  /** Zeroes SMTP counters and DNS query counts (greylist memory is kept). */
+  /** Zeroes SMTP counters, DNS query counts and web request counts (greylist memory is kept). */
   resetStats(): void;
   /** Closes every server and socket at once, pending tarpits included. Safe to call twice. */
   close(): Promise<void>;
@@ -146,6 +163,14 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
     await dns.close();
     throw err;
   }
+  let web: WebServer;
+  try {
+    web = await startWeb(SIM_WEBSITES, { http: opts.webHttpPort ?? 0, https: opts.webHttpsPort ?? 0 });
+  } catch (err) {
+    ctx.timers.clear();
+    await Promise.all([...servers.map(s => s.close()), dns.close()]);
+    throw err;
+  }
 
   const statsByIp = new Map<string, MxStats>();
   for (const ip of dead) statsByIp.set(ip, emptyStats());
@@ -156,6 +181,12 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
   return {
     dnsServers: `${SIM_DNS_IP}:${dns.port}`,
     smtpPort,
+    webHttpPort: web.httpPort,
+    webHttpsPort: web.httpsPort,
+    webCaPem: web.caPem,
+    webRequests() {
+      return Object.fromEntries(web.requests);
+    },
     stats() {
       return Object.fromEntries([...statsByIp].map(([ip, s]) => [ip, { ...s }]));
     },
@@ -179,11 +210,12 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
       for (const s of statsByIp.values()) Object.assign(s, emptyStats());
       ctx.limitEvents.clear();
       dns.queries.clear();
+      web.requests.clear();
     },
     close() {
       closing ??= (async () => {
         ctx.timers.clear();
-        await Promise.all([...servers.map(s => s.close()), dns.close()]);
+        await Promise.all([...servers.map(s => s.close()), dns.close(), web.close()]);
       })();
       return closing;
     },

@@ -4,9 +4,15 @@
 //
 // Environment (all optional): SIM_DNS_PORT (5354), SIM_SMTP_PORT (2525), SIM_GREYLIST_MS (300),
 // SIM_TARPIT_MS (30000), SIM_SLOW_BANNER_MS (400), SIM_REPLY_LATENCY_MS (0), SIM_ERROR_SLEEP_MS (1000),
-// SIM_IN_FLOW_DELAY_MS (1000).
+// SIM_IN_FLOW_DELAY_MS (1000), SIM_WEB_HTTP_PORT (8780), SIM_WEB_HTTPS_PORT (8743).
+//
+// The websites' CA certificate (made anew at every start) is written to a temporary file, whose
+// path is printed; the file is removed when the sim stops.
 
-import { SIM_DOMAINS, SIM_EXAMPLES, SIM_READY_DOMAIN, SIM_UNKNOWN_LOCAL, startSim, type Sim, type SimExpectation, type SimOptions } from './index.ts';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { SIM_DOMAINS, SIM_EXAMPLES, SIM_READY_DOMAIN, SIM_UNKNOWN_LOCAL, SIM_WEBSITES, startSim, type Sim, type SimExpectation, type SimOptions } from './index.ts';
 
 function intFromEnv(key: string, fallback: number, min: number, max: number): number {
   const raw = process.env[key];
@@ -28,11 +34,17 @@ const options: SimOptions = {
   replyLatencyMs: intFromEnv('SIM_REPLY_LATENCY_MS', 0, 0, 86_400_000),
   errorSleepMs: intFromEnv('SIM_ERROR_SLEEP_MS', 1000, 0, 86_400_000),
   inFlowDelayMs: intFromEnv('SIM_IN_FLOW_DELAY_MS', 1000, 0, 86_400_000),
+  webHttpPort: intFromEnv('SIM_WEB_HTTP_PORT', 8780, 1, 65_535),
+  webHttpsPort: intFromEnv('SIM_WEB_HTTPS_PORT', 8743, 1, 65_535),
 };
 
 // Signal handlers first, so a Ctrl-C during start-up also ends cleanly.
 let sim: Sim | undefined;
+let caDir: string | undefined;
 let stopping = false;
+process.on('exit', () => {
+  if (caDir) rmSync(caDir, { recursive: true, force: true });
+});
 const stop = (): void => {
   if (stopping) return;
   stopping = true;
@@ -63,6 +75,11 @@ for (const d of SIM_DOMAINS) {
 const widths = [0, 1, 2].map(i => Math.max(...rows.map(r => [...(r[i] ?? '')].length)));
 const pad = (s: string, n: number): string => s + ' '.repeat(Math.max(0, n - [...s].length));
 const table = rows.map(r => `# ${r.slice(0, 3).map((c, i) => pad(c, widths[i] ?? 0)).join('  ')}  ${r[3] ?? ''}`);
+caDir = mkdtempSync(path.join(os.tmpdir(), 'sim-web-'));
+const caFile = path.join(caDir, 'ca.pem');
+writeFileSync(caFile, sim.webCaPem);
+const siteWidth = Math.max(...SIM_WEBSITES.map(w => w.domain.length));
+const websites = SIM_WEBSITES.map(w => `#   ${pad(w.domain, siteWidth)}  ${pad(w.ip ?? 'no A record', 11)}  ${w.description}`);
 const examples = SIM_EXAMPLES.map(e => `#   ${e.email}: ${e.result} (${e.reason_code})${e.note ? `, ${e.note}` : ''}`);
 
 // The first three lines are the contract: `npm run sim` users paste them into the service's env.
@@ -77,6 +94,9 @@ process.stdout.write(
     ...table,
     '# Also try:',
     ...examples,
+    `# Websites (company enrichment): HTTP on port ${sim.webHttpPort}, HTTPS on port ${sim.webHttpsPort}, each site also as www.<domain>.`,
+    `# HTTPS certificates are signed by the sim's CA, made at this start: ${caFile}`,
+    ...websites,
     '# Ctrl-C to stop.',
     '',
   ].join('\n'),

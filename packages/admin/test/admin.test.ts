@@ -189,6 +189,16 @@ t.test('job list and job show', async (t) => {
   t.strictSame(await admin('job', 'show'), { code: 2, out: 'which job? give its id\nusage: admin job show JOB_ID' });
 });
 
+t.test('account data: show, enable, disable (the data product)', async (t) => {
+  t.strictSame(await admin('account', 'data', '--account', A), { code: 0, out: `account ${A}: data product disabled` });
+  t.strictSame(await admin('account', 'data', '--account', A, '--enable'), { code: 0, out: `account ${A}: data product enabled` });
+  t.equal(await store.accounts.dataProduct(A), true);
+  t.strictSame(await admin('account', 'data', '--account', A, '--disable'), { code: 0, out: `account ${A}: data product disabled` });
+  t.equal(await store.accounts.dataProduct(A), false);
+  t.equal((await admin('account', 'data', '--account', A, '--enable', '--disable')).code, 2);
+  t.strictSame(await admin('account', 'data', '--account', 'acc_nope'), { code: 1, out: 'no account acc_nope' });
+});
+
 t.test('account connectors: show, disable, enable', async (t) => {
   t.strictSame(await admin('account', 'connectors', '--account', A), { code: 0, out: `account ${A}: connectors enabled` });
   t.strictSame(await admin('account', 'connectors', '--account', A, '--disable'), { code: 0, out: `account ${A}: connectors disabled` });
@@ -205,6 +215,7 @@ t.test('--help on every command, exit 0; usage errors exit 2', async (t) => {
     '  admin account create [--credits N] [--name NAME]',
     '  admin account list',
     '  admin account connectors --account ACCOUNT_ID [--enable | --disable]',
+    '  admin account data --account ACCOUNT_ID [--enable | --disable]',
     '  admin key create --account ACCOUNT_ID [--scopes a,b | --unrestricted] [--kind test|live] [--name NAME] [--expires ISO_DATE]',
     '  admin key list --account ACCOUNT_ID',
     '  admin key activate KEY_ID_OR_KEY',

@@ -21,6 +21,7 @@ import { outcomeRoutes } from './routes/outcomes.ts';
 import { reportRoutes } from './routes/reports.ts';
 import { mcpRoutes } from './routes/mcp.ts';
 import { subscriptionRoutes } from './routes/subscriptions.ts';
+import { dataRoutes } from './routes/data.ts';
 import type { ApiServices, ApiSettings } from './types.ts';
 
 export type { ApiServices, ApiSettings };
@@ -129,6 +130,7 @@ export async function buildApp(services: ApiServices, settings: ApiSettings, opt
   if (services.outcomes) await app.register(outcomeRoutes, { services: { ...services, outcomes: services.outcomes } });
   if (services.reports) await app.register(reportRoutes, { analytics: services.reports });
   if (services.subscriptions) await app.register(subscriptionRoutes, { services: { ...services, subscriptions: services.subscriptions } });
+  if (services.data) await app.register(dataRoutes, { services: { ...services, data: services.data } });
   if (services.mcp) {
     const { rateLimiter, mcp } = services;
     await app.register(mcpRoutes, { mcp, rateLimiter, rateLimitPerIp: settings.rateLimitPerIp, rateLimitPerKey: settings.rateLimitPerKey, isDraining: () => draining });

@@ -6,6 +6,7 @@ import type { CatchallRecovery, CsvJobs, JobsService } from '@svc/jobs';
 import type { OutcomesService } from '@svc/outcomes';
 import type { Analytics, RateLimiterPort, Store } from '@svc/store';
 import type { HostedMcp } from '@svc/mcp';
+import type { DataService } from '@svc/enrich';
 import type { Verifier } from '@svc/verifier';
 
 /** What the front needs from the composition root. */
@@ -32,6 +33,8 @@ export interface ApiServices {
   analytics?: Pick<Analytics, 'record'>;
   /** Hosted MCP for AI agents (OAuth endpoints and the svc_* tools); without it /mcp and /oauth/* are not served. */
   mcp?: HostedMcp;
+  /** The data endpoints (company, LinkedIn, people, profiles, mobiles, the finder); without it they are not served. */
+  data?: DataService;
 }
 
 /** The settings the front uses (a slice of the runtime configuration). */

@@ -24,6 +24,7 @@ const record = (id: string, account: string, scopes: string[] | null): KeyRecord
   state: 'active',
   expires_at: null,
   subscription_status: 'active',
+  data_product: false,
 });
 
 const records = new Map<string, KeyRecord>([

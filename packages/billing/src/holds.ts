@@ -14,15 +14,17 @@ export async function grantCredits(store: Pick<Store, 'ledger'>, accountId: stri
 }
 
 /**
- * Releases the holds of sync validations and catch-all recoveries that a crash cut off: those
+ * Releases the holds of sync validations, data requests and catch-all recoveries that a crash cut off: those
  * older than `olderThanMs` (0 when this process is the only one: every open one). A job's hold is
  * not among them: the job is resumed and settles it. Returns how many were released.
  */
 export async function releaseOrphanedHolds(store: Pick<Store, 'ledger'>, olderThanMs: number): Promise<number> {
   const sync = await store.ledger.releaseStale('sync', olderThanMs);
   const recovery = await store.ledger.releaseStale('recovery', olderThanMs);
-  return sync + recovery;
+  const data = await store.ledger.releaseStale('data', olderThanMs);
+  return sync + recovery + data;
 }
 
-/** The periodic sweep's part: sync holds left open by a failed settle or a dead process. */
-export const releaseStaleSyncHolds = (store: Pick<Store, 'ledger'>): Promise<number> => store.ledger.releaseStale('sync', SYNC_HOLD_ORPHANED_MS);
+/** The periodic sweep's part: sync and data holds left open by a failed settle or a dead process. */
+export const releaseStaleSyncHolds = async (store: Pick<Store, 'ledger'>): Promise<number> =>
+  (await store.ledger.releaseStale('sync', SYNC_HOLD_ORPHANED_MS)) + (await store.ledger.releaseStale('data', SYNC_HOLD_ORPHANED_MS));

@@ -6519,6 +6519,4690 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/company/enrich": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Company data from a domain (1 credit if found; cached 30 days, hits charged the same) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: {
+                    /** @description Optional; 1-255 printable characters, kept 24 h */
+                    "idempotency-key"?: string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        domain: string;
+                        company_name?: string;
+                        force_refresh?: boolean;
+                    };
+                };
+            };
+            responses: {
+                /** @description OK */
+                200: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        /** @description Present when this is the stored response of an earlier request with the same Idempotency-Key. */
+                        "Idempotent-Replayed"?: "true";
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            domain?: string;
+                            company_name?: string | null;
+                            display_name?: string | null;
+                            description?: string | null;
+                            website?: string | null;
+                            employee_count?: number | null;
+                            /** @enum {string|null} */
+                            employee_range?: "1-10" | "11-50" | "51-200" | "201-500" | "501-1000" | "1001-5000" | "5001+" | null;
+                            revenue_range?: string | null;
+                            industry?: string | null;
+                            sub_industry?: string | null;
+                            founded_year?: number | null;
+                            /** @enum {string|null} */
+                            company_type?: "private" | "public" | "nonprofit" | "government" | null;
+                            location?: {
+                                city?: string | null;
+                                region?: string | null;
+                                country?: string | null;
+                                country_code?: string | null;
+                            } & {
+                                [key: string]: unknown;
+                            };
+                            linkedin_url?: string | null;
+                            twitter_url?: string | null;
+                            facebook_url?: string | null;
+                            /** @description E.164 */
+                            phone?: string | null;
+                            technologies?: string[];
+                            technology_count?: number;
+                            funding?: {
+                                total_raised?: number | null;
+                                last_round?: string | null;
+                                last_round_date?: string | null;
+                            } & {
+                                [key: string]: unknown;
+                            };
+                            confidence?: number;
+                            found?: boolean;
+                            credits_charged?: number;
+                            cache_hit?: boolean;
+                            source_provider?: string | null;
+                            latency_ms?: number;
+                            error?: string;
+                        } & {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+                /** @description Bad Request: `invalid_json`, `invalid_request`, `invalid_idempotency_key`, `domain_required`, `invalid_domain` */
+                400: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "invalid_json" | "invalid_request" | "invalid_idempotency_key" | "domain_required" | "invalid_domain";
+                        };
+                    };
+                };
+                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired`, `mcp_token_not_accepted` */
+                401: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired" | "mcp_token_not_accepted";
+                        };
+                    };
+                };
+                /** @description Payment Required: `subscription_inactive`, `insufficient_credits` */
+                402: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "subscription_inactive" | "insufficient_credits";
+                            /** @description Credits the request can cost at most. */
+                            required?: number;
+                            /** @description Credits available when it was refused. */
+                            available?: number;
+                        };
+                    };
+                };
+                /** @description Forbidden: `insufficient_scope`, `product_not_enabled` */
+                403: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "insufficient_scope" | "product_not_enabled";
+                            /** @description The scope the key lacks. */
+                            required_scope?: string;
+                        };
+                    };
+                };
+                /** @description Conflict: `idempotency_key_conflict`, `idempotency_request_in_progress` */
+                409: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "idempotency_key_conflict" | "idempotency_request_in_progress";
+                        };
+                    };
+                };
+                /** @description Payload Too Large: `payload_too_large` */
+                413: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "payload_too_large";
+                        };
+                    };
+                };
+                /** @description Unsupported Media Type: `unsupported_media_type` */
+                415: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "unsupported_media_type";
+                        };
+                    };
+                };
+                /** @description Too Many Requests: `rate_limited` */
+                429: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        /** @description Seconds to wait before retrying (60). */
+                        "Retry-After"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "rate_limited";
+                            /** @description Seconds to wait (60). */
+                            retry_after: number;
+                        };
+                    };
+                };
+                /** @description Internal Server Error: `internal_error` */
+                500: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "internal_error";
+                        };
+                    };
+                };
+                /** @description Service Unavailable: `validation_upstream_failed`, `service_unavailable`, `feature_not_configured`, `provider_unavailable` */
+                503: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "validation_upstream_failed" | "service_unavailable" | "feature_not_configured" | "provider_unavailable";
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/company/enrich/bulk": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Company data for up to 25 domains (1 credit per company found) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: {
+                    /** @description Optional; 1-255 printable characters, kept 24 h */
+                    "idempotency-key"?: string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        companies: ({
+                            domain?: string;
+                            company_name?: string;
+                            force_refresh?: boolean;
+                        } & {
+                            [key: string]: unknown;
+                        })[];
+                        /** @default 5 */
+                        max_concurrent?: number;
+                    };
+                };
+            };
+            responses: {
+                /** @description OK */
+                200: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        /** @description Present when this is the stored response of an earlier request with the same Idempotency-Key. */
+                        "Idempotent-Replayed"?: "true";
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id?: string;
+                            results?: ({
+                                domain?: string;
+                                company_name?: string | null;
+                                display_name?: string | null;
+                                description?: string | null;
+                                website?: string | null;
+                                employee_count?: number | null;
+                                /** @enum {string|null} */
+                                employee_range?: "1-10" | "11-50" | "51-200" | "201-500" | "501-1000" | "1001-5000" | "5001+" | null;
+                                revenue_range?: string | null;
+                                industry?: string | null;
+                                sub_industry?: string | null;
+                                founded_year?: number | null;
+                                /** @enum {string|null} */
+                                company_type?: "private" | "public" | "nonprofit" | "government" | null;
+                                location?: {
+                                    city?: string | null;
+                                    region?: string | null;
+                                    country?: string | null;
+                                    country_code?: string | null;
+                                } & {
+                                    [key: string]: unknown;
+                                };
+                                linkedin_url?: string | null;
+                                twitter_url?: string | null;
+                                facebook_url?: string | null;
+                                /** @description E.164 */
+                                phone?: string | null;
+                                technologies?: string[];
+                                technology_count?: number;
+                                funding?: {
+                                    total_raised?: number | null;
+                                    last_round?: string | null;
+                                    last_round_date?: string | null;
+                                } & {
+                                    [key: string]: unknown;
+                                };
+                                confidence?: number;
+                                found?: boolean;
+                                credits_charged?: number;
+                                cache_hit?: boolean;
+                                source_provider?: string | null;
+                                latency_ms?: number;
+                                error?: string;
+                            } & {
+                                [key: string]: unknown;
+                            })[];
+                            summary?: {
+                                total?: number;
+                                found?: number;
+                                not_found?: number;
+                                errors?: number;
+                                cache_hits?: number;
+                                credits_charged?: number;
+                                total_latency_ms?: number;
+                            } & {
+                                [key: string]: unknown;
+                            };
+                        } & {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+                /** @description Bad Request: `invalid_json`, `invalid_request`, `invalid_idempotency_key`, `companies_required`, `too_many_companies`, `invalid_max_concurrent` */
+                400: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "invalid_json" | "invalid_request" | "invalid_idempotency_key" | "companies_required" | "too_many_companies" | "invalid_max_concurrent";
+                        };
+                    };
+                };
+                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired`, `mcp_token_not_accepted` */
+                401: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired" | "mcp_token_not_accepted";
+                        };
+                    };
+                };
+                /** @description Payment Required: `subscription_inactive`, `insufficient_credits` */
+                402: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "subscription_inactive" | "insufficient_credits";
+                            /** @description Credits the request can cost at most. */
+                            required?: number;
+                            /** @description Credits available when it was refused. */
+                            available?: number;
+                        };
+                    };
+                };
+                /** @description Forbidden: `insufficient_scope`, `product_not_enabled` */
+                403: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "insufficient_scope" | "product_not_enabled";
+                            /** @description The scope the key lacks. */
+                            required_scope?: string;
+                        };
+                    };
+                };
+                /** @description Conflict: `idempotency_key_conflict`, `idempotency_request_in_progress` */
+                409: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "idempotency_key_conflict" | "idempotency_request_in_progress";
+                        };
+                    };
+                };
+                /** @description Payload Too Large: `payload_too_large` */
+                413: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "payload_too_large";
+                        };
+                    };
+                };
+                /** @description Unsupported Media Type: `unsupported_media_type` */
+                415: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "unsupported_media_type";
+                        };
+                    };
+                };
+                /** @description Too Many Requests: `rate_limited` */
+                429: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        /** @description Seconds to wait before retrying (60). */
+                        "Retry-After"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "rate_limited";
+                            /** @description Seconds to wait (60). */
+                            retry_after: number;
+                        };
+                    };
+                };
+                /** @description Internal Server Error: `internal_error` */
+                500: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "internal_error";
+                        };
+                    };
+                };
+                /** @description Service Unavailable: `validation_upstream_failed`, `service_unavailable`, `feature_not_configured`, `provider_unavailable` */
+                503: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "validation_upstream_failed" | "service_unavailable" | "feature_not_configured" | "provider_unavailable";
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/company/enrich-linkedin": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Company data from its LinkedIn page (1 credit if found) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: {
+                    /** @description Optional; 1-255 printable characters, kept 24 h */
+                    "idempotency-key"?: string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        company_linkedin_url: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description OK */
+                200: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        /** @description Present when this is the stored response of an earlier request with the same Idempotency-Key. */
+                        "Idempotent-Replayed"?: "true";
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            company?: {
+                                name?: string;
+                                domain?: string;
+                                description?: string;
+                                industry?: string;
+                                employee_count?: number;
+                                employee_range?: string;
+                                founded_year?: number;
+                                company_type?: string;
+                                hq_city?: string;
+                                hq_region?: string;
+                                hq_country?: string;
+                                linkedin_url?: string;
+                                website?: string;
+                                phone?: string;
+                                technologies?: string[];
+                            } & {
+                                [key: string]: unknown;
+                            };
+                            found?: boolean;
+                            credits_charged?: number;
+                            error?: string;
+                        } & {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+                /** @description Bad Request: `invalid_json`, `invalid_request`, `invalid_idempotency_key`, `company_linkedin_url_required`, `invalid_linkedin_url` */
+                400: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "invalid_json" | "invalid_request" | "invalid_idempotency_key" | "company_linkedin_url_required" | "invalid_linkedin_url";
+                        };
+                    };
+                };
+                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired`, `mcp_token_not_accepted` */
+                401: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired" | "mcp_token_not_accepted";
+                        };
+                    };
+                };
+                /** @description Payment Required: `subscription_inactive`, `insufficient_credits` */
+                402: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "subscription_inactive" | "insufficient_credits";
+                            /** @description Credits the request can cost at most. */
+                            required?: number;
+                            /** @description Credits available when it was refused. */
+                            available?: number;
+                        };
+                    };
+                };
+                /** @description Forbidden: `insufficient_scope`, `product_not_enabled` */
+                403: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "insufficient_scope" | "product_not_enabled";
+                            /** @description The scope the key lacks. */
+                            required_scope?: string;
+                        };
+                    };
+                };
+                /** @description Conflict: `idempotency_key_conflict`, `idempotency_request_in_progress` */
+                409: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "idempotency_key_conflict" | "idempotency_request_in_progress";
+                        };
+                    };
+                };
+                /** @description Payload Too Large: `payload_too_large` */
+                413: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "payload_too_large";
+                        };
+                    };
+                };
+                /** @description Unsupported Media Type: `unsupported_media_type` */
+                415: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "unsupported_media_type";
+                        };
+                    };
+                };
+                /** @description Too Many Requests: `rate_limited` */
+                429: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        /** @description Seconds to wait before retrying (60). */
+                        "Retry-After"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "rate_limited";
+                            /** @description Seconds to wait (60). */
+                            retry_after: number;
+                        };
+                    };
+                };
+                /** @description Internal Server Error: `internal_error` */
+                500: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "internal_error";
+                        };
+                    };
+                };
+                /** @description Service Unavailable: `validation_upstream_failed`, `service_unavailable`, `feature_not_configured`, `provider_unavailable` */
+                503: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "validation_upstream_failed" | "service_unavailable" | "feature_not_configured" | "provider_unavailable";
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/company/domain-to-linkedin": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A domain's LinkedIn company page (1 credit if found) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: {
+                    /** @description Optional; 1-255 printable characters, kept 24 h */
+                    "idempotency-key"?: string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        domain: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description OK */
+                200: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        /** @description Present when this is the stored response of an earlier request with the same Idempotency-Key. */
+                        "Idempotent-Replayed"?: "true";
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            linkedin_url?: string;
+                            found?: boolean;
+                            credits_charged?: number;
+                        } & {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+                /** @description Bad Request: `invalid_json`, `invalid_request`, `invalid_idempotency_key`, `domain_required`, `invalid_domain` */
+                400: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "invalid_json" | "invalid_request" | "invalid_idempotency_key" | "domain_required" | "invalid_domain";
+                        };
+                    };
+                };
+                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired`, `mcp_token_not_accepted` */
+                401: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired" | "mcp_token_not_accepted";
+                        };
+                    };
+                };
+                /** @description Payment Required: `subscription_inactive`, `insufficient_credits` */
+                402: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "subscription_inactive" | "insufficient_credits";
+                            /** @description Credits the request can cost at most. */
+                            required?: number;
+                            /** @description Credits available when it was refused. */
+                            available?: number;
+                        };
+                    };
+                };
+                /** @description Forbidden: `insufficient_scope`, `product_not_enabled` */
+                403: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "insufficient_scope" | "product_not_enabled";
+                            /** @description The scope the key lacks. */
+                            required_scope?: string;
+                        };
+                    };
+                };
+                /** @description Conflict: `idempotency_key_conflict`, `idempotency_request_in_progress` */
+                409: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "idempotency_key_conflict" | "idempotency_request_in_progress";
+                        };
+                    };
+                };
+                /** @description Payload Too Large: `payload_too_large` */
+                413: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "payload_too_large";
+                        };
+                    };
+                };
+                /** @description Unsupported Media Type: `unsupported_media_type` */
+                415: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "unsupported_media_type";
+                        };
+                    };
+                };
+                /** @description Too Many Requests: `rate_limited` */
+                429: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        /** @description Seconds to wait before retrying (60). */
+                        "Retry-After"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "rate_limited";
+                            /** @description Seconds to wait (60). */
+                            retry_after: number;
+                        };
+                    };
+                };
+                /** @description Internal Server Error: `internal_error` */
+                500: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "internal_error";
+                        };
+                    };
+                };
+                /** @description Service Unavailable: `validation_upstream_failed`, `service_unavailable`, `feature_not_configured`, `provider_unavailable` */
+                503: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "validation_upstream_failed" | "service_unavailable" | "feature_not_configured" | "provider_unavailable";
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/linkedin/company": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** LinkedIn company data (1 credit fresh, 0 from the 7-day cache) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: {
+                    /** @description Optional; 1-255 printable characters, kept 24 h */
+                    "idempotency-key"?: string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        domain?: string;
+                        linkedin_url?: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description OK */
+                200: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        /** @description Present when this is the stored response of an earlier request with the same Idempotency-Key. */
+                        "Idempotent-Replayed"?: "true";
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            name?: string;
+                            linkedin_url?: string;
+                            website?: string;
+                            industry?: string;
+                            company_type?: string;
+                            founded_year?: number;
+                            description?: string;
+                            tagline?: string;
+                            specialties?: string[];
+                            employee_count?: number;
+                            employee_count_range?: string;
+                            follower_count?: number;
+                            employee_growth_6m?: number;
+                            employee_growth_1y?: number;
+                            employee_growth_2y?: number;
+                            headquarters?: string;
+                            found?: boolean;
+                            credits_charged?: number;
+                            cache_hit?: boolean;
+                            source_provider?: string | null;
+                            latency_ms?: number;
+                            error?: string;
+                        } & {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+                /** @description Bad Request: `invalid_json`, `invalid_request`, `invalid_idempotency_key`, `invalid_linkedin_url`, `invalid_domain`, `domain_or_linkedin_url_required` */
+                400: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "invalid_json" | "invalid_request" | "invalid_idempotency_key" | "invalid_linkedin_url" | "invalid_domain" | "domain_or_linkedin_url_required";
+                        };
+                    };
+                };
+                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired`, `mcp_token_not_accepted` */
+                401: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired" | "mcp_token_not_accepted";
+                        };
+                    };
+                };
+                /** @description Payment Required: `subscription_inactive`, `insufficient_credits` */
+                402: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "subscription_inactive" | "insufficient_credits";
+                            /** @description Credits the request can cost at most. */
+                            required?: number;
+                            /** @description Credits available when it was refused. */
+                            available?: number;
+                        };
+                    };
+                };
+                /** @description Forbidden: `insufficient_scope`, `product_not_enabled` */
+                403: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "insufficient_scope" | "product_not_enabled";
+                            /** @description The scope the key lacks. */
+                            required_scope?: string;
+                        };
+                    };
+                };
+                /** @description Conflict: `idempotency_key_conflict`, `idempotency_request_in_progress` */
+                409: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "idempotency_key_conflict" | "idempotency_request_in_progress";
+                        };
+                    };
+                };
+                /** @description Payload Too Large: `payload_too_large` */
+                413: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "payload_too_large";
+                        };
+                    };
+                };
+                /** @description Unsupported Media Type: `unsupported_media_type` */
+                415: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "unsupported_media_type";
+                        };
+                    };
+                };
+                /** @description Too Many Requests: `rate_limited` */
+                429: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        /** @description Seconds to wait before retrying (60). */
+                        "Retry-After"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "rate_limited";
+                            /** @description Seconds to wait (60). */
+                            retry_after: number;
+                        };
+                    };
+                };
+                /** @description Internal Server Error: `internal_error` */
+                500: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "internal_error";
+                        };
+                    };
+                };
+                /** @description Service Unavailable: `validation_upstream_failed`, `service_unavailable`, `feature_not_configured`, `provider_unavailable` */
+                503: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "validation_upstream_failed" | "service_unavailable" | "feature_not_configured" | "provider_unavailable";
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/linkedin/hires": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Recent hires of a company (2 credits fresh, 0 from the 24-hour cache) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: {
+                    /** @description Optional; 1-255 printable characters, kept 24 h */
+                    "idempotency-key"?: string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        domain?: string;
+                        linkedin_url?: string;
+                        /** @default 90 */
+                        days_back?: number;
+                        /** @default 20 */
+                        limit?: number;
+                    };
+                };
+            };
+            responses: {
+                /** @description OK */
+                200: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        /** @description Present when this is the stored response of an earlier request with the same Idempotency-Key. */
+                        "Idempotent-Replayed"?: "true";
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            domain?: string;
+                            company_name?: string;
+                            recent_hires?: {
+                                [key: string]: unknown;
+                            }[];
+                            total?: number;
+                            days_back?: number;
+                            hiring_velocity?: number;
+                            top_departments?: string[];
+                            department_breakdown?: {
+                                [key: string]: unknown;
+                            };
+                            found?: boolean;
+                            credits_charged?: number;
+                            cache_hit?: boolean;
+                            source_provider?: string | null;
+                            latency_ms?: number;
+                            error?: string;
+                        } & {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+                /** @description Bad Request: `invalid_json`, `invalid_request`, `invalid_idempotency_key`, `invalid_limit`, `invalid_days_back`, `invalid_linkedin_url`, `invalid_domain`, `domain_or_linkedin_url_required` */
+                400: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "invalid_json" | "invalid_request" | "invalid_idempotency_key" | "invalid_limit" | "invalid_days_back" | "invalid_linkedin_url" | "invalid_domain" | "domain_or_linkedin_url_required";
+                        };
+                    };
+                };
+                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired`, `mcp_token_not_accepted` */
+                401: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired" | "mcp_token_not_accepted";
+                        };
+                    };
+                };
+                /** @description Payment Required: `subscription_inactive`, `insufficient_credits` */
+                402: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "subscription_inactive" | "insufficient_credits";
+                            /** @description Credits the request can cost at most. */
+                            required?: number;
+                            /** @description Credits available when it was refused. */
+                            available?: number;
+                        };
+                    };
+                };
+                /** @description Forbidden: `insufficient_scope`, `product_not_enabled` */
+                403: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "insufficient_scope" | "product_not_enabled";
+                            /** @description The scope the key lacks. */
+                            required_scope?: string;
+                        };
+                    };
+                };
+                /** @description Conflict: `idempotency_key_conflict`, `idempotency_request_in_progress` */
+                409: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "idempotency_key_conflict" | "idempotency_request_in_progress";
+                        };
+                    };
+                };
+                /** @description Payload Too Large: `payload_too_large` */
+                413: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "payload_too_large";
+                        };
+                    };
+                };
+                /** @description Unsupported Media Type: `unsupported_media_type` */
+                415: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "unsupported_media_type";
+                        };
+                    };
+                };
+                /** @description Too Many Requests: `rate_limited` */
+                429: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        /** @description Seconds to wait before retrying (60). */
+                        "Retry-After"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "rate_limited";
+                            /** @description Seconds to wait (60). */
+                            retry_after: number;
+                        };
+                    };
+                };
+                /** @description Internal Server Error: `internal_error` */
+                500: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "internal_error";
+                        };
+                    };
+                };
+                /** @description Service Unavailable: `validation_upstream_failed`, `service_unavailable`, `feature_not_configured`, `provider_unavailable` */
+                503: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "validation_upstream_failed" | "service_unavailable" | "feature_not_configured" | "provider_unavailable";
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/people/search": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** People at a company (2 credits per profile returned) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: {
+                    /** @description Optional; 1-255 printable characters, kept 24 h */
+                    "idempotency-key"?: string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        domain: string;
+                        title_keywords?: string[];
+                        /** @enum {string} */
+                        department?: "Sales" | "Engineering" | "Marketing" | "Finance" | "HR" | "Operations" | "Product" | "Legal" | "Executive";
+                        seniority?: ("C-Level" | "VP" | "Director" | "Manager" | "Senior" | "Individual")[];
+                        /** @default 10 */
+                        limit?: number;
+                        /** @default 0 */
+                        offset?: number;
+                    };
+                };
+            };
+            responses: {
+                /** @description OK */
+                200: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        /** @description Present when this is the stored response of an earlier request with the same Idempotency-Key. */
+                        "Idempotent-Replayed"?: "true";
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            people?: {
+                                [key: string]: unknown;
+                            }[];
+                            total?: number;
+                            limit?: number;
+                            offset?: number;
+                            source_provider?: string;
+                            credits_charged?: number;
+                            latency_ms?: number;
+                        } & {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+                /** @description Bad Request: `invalid_json`, `invalid_request`, `invalid_idempotency_key`, `domain_required`, `invalid_limit`, `invalid_domain` */
+                400: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "invalid_json" | "invalid_request" | "invalid_idempotency_key" | "domain_required" | "invalid_limit" | "invalid_domain";
+                        };
+                    };
+                };
+                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired`, `mcp_token_not_accepted` */
+                401: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired" | "mcp_token_not_accepted";
+                        };
+                    };
+                };
+                /** @description Payment Required: `subscription_inactive`, `insufficient_credits` */
+                402: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "subscription_inactive" | "insufficient_credits";
+                            /** @description Credits the request can cost at most. */
+                            required?: number;
+                            /** @description Credits available when it was refused. */
+                            available?: number;
+                        };
+                    };
+                };
+                /** @description Forbidden: `insufficient_scope`, `product_not_enabled` */
+                403: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "insufficient_scope" | "product_not_enabled";
+                            /** @description The scope the key lacks. */
+                            required_scope?: string;
+                        };
+                    };
+                };
+                /** @description Conflict: `idempotency_key_conflict`, `idempotency_request_in_progress` */
+                409: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "idempotency_key_conflict" | "idempotency_request_in_progress";
+                        };
+                    };
+                };
+                /** @description Payload Too Large: `payload_too_large` */
+                413: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "payload_too_large";
+                        };
+                    };
+                };
+                /** @description Unsupported Media Type: `unsupported_media_type` */
+                415: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "unsupported_media_type";
+                        };
+                    };
+                };
+                /** @description Too Many Requests: `rate_limited` */
+                429: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        /** @description Seconds to wait before retrying (60). */
+                        "Retry-After"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "rate_limited";
+                            /** @description Seconds to wait (60). */
+                            retry_after: number;
+                        };
+                    };
+                };
+                /** @description Internal Server Error: `internal_error` */
+                500: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "internal_error";
+                        };
+                    };
+                };
+                /** @description Service Unavailable: `validation_upstream_failed`, `service_unavailable`, `feature_not_configured`, `provider_unavailable` */
+                503: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "validation_upstream_failed" | "service_unavailable" | "feature_not_configured" | "provider_unavailable";
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/people/lookup": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A person's LinkedIn profile from a name and a company (2 credits; 3 with enrich_profile) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: {
+                    /** @description Optional; 1-255 printable characters, kept 24 h */
+                    "idempotency-key"?: string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        first_name: string;
+                        last_name?: string;
+                        company_domain: string;
+                        title?: string;
+                        location?: string;
+                        enrich_profile?: boolean;
+                    };
+                };
+            };
+            responses: {
+                /** @description OK */
+                200: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        /** @description Present when this is the stored response of an earlier request with the same Idempotency-Key. */
+                        "Idempotent-Replayed"?: "true";
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            linkedin_url?: string;
+                            profile?: {
+                                [key: string]: unknown;
+                            };
+                            similarity_scores?: {
+                                name?: number;
+                                company?: number;
+                                title?: number;
+                                location?: number;
+                            } & {
+                                [key: string]: unknown;
+                            };
+                            confidence?: number;
+                            found?: boolean;
+                            credits_charged?: number;
+                            cache_hit?: boolean;
+                            source_provider?: string | null;
+                            latency_ms?: number;
+                            error?: string;
+                        } & {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+                /** @description Bad Request: `invalid_json`, `invalid_request`, `invalid_idempotency_key`, `first_name_required`, `invalid_domain`, `company_domain_required` */
+                400: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "invalid_json" | "invalid_request" | "invalid_idempotency_key" | "first_name_required" | "invalid_domain" | "company_domain_required";
+                        };
+                    };
+                };
+                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired`, `mcp_token_not_accepted` */
+                401: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired" | "mcp_token_not_accepted";
+                        };
+                    };
+                };
+                /** @description Payment Required: `subscription_inactive`, `insufficient_credits` */
+                402: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "subscription_inactive" | "insufficient_credits";
+                            /** @description Credits the request can cost at most. */
+                            required?: number;
+                            /** @description Credits available when it was refused. */
+                            available?: number;
+                        };
+                    };
+                };
+                /** @description Forbidden: `insufficient_scope`, `product_not_enabled` */
+                403: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "insufficient_scope" | "product_not_enabled";
+                            /** @description The scope the key lacks. */
+                            required_scope?: string;
+                        };
+                    };
+                };
+                /** @description Conflict: `idempotency_key_conflict`, `idempotency_request_in_progress` */
+                409: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "idempotency_key_conflict" | "idempotency_request_in_progress";
+                        };
+                    };
+                };
+                /** @description Payload Too Large: `payload_too_large` */
+                413: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "payload_too_large";
+                        };
+                    };
+                };
+                /** @description Unsupported Media Type: `unsupported_media_type` */
+                415: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "unsupported_media_type";
+                        };
+                    };
+                };
+                /** @description Too Many Requests: `rate_limited` */
+                429: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        /** @description Seconds to wait before retrying (60). */
+                        "Retry-After"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "rate_limited";
+                            /** @description Seconds to wait (60). */
+                            retry_after: number;
+                        };
+                    };
+                };
+                /** @description Internal Server Error: `internal_error` */
+                500: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "internal_error";
+                        };
+                    };
+                };
+                /** @description Service Unavailable: `validation_upstream_failed`, `service_unavailable`, `feature_not_configured`, `provider_unavailable` */
+                503: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "validation_upstream_failed" | "service_unavailable" | "feature_not_configured" | "provider_unavailable";
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/people/role": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Who holds a role at a company (3 credits; 4 with enrich_profile) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: {
+                    /** @description Optional; 1-255 printable characters, kept 24 h */
+                    "idempotency-key"?: string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        role: string;
+                        company_name: string;
+                        enrich_profile?: boolean;
+                    };
+                };
+            };
+            responses: {
+                /** @description OK */
+                200: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        /** @description Present when this is the stored response of an earlier request with the same Idempotency-Key. */
+                        "Idempotent-Replayed"?: "true";
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            linkedin_url?: string;
+                            profile?: {
+                                [key: string]: unknown;
+                            };
+                            confidence?: number;
+                            found?: boolean;
+                            credits_charged?: number;
+                            cache_hit?: boolean;
+                            source_provider?: string | null;
+                            latency_ms?: number;
+                            error?: string;
+                        } & {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+                /** @description Bad Request: `invalid_json`, `invalid_request`, `invalid_idempotency_key`, `role_required`, `company_name_required` */
+                400: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "invalid_json" | "invalid_request" | "invalid_idempotency_key" | "role_required" | "company_name_required";
+                        };
+                    };
+                };
+                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired`, `mcp_token_not_accepted` */
+                401: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired" | "mcp_token_not_accepted";
+                        };
+                    };
+                };
+                /** @description Payment Required: `subscription_inactive`, `insufficient_credits` */
+                402: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "subscription_inactive" | "insufficient_credits";
+                            /** @description Credits the request can cost at most. */
+                            required?: number;
+                            /** @description Credits available when it was refused. */
+                            available?: number;
+                        };
+                    };
+                };
+                /** @description Forbidden: `insufficient_scope`, `product_not_enabled` */
+                403: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "insufficient_scope" | "product_not_enabled";
+                            /** @description The scope the key lacks. */
+                            required_scope?: string;
+                        };
+                    };
+                };
+                /** @description Conflict: `idempotency_key_conflict`, `idempotency_request_in_progress` */
+                409: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "idempotency_key_conflict" | "idempotency_request_in_progress";
+                        };
+                    };
+                };
+                /** @description Payload Too Large: `payload_too_large` */
+                413: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "payload_too_large";
+                        };
+                    };
+                };
+                /** @description Unsupported Media Type: `unsupported_media_type` */
+                415: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "unsupported_media_type";
+                        };
+                    };
+                };
+                /** @description Too Many Requests: `rate_limited` */
+                429: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        /** @description Seconds to wait before retrying (60). */
+                        "Retry-After"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "rate_limited";
+                            /** @description Seconds to wait (60). */
+                            retry_after: number;
+                        };
+                    };
+                };
+                /** @description Internal Server Error: `internal_error` */
+                500: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "internal_error";
+                        };
+                    };
+                };
+                /** @description Service Unavailable: `validation_upstream_failed`, `service_unavailable`, `feature_not_configured`, `provider_unavailable` */
+                503: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "validation_upstream_failed" | "service_unavailable" | "feature_not_configured" | "provider_unavailable";
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/profile/enrich": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A person profile from an email or a LinkedIn URL (3 credits if found) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: {
+                    /** @description Optional; 1-255 printable characters, kept 24 h */
+                    "idempotency-key"?: string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        email?: string;
+                        linkedin_url?: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description OK */
+                200: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        /** @description Present when this is the stored response of an earlier request with the same Idempotency-Key. */
+                        "Idempotent-Replayed"?: "true";
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            profile?: {
+                                [key: string]: unknown;
+                            } | null;
+                            confidence?: number;
+                            found?: boolean;
+                            credits_charged?: number;
+                            cache_hit?: boolean;
+                            source_provider?: string | null;
+                            latency_ms?: number;
+                            error?: string;
+                        } & {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+                /** @description Bad Request: `invalid_json`, `invalid_request`, `invalid_idempotency_key`, `email_or_linkedin_url_required`, `invalid_linkedin_url` */
+                400: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "invalid_json" | "invalid_request" | "invalid_idempotency_key" | "email_or_linkedin_url_required" | "invalid_linkedin_url";
+                        };
+                    };
+                };
+                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired`, `mcp_token_not_accepted` */
+                401: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired" | "mcp_token_not_accepted";
+                        };
+                    };
+                };
+                /** @description Payment Required: `subscription_inactive`, `insufficient_credits` */
+                402: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "subscription_inactive" | "insufficient_credits";
+                            /** @description Credits the request can cost at most. */
+                            required?: number;
+                            /** @description Credits available when it was refused. */
+                            available?: number;
+                        };
+                    };
+                };
+                /** @description Forbidden: `insufficient_scope`, `product_not_enabled` */
+                403: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "insufficient_scope" | "product_not_enabled";
+                            /** @description The scope the key lacks. */
+                            required_scope?: string;
+                        };
+                    };
+                };
+                /** @description Conflict: `idempotency_key_conflict`, `idempotency_request_in_progress` */
+                409: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "idempotency_key_conflict" | "idempotency_request_in_progress";
+                        };
+                    };
+                };
+                /** @description Payload Too Large: `payload_too_large` */
+                413: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "payload_too_large";
+                        };
+                    };
+                };
+                /** @description Unsupported Media Type: `unsupported_media_type` */
+                415: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "unsupported_media_type";
+                        };
+                    };
+                };
+                /** @description Too Many Requests: `rate_limited` */
+                429: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        /** @description Seconds to wait before retrying (60). */
+                        "Retry-After"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "rate_limited";
+                            /** @description Seconds to wait (60). */
+                            retry_after: number;
+                        };
+                    };
+                };
+                /** @description Internal Server Error: `internal_error` */
+                500: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "internal_error";
+                        };
+                    };
+                };
+                /** @description Service Unavailable: `validation_upstream_failed`, `service_unavailable`, `feature_not_configured`, `provider_unavailable` */
+                503: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "validation_upstream_failed" | "service_unavailable" | "feature_not_configured" | "provider_unavailable";
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/mobile/find": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A person's mobile number (2 credits if found) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: {
+                    /** @description Optional; 1-255 printable characters, kept 24 h */
+                    "idempotency-key"?: string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        email?: string;
+                        linkedin_url?: string;
+                        first_name?: string;
+                        last_name?: string;
+                        company?: string;
+                        domain?: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description OK */
+                200: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        /** @description Present when this is the stored response of an earlier request with the same Idempotency-Key. */
+                        "Idempotent-Replayed"?: "true";
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            mobile?: string;
+                            mobile_raw?: string;
+                            country_code?: string;
+                            carrier?: string;
+                            /** @enum {string} */
+                            line_type?: "mobile" | "landline" | "voip";
+                            valid?: boolean;
+                            confidence?: number;
+                            found?: boolean;
+                            credits_charged?: number;
+                            cache_hit?: boolean;
+                            source_provider?: string | null;
+                            latency_ms?: number;
+                            error?: string;
+                        } & {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+                /** @description Bad Request: `invalid_json`, `invalid_request`, `invalid_idempotency_key`, `contact_identity_required`, `invalid_linkedin_url`, `invalid_domain` */
+                400: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "invalid_json" | "invalid_request" | "invalid_idempotency_key" | "contact_identity_required" | "invalid_linkedin_url" | "invalid_domain";
+                        };
+                    };
+                };
+                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired`, `mcp_token_not_accepted` */
+                401: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired" | "mcp_token_not_accepted";
+                        };
+                    };
+                };
+                /** @description Payment Required: `subscription_inactive`, `insufficient_credits` */
+                402: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "subscription_inactive" | "insufficient_credits";
+                            /** @description Credits the request can cost at most. */
+                            required?: number;
+                            /** @description Credits available when it was refused. */
+                            available?: number;
+                        };
+                    };
+                };
+                /** @description Forbidden: `insufficient_scope`, `product_not_enabled` */
+                403: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "insufficient_scope" | "product_not_enabled";
+                            /** @description The scope the key lacks. */
+                            required_scope?: string;
+                        };
+                    };
+                };
+                /** @description Conflict: `idempotency_key_conflict`, `idempotency_request_in_progress` */
+                409: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "idempotency_key_conflict" | "idempotency_request_in_progress";
+                        };
+                    };
+                };
+                /** @description Payload Too Large: `payload_too_large` */
+                413: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "payload_too_large";
+                        };
+                    };
+                };
+                /** @description Unsupported Media Type: `unsupported_media_type` */
+                415: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "unsupported_media_type";
+                        };
+                    };
+                };
+                /** @description Too Many Requests: `rate_limited` */
+                429: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        /** @description Seconds to wait before retrying (60). */
+                        "Retry-After"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "rate_limited";
+                            /** @description Seconds to wait (60). */
+                            retry_after: number;
+                        };
+                    };
+                };
+                /** @description Internal Server Error: `internal_error` */
+                500: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "internal_error";
+                        };
+                    };
+                };
+                /** @description Service Unavailable: `validation_upstream_failed`, `service_unavailable`, `feature_not_configured`, `provider_unavailable` */
+                503: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "validation_upstream_failed" | "service_unavailable" | "feature_not_configured" | "provider_unavailable";
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/prospect/email-to-person": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** The person behind an email address (1 credit if found) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: {
+                    /** @description Optional; 1-255 printable characters, kept 24 h */
+                    "idempotency-key"?: string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        email: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description OK */
+                200: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        /** @description Present when this is the stored response of an earlier request with the same Idempotency-Key. */
+                        "Idempotent-Replayed"?: "true";
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            person?: {
+                                [key: string]: unknown;
+                            } | null;
+                            found?: boolean;
+                            credits_charged?: number;
+                        } & {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+                /** @description Bad Request: `invalid_json`, `invalid_request`, `email_required`, `invalid_idempotency_key` */
+                400: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "invalid_json" | "invalid_request" | "email_required" | "invalid_idempotency_key";
+                        };
+                    };
+                };
+                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired`, `mcp_token_not_accepted` */
+                401: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired" | "mcp_token_not_accepted";
+                        };
+                    };
+                };
+                /** @description Payment Required: `subscription_inactive`, `insufficient_credits` */
+                402: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "subscription_inactive" | "insufficient_credits";
+                            /** @description Credits the request can cost at most. */
+                            required?: number;
+                            /** @description Credits available when it was refused. */
+                            available?: number;
+                        };
+                    };
+                };
+                /** @description Forbidden: `insufficient_scope`, `product_not_enabled` */
+                403: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "insufficient_scope" | "product_not_enabled";
+                            /** @description The scope the key lacks. */
+                            required_scope?: string;
+                        };
+                    };
+                };
+                /** @description Conflict: `idempotency_key_conflict`, `idempotency_request_in_progress` */
+                409: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "idempotency_key_conflict" | "idempotency_request_in_progress";
+                        };
+                    };
+                };
+                /** @description Payload Too Large: `payload_too_large` */
+                413: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "payload_too_large";
+                        };
+                    };
+                };
+                /** @description Unsupported Media Type: `unsupported_media_type` */
+                415: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "unsupported_media_type";
+                        };
+                    };
+                };
+                /** @description Too Many Requests: `rate_limited` */
+                429: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        /** @description Seconds to wait before retrying (60). */
+                        "Retry-After"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "rate_limited";
+                            /** @description Seconds to wait (60). */
+                            retry_after: number;
+                        };
+                    };
+                };
+                /** @description Internal Server Error: `internal_error` */
+                500: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "internal_error";
+                        };
+                    };
+                };
+                /** @description Service Unavailable: `validation_upstream_failed`, `service_unavailable`, `feature_not_configured`, `provider_unavailable` */
+                503: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "validation_upstream_failed" | "service_unavailable" | "feature_not_configured" | "provider_unavailable";
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/find/bulk": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Find the email addresses of up to 100 contacts (1 credit per address found with confidence 70 or more) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: {
+                    /** @description Optional; 1-255 printable characters, kept 24 h */
+                    "idempotency-key"?: string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        contacts: ({
+                            first_name?: string;
+                            last_name?: string;
+                            domain?: string;
+                            company?: string;
+                            linkedin_url?: string;
+                        } & {
+                            [key: string]: unknown;
+                        })[];
+                        validate?: boolean;
+                        /** @default 5 */
+                        max_concurrent?: number;
+                    };
+                };
+            };
+            responses: {
+                /** @description OK */
+                200: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        /** @description Present when this is the stored response of an earlier request with the same Idempotency-Key. */
+                        "Idempotent-Replayed"?: "true";
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id?: string;
+                            results?: {
+                                [key: string]: unknown;
+                            }[];
+                            summary?: {
+                                [key: string]: unknown;
+                            };
+                        } & {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+                /** @description Bad Request: `invalid_json`, `invalid_request`, `invalid_idempotency_key`, `contacts_required`, `too_many_contacts`, `invalid_max_concurrent` */
+                400: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "invalid_json" | "invalid_request" | "invalid_idempotency_key" | "contacts_required" | "too_many_contacts" | "invalid_max_concurrent";
+                        };
+                    };
+                };
+                /** @description Unauthorized: `api_key_required`, `invalid_api_key`, `api_key_revoked`, `api_key_inactive`, `api_key_expired`, `mcp_token_not_accepted` */
+                401: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired" | "mcp_token_not_accepted";
+                        };
+                    };
+                };
+                /** @description Payment Required: `subscription_inactive`, `insufficient_credits` */
+                402: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "subscription_inactive" | "insufficient_credits";
+                            /** @description Credits the request can cost at most. */
+                            required?: number;
+                            /** @description Credits available when it was refused. */
+                            available?: number;
+                        };
+                    };
+                };
+                /** @description Forbidden: `insufficient_scope`, `product_not_enabled` */
+                403: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "insufficient_scope" | "product_not_enabled";
+                            /** @description The scope the key lacks. */
+                            required_scope?: string;
+                        };
+                    };
+                };
+                /** @description Conflict: `idempotency_key_conflict`, `idempotency_request_in_progress` */
+                409: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "idempotency_key_conflict" | "idempotency_request_in_progress";
+                        };
+                    };
+                };
+                /** @description Payload Too Large: `payload_too_large` */
+                413: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "payload_too_large";
+                        };
+                    };
+                };
+                /** @description Unsupported Media Type: `unsupported_media_type` */
+                415: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "unsupported_media_type";
+                        };
+                    };
+                };
+                /** @description Too Many Requests: `rate_limited` */
+                429: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        /** @description Seconds to wait before retrying (60). */
+                        "Retry-After"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "rate_limited";
+                            /** @description Seconds to wait (60). */
+                            retry_after: number;
+                        };
+                    };
+                };
+                /** @description Internal Server Error: `internal_error` */
+                500: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "internal_error";
+                        };
+                    };
+                };
+                /** @description Service Unavailable: `validation_upstream_failed`, `service_unavailable`, `feature_not_configured`, `provider_unavailable` */
+                503: {
+                    headers: {
+                        /** @description Opaque id of this request (quote it when reporting a problem). */
+                        "X-Request-ID"?: string;
+                        /** @description Requests allowed per minute (the tighter of the address and key limits). */
+                        "RateLimit-Limit"?: number;
+                        /** @description Requests left in the current minute. */
+                        "RateLimit-Remaining"?: number;
+                        /** @description Seconds until the current minute ends. */
+                        "RateLimit-Reset"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Short title for people; may change. */
+                            error: string;
+                            /** @description What happened, for people. */
+                            message: string;
+                            /**
+                             * @description Stable machine code (docs/errors.md); branch on it.
+                             * @enum {string}
+                             */
+                            code: "validation_upstream_failed" | "service_unavailable" | "feature_not_configured" | "provider_unavailable";
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -6527,7 +11211,7 @@ export interface components {
             error: string;
             message: string;
             /** @enum {string} */
-            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired" | "insufficient_scope" | "subscription_inactive" | "insufficient_credits" | "rate_limited" | "invalid_json" | "payload_too_large" | "unsupported_media_type" | "invalid_request" | "email_required" | "invalid_email_type" | "emails_required" | "too_many_emails" | "route_not_found" | "invalid_idempotency_key" | "idempotency_key_conflict" | "idempotency_request_in_progress" | "job_not_found" | "invalid_job_state" | "validation_upstream_failed" | "control_plane_route_misconfigured" | "service_unavailable" | "internal_error" | "not_ready" | "headers_too_large" | "http_version_not_supported" | "request_timeout" | "invalid_emails" | "invalid_signature" | "upload_missing" | "email_column_not_found" | "invalid_csv" | "invalid_webhook_url" | "missing_outcomes" | "too_many_outcomes" | "outcome_import_failed" | "outcome_suppression_failed" | "invalid_outcome_query" | "connector_unavailable" | "connector_not_found" | "connector_status_failed" | "connector_create_failed" | "connector_revoke_failed" | "invalid_connector_secret" | "subscription_not_found" | "subscription_already_canceling" | "subscription_not_canceling" | "payment_processor_unavailable" | "invalid_webhook_signature" | "mcp_token_not_accepted" | "api_key_not_accepted" | "invalid_access_token" | "access_token_expired";
+            code: "api_key_required" | "invalid_api_key" | "api_key_revoked" | "api_key_inactive" | "api_key_expired" | "insufficient_scope" | "subscription_inactive" | "insufficient_credits" | "rate_limited" | "invalid_json" | "payload_too_large" | "unsupported_media_type" | "invalid_request" | "email_required" | "invalid_email_type" | "emails_required" | "too_many_emails" | "route_not_found" | "invalid_idempotency_key" | "idempotency_key_conflict" | "idempotency_request_in_progress" | "job_not_found" | "invalid_job_state" | "validation_upstream_failed" | "control_plane_route_misconfigured" | "service_unavailable" | "internal_error" | "not_ready" | "headers_too_large" | "http_version_not_supported" | "request_timeout" | "invalid_emails" | "invalid_signature" | "upload_missing" | "email_column_not_found" | "invalid_csv" | "invalid_webhook_url" | "missing_outcomes" | "too_many_outcomes" | "outcome_import_failed" | "outcome_suppression_failed" | "invalid_outcome_query" | "connector_unavailable" | "connector_not_found" | "connector_status_failed" | "connector_create_failed" | "connector_revoke_failed" | "invalid_connector_secret" | "subscription_not_found" | "subscription_already_canceling" | "subscription_not_canceling" | "payment_processor_unavailable" | "invalid_webhook_signature" | "mcp_token_not_accepted" | "api_key_not_accepted" | "invalid_access_token" | "access_token_expired" | "product_not_enabled" | "feature_not_configured" | "provider_unavailable" | "domain_required" | "companies_required" | "too_many_companies" | "email_or_linkedin_url_required" | "first_name_required" | "role_required" | "company_linkedin_url_required" | "contact_identity_required" | "contacts_required" | "too_many_contacts" | "invalid_limit" | "invalid_days_back" | "invalid_max_concurrent" | "invalid_linkedin_url" | "invalid_domain" | "domain_or_linkedin_url_required" | "company_domain_required" | "company_name_required";
             retry_after?: number;
             required_scope?: string;
             required?: number;

@@ -5,13 +5,14 @@
 // is still running), 429 (after `retry_after`), and every 5xx, including codes this client does
 // not know yet: a server error is presumed temporary. Never retried: every other 4xx (bad input,
 // 401 authentication, 402 `insufficient_credits` and `subscription_inactive`, 403 forbidden,
-// 404, 409 `idempotency_key_conflict`, …: the same request cannot succeed), and the two 5xx codes
+// 404, 409 `idempotency_key_conflict`, …: the same request cannot succeed), and the three 5xx codes
 // the catalogue marks final: `control_plane_route_misconfigured` (an operator must repair the
-// route) and `http_version_not_supported` (the request line itself is refused). A test holds this
+// route), `http_version_not_supported` (the request line itself is refused) and
+// `feature_not_configured` (a data endpoint with no provider: an operator must configure one). A test holds this
 // table equal to the catalogue's retry column (packages/contracts/src/errors.ts), code for code.
 
 /** 5xx codes that retrying cannot fix. */
-const FINAL_5XX: ReadonlySet<string> = new Set(['control_plane_route_misconfigured', 'http_version_not_supported']);
+const FINAL_5XX: ReadonlySet<string> = new Set(['control_plane_route_misconfigured', 'http_version_not_supported', 'feature_not_configured']);
 
 /** 4xx codes (or statuses) that a later attempt can get past. */
 const RETRYABLE_4XX_CODES: ReadonlySet<string> = new Set(['idempotency_request_in_progress', 'request_timeout', 'rate_limited']);

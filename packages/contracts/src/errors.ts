@@ -101,6 +101,28 @@ export const ERRORS = {
   api_key_not_accepted: e(401, 'API keys are not accepted on MCP; complete the OAuth flow', 'the hosted MCP endpoint got an `X-API-Key` (it takes only OAuth bearer tokens)'),
   invalid_access_token: e(401, 'The access token is missing, unknown or revoked', 'hosted MCP: no `Authorization: Bearer` token, or the token is unknown or revoked'),
   access_token_expired: e(401, 'The access token has expired; refresh it', 'hosted MCP: the bearer token is past its expiry; use the refresh token'),
+  // data endpoints (docs/api.md, "Data endpoints")
+  product_not_enabled: e(403, 'The data product is not enabled for this account', 'data endpoints: the account does not have the data product; an operator enables it (`npm run admin -- account data --account ID --enable`)'),
+  feature_not_configured: e(503, 'This feature is not configured', 'data endpoints: no provider is configured for the endpoint\'s family (the message names it, e.g. `company enrichment not configured`); retrying cannot help until an operator configures one'),
+  provider_unavailable: e(503, 'Every data provider for this request failed; retry later', 'data endpoints: every configured provider of the family failed (timeout, error, open circuit); nothing was charged', true),
+  domain_required: e(400, 'domain is required', 'data endpoints: `domain` missing or empty (message `domain is required`)'),
+  companies_required: e(400, 'companies array is required', 'company enrich bulk: `companies` missing, not an array, or empty (message `companies array is required`)'),
+  too_many_companies: e(400, 'maximum 25 companies per request', 'company enrich bulk: more than 25 companies (message `maximum 25 companies per request`)'),
+  email_or_linkedin_url_required: e(400, 'email or linkedin_url required', 'profile enrich: neither `email` nor `linkedin_url` (message `email or linkedin_url required`)'),
+  first_name_required: e(400, 'first_name is required', 'person lookup: `first_name` missing or empty (message `first_name is required`)'),
+  role_required: e(400, 'role is required', 'role lookup: `role` missing or empty (message `role is required`)'),
+  company_linkedin_url_required: e(400, 'company_linkedin_url is required', 'company enrich by LinkedIn: `company_linkedin_url` missing or empty'),
+  contact_identity_required: e(400, 'email, linkedin_url, or first_name+last_name required', 'mobile find: none of `email`, `linkedin_url`, or `first_name` with `last_name`'),
+  contacts_required: e(400, 'contacts array is required', 'bulk find: `contacts` missing, not an array, or empty (message `contacts array is required`); a contact that lacks a name or a domain is a result with `error`, not a failed request'),
+  too_many_contacts: e(400, 'maximum 100 contacts per request', 'bulk find: more than 100 contacts'),
+  invalid_limit: e(400, 'limit is out of range', 'people search or hires: `limit` or `offset` is not an integer in its range (the message gives the range)'),
+  invalid_days_back: e(400, 'days_back must be an integer from 1 to 180', 'hires: `days_back` is not an integer from 1 to 180'),
+  invalid_max_concurrent: e(400, 'max_concurrent must be an integer from 1 to 10', 'bulk enrich or bulk find: `max_concurrent` is not an integer from 1 to 10'),
+  invalid_linkedin_url: e(400, 'linkedin_url is not a LinkedIn company URL', 'a LinkedIn URL field is not a LinkedIn URL of the kind the endpoint takes (the message names the field)'),
+  invalid_domain: e(400, 'domain is not a valid domain name', 'a `domain` (or `company_domain`, a contact\'s `domain`) is not a domain name'),
+  domain_or_linkedin_url_required: e(400, 'domain or linkedin_url required', 'LinkedIn company or hires: neither `domain` nor `linkedin_url`'),
+  company_domain_required: e(400, 'company_domain is required', 'person lookup: `company_domain` missing or empty'),
+  company_name_required: e(400, 'company_name is required', 'role lookup: `company_name` missing or empty'),
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERRORS;

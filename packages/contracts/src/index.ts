@@ -43,3 +43,25 @@ export {
 export { JOB_ID_PATTERN, hidePassword, isJobId, notPrintable } from './text.ts';
 export { inNetworks, inPrefix, ipBytes, parseNetwork, type Network } from './networks.ts';
 export { permitWaitCancelled, type MxThrottle } from './throttle.ts';
+export {
+  COMPANY_TYPES,
+  DATA_ENDPOINTS,
+  DATA_FAMILIES,
+  DATA_LIMITS,
+  DEPARTMENTS,
+  EMPLOYEE_RANGES,
+  FINDER_CHARGE_CONFIDENCE,
+  LINE_TYPES,
+  NOT_CONFIGURED,
+  NOT_CONFIGURED_PERSON_LOOKUP,
+  NOT_CONFIGURED_ROLE_LOOKUP,
+  PROFILE_SENIORITIES,
+  SENIORITIES,
+  type CompanyType,
+  type DataEndpoint,
+  type DataFamily,
+  type Department,
+  type EmployeeRange,
+  type LineType,
+  type Seniority,
+} from './data.ts';

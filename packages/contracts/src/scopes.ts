@@ -3,6 +3,8 @@
 export const API_KEY_FORMAT = /^svc_(test|live)_[A-Za-z0-9]{16,128}$/;
 
 // The scope table (docs/api.md "Conventions").
-export const SCOPES = ['credits:read', 'email:validate:single', 'email:validate:bulk', 'email:outcomes:write', 'email:outcomes:read'] as const;
+// The last three are the data endpoints' (docs/api.md, "Data endpoints"): company and LinkedIn
+// company data; people, profiles, mobiles and email-to-person; the email finder.
+export const SCOPES = ['credits:read', 'email:validate:single', 'email:validate:bulk', 'email:outcomes:write', 'email:outcomes:read', 'data:company:read', 'data:people:read', 'email:find'] as const;
 export type Scope = (typeof SCOPES)[number];
 export const isScope = (s: string): s is Scope => (SCOPES as readonly string[]).includes(s);

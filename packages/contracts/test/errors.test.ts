@@ -76,6 +76,27 @@ const PUBLISHED: Array<[code: string, status: number]> = [
   ['api_key_not_accepted', 401],
   ['invalid_access_token', 401],
   ['access_token_expired', 401],
+  ['product_not_enabled', 403],
+  ['feature_not_configured', 503],
+  ['provider_unavailable', 503],
+  ['domain_required', 400],
+  ['companies_required', 400],
+  ['too_many_companies', 400],
+  ['email_or_linkedin_url_required', 400],
+  ['first_name_required', 400],
+  ['role_required', 400],
+  ['company_linkedin_url_required', 400],
+  ['contact_identity_required', 400],
+  ['contacts_required', 400],
+  ['too_many_contacts', 400],
+  ['invalid_limit', 400],
+  ['invalid_days_back', 400],
+  ['invalid_max_concurrent', 400],
+  ['invalid_linkedin_url', 400],
+  ['invalid_domain', 400],
+  ['domain_or_linkedin_url_required', 400],
+  ['company_domain_required', 400],
+  ['company_name_required', 400],
 ];
 
 t.test('the catalogue keeps every published code with its status (append-only), and no more than the pin', async (t) => {
@@ -83,7 +104,7 @@ t.test('the catalogue keeps every published code with its status (append-only), 
     t.ok(isErrorCode(code), `${code} still exists`);
     t.equal(ERRORS[code as keyof typeof ERRORS]?.status, status, `${code} keeps its status`);
   }
-  t.equal(ERROR_CODES.length, 57, 'the number of codes (a new code updates this pin and the list above)');
+  t.equal(ERROR_CODES.length, 78, 'the number of codes (a new code updates this pin and the list above)');
   t.strictSame(ERROR_CODES, PUBLISHED.map(([c]) => c), 'new codes are added at the end, in the published order');
 });
 
@@ -120,7 +141,7 @@ t.test('the codes every route relies on exist with their statuses', async (t) =>
 
 t.test('retry classes follow the retry rule of docs/errors.md', async (t) => {
   for (const [code, spec] of Object.entries(ERRORS)) {
-    const shouldRetry = spec.status === 429 || spec.status >= 500 ? code !== 'control_plane_route_misconfigured' && spec.status !== 505 : code === 'idempotency_request_in_progress' || code === 'request_timeout';
+    const shouldRetry = spec.status === 429 || spec.status >= 500 ? code !== 'control_plane_route_misconfigured' && code !== 'feature_not_configured' && spec.status !== 505 : code === 'idempotency_request_in_progress' || code === 'request_timeout';
     t.equal(spec.retry, shouldRetry, code);
   }
 });

@@ -184,6 +184,34 @@ function text<T extends string | undefined>(env: string, dflt: (c: SoFar) => T, 
 }
 
 /** The verifier's own defaults are the defaults of its variables. */
+/**
+ * A data family's providers (docs/api.md, "Data endpoints"): a comma list tried in order, each a
+ * provider this build has for the family; `none` turns the family off (it answers 503
+ * feature_not_configured), as does an empty default.
+ */
+function providers(env: string, available: readonly string[], dflt: readonly string[], doc: string): Field<string[]> {
+  const allowed = [...available, 'none'];
+  return {
+    env,
+    type: 'list',
+    default: dflt.length > 0 ? lit(dflt.join(',')) : lit('none'),
+    range: allowed.map((a) => `\`${a}\``).join(', '),
+    doc,
+    parse(raw) {
+      if (raw === undefined) return [...dflt];
+      const names = raw.split(',').map((x) => x.trim().toLowerCase()).filter(Boolean);
+      if (names.length === 0) return [...dflt];
+      if (names.includes('none')) {
+        if (names.length > 1) throw new ConfigError(env, `takes \`none\` alone, got ${shown(raw)}`);
+        return [];
+      }
+      for (const n of names) if (!available.includes(n)) throw new ConfigError(env, `names ${shown(n)}, which is not a provider of this family (${allowed.join(', ')})`);
+      if (new Set(names).size !== names.length) throw new ConfigError(env, `names a provider twice: ${shown(raw)}`);
+      return names;
+    },
+  };
+}
+
 const V = { ...ENGINE_DEFAULTS, ...verifierConfig() };
 
 const defaultHelo = (): string => {
@@ -271,6 +299,16 @@ export const CONFIG_TABLE = {
   // Capped well below the 10-minute stale-reservation sweep and idempotency takeover.
   validationTimeoutMs: int('SVC_VALIDATION_TIMEOUT_MS', V.deadlineMs ?? 30_000, 100, 120_000, 'the most one address may take end to end (then `unknown`)', ' ms'),
   claimLeaseMs: int('SVC_CLAIM_LEASE_MS', 15_000, 1_000, 600_000, 'how long a claim outlives the process holding it (an `Idempotency-Key` in progress, a CSV intake, a job\'s work being published): renewed every third of it while held; after it, another process takes over (a retry, a worker)', ' ms'),
+  companyProviders: providers('SVC_COMPANY_PROVIDERS', ['native'], ['native'], 'providers of company data (`/v1/company/*`), tried in order: `native` reads the domain\'s website and DNS'),
+  linkedinProviders: providers('SVC_LINKEDIN_PROVIDERS', [], [], 'providers of LinkedIn company data and hires (`/v1/linkedin/*`); this build has none (the family answers 503 `LinkedIn company data not configured`)'),
+  peopleProviders: providers('SVC_PEOPLE_PROVIDERS', [], [], 'providers of people search, person and role lookup (`/v1/people/*`); this build has none'),
+  profileProviders: providers('SVC_PROFILE_PROVIDERS', [], [], 'providers of profiles (`/v1/profile/enrich`, `/v1/prospect/email-to-person`); this build has none'),
+  mobileProviders: providers('SVC_MOBILE_PROVIDERS', [], [], 'providers of mobile numbers (`/v1/mobile/find`); this build has none'),
+  finderProviders: providers('SVC_FINDER_PROVIDERS', [], [], 'providers of the email finder (`/v1/find/bulk`); this build has none yet'),
+  webFetchTimeoutMs: int('SVC_WEB_FETCH_TIMEOUT_MS', 5_000, 100, 60_000, 'company data: the most one website fetch may take, redirects included', ' ms'),
+  webFetchMaxBytes: int('SVC_WEB_FETCH_MAX_BYTES', 2 * 1_048_576, 16_384, 64 * 1_048_576, 'company data: the most of a home page read (2 MiB); the rest is not downloaded', ' bytes'),
+  webHttpPort: int('SVC_WEB_HTTP_PORT', 80, 1, 65535, 'port websites are fetched on over http (tests point it at the simulated internet)'),
+  webHttpsPort: int('SVC_WEB_HTTPS_PORT', 443, 1, 65535, 'port websites are fetched on over https'),
   role: oneOf('SVC_ROLE', ['all', 'front', 'worker'] as const, 'all', 'what this process runs: `all` (API and job workers), `front` (API and job intake only), `worker` (job workers; the API still answers)'),
   logLevel: oneOf('SVC_LOG_LEVEL', LOG_LEVELS, 'info', 'log level; logs are JSON lines on stdout'),
   trustProxy: bool('SVC_TRUST_PROXY', false, 'take the client IP from `X-Forwarded-For` (behind a proxy)'),

@@ -11,6 +11,7 @@ import { CatchallRecovery, createCsvPool, CsvJobs, enqueueJobWebhook, JobsServic
 import { Engine, ENGINE_DEFAULTS, type MxThrottle } from '@svc/engine';
 import { Verifier, verifierConfig, type CachePort } from '@svc/verifier';
 import { HostedMcp } from '@svc/mcp';
+import { DataService, NativeCompanyProvider, ProviderChain, webDns } from '@svc/enrich';
 import { createNetSmtpConnector, nodeDns, tcpReachable } from '@svc/verifier/adapters';
 import { isConnectionFailure, LocalProcessor, StripeProcessor, SubscriptionService } from '@svc/billing';
 import { ConfigError, redactUrl, type Config } from './config.ts';
@@ -57,6 +58,8 @@ export interface Services {
   analytics: Analytics;
   /** Hosted MCP for AI agents: its OAuth server and the svc_* tools on the same use cases. */
   mcp: HostedMcp;
+  /** The data endpoints: each family's providers (SVC_*_PROVIDERS), the cache and the money. */
+  data: DataService;
   /** Where the job pipeline logs (silent until the API's logger is set). */
   setJobsLogger: (log: JobsLogger) => void;
 }
@@ -290,7 +293,31 @@ export async function createServices(config: Config, opts: { store?: Store } = {
   });
   const payments = subscriptionsOf(store, config);
   const mcp = new HostedMcp({ store, verifier, jobs, analytics, publicUrl: config.publicUrl, accessTokenTtlS: config.mcpAccessTokenTtlS });
-  return { config, store, mcp, verifier, rateLimiter, readiness, closeCache, blobs, bus, jobs, csvJobs, webhooks, outcomes, ...payments, reports: analytics, recovery: new CatchallRecovery({ store, blobs, ...(csvPool ? { renderer: csvPool } : {}) }), closeCsvPool: async () => void (await csvPool?.close()), secret, analytics, setJobsLogger: (l) => (jobsLog = l) };
+  const data = dataService(config, store);
+  return { config, store, mcp, data, verifier, rateLimiter, readiness, closeCache, blobs, bus, jobs, csvJobs, webhooks, outcomes, ...payments, reports: analytics, recovery: new CatchallRecovery({ store, blobs, ...(csvPool ? { renderer: csvPool } : {}) }), closeCsvPool: async () => void (await csvPool?.close()), secret, analytics, setJobsLogger: (l) => (jobsLog = l) };
+}
+
+/** The data endpoints' families from the configuration (docs/api.md, "Data endpoints"). */
+export function dataService(config: Config, store: Store): DataService {
+  const dns = webDns(config.dnsServers, config.dnsTimeoutMs);
+  const company = config.companyProviders.map((name) => {
+    if (name === 'native') {
+      return new NativeCompanyProvider({
+        dns,
+        fetch: {
+          timeoutMs: config.webFetchTimeoutMs,
+          maxBytes: config.webFetchMaxBytes,
+          httpPort: config.webHttpPort,
+          httpsPort: config.webHttpsPort,
+          guard: { allowPrivate: config.webhookAllowPrivate, allowNetworks: config.outboundAllowNetworks },
+          userAgent: 'email-validation-service-company-data/0.1',
+        },
+      });
+    }
+    throw new ConfigError('SVC_COMPANY_PROVIDERS', `names ${name}, which this build does not have`);
+  });
+  // A website fetch has its own time cap; the chain's is a little longer, and a site is not retried at once.
+  return new DataService(store, { company: new ProviderChain(company, { timeoutMs: config.webFetchTimeoutMs + 1_000, attempts: 1 }) });
 }
 
 /** How often an analytics outage is logged at most (the rows wait in the buffer meanwhile). */

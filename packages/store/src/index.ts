@@ -31,6 +31,7 @@ export {
   type InFinalTx,
 } from './repos/jobs.ts';
 export { SettingsRepo } from './repos/settings.ts';
+export { EnrichCacheRepo, type CachedAnswer } from './repos/enrich-cache.ts';
 export { DeadLettersRepo, type DeadLetterRow } from './repos/dead-letters.ts';
 export { DecisionOutboxRepo } from './repos/decision-outbox.ts';
 export { WebhookSecretsRepo, WEBHOOK_SECRET_PATTERN, MAX_GRACE_MS, type WebhookSecretInfo, type RotatedSecret } from './repos/webhook-secrets.ts';

@@ -22,6 +22,7 @@ import { SettingsRepo } from './repos/settings.ts';
 import { DeadLettersRepo } from './repos/dead-letters.ts';
 import { DecisionOutboxRepo } from './repos/decision-outbox.ts';
 import { WebhookSecretsRepo } from './repos/webhook-secrets.ts';
+import { EnrichCacheRepo } from './repos/enrich-cache.ts';
 
 export class Store {
   readonly accounts: AccountsRepo;
@@ -39,6 +40,8 @@ export class Store {
   /** Each account's webhook signing secrets. */
   readonly webhookSecrets: WebhookSecretsRepo;
   readonly webhooks: WebhooksRepo;
+  /** The data endpoints' answers (company, LinkedIn, people, ...) with their fetch time. */
+  readonly enrichCache: EnrichCacheRepo;
   readonly outcomes: OutcomesRepo;
   readonly recoveries: RecoveriesRepo;
   readonly subscriptions: SubscriptionsRepo;
@@ -59,6 +62,7 @@ export class Store {
     this.decisionOutbox = new DecisionOutboxRepo(db);
     this.webhookSecrets = new WebhookSecretsRepo(db);
     this.webhooks = new WebhooksRepo(db);
+    this.enrichCache = new EnrichCacheRepo(db);
     this.outcomes = new OutcomesRepo(db);
     this.recoveries = new RecoveriesRepo(db);
     this.subscriptions = new SubscriptionsRepo(db);

@@ -1,5 +1,5 @@
-// Accounts: create one, list them with their balances, and whether one may use sender-platform
-// connectors.
+// Accounts: create one, list them with their balances, whether one may use sender-platform
+// connectors, and whether it has the data product (the data endpoints).
 
 import { type Command, cell, columns, count, iso, needAccount, usageError } from '../command.ts';
 
@@ -47,6 +47,24 @@ export const accountsCommands: Command[] = [
       if (v.enable && v.disable) return usageError('give --enable or --disable, not both', this);
       if (v.enable || v.disable) await store.outcomes.setConnectorsEnabled(account, v.enable === true);
       return { code: 0, out: `account ${account}: connectors ${(await store.outcomes.connectorsEnabled(account)) ? 'enabled' : 'disabled'}` };
+    },
+  },
+  {
+    noun: 'account',
+    verb: 'data',
+    synopsis: '--account ACCOUNT_ID [--enable | --disable]',
+    about: 'Shows, or sets with --enable or --disable, whether an account has the data product: the data endpoints (company and people data, the email finder). Without it they answer 403 product_not_enabled.',
+    options: [
+      ['--account ACCOUNT_ID', 'the account (required)'],
+      ['--enable', 'give the account the data product'],
+      ['--disable', 'take it away (the default of a new account)'],
+    ],
+    async run(store, v) {
+      const account = await needAccount(store, this, v);
+      if (typeof account !== 'string') return account;
+      if (v.enable && v.disable) return usageError('give --enable or --disable, not both', this);
+      if (v.enable || v.disable) await store.accounts.setDataProduct(account, v.enable === true);
+      return { code: 0, out: `account ${account}: data product ${(await store.accounts.dataProduct(account)) ? 'enabled' : 'disabled'}` };
     },
   },
 ];

@@ -1,7 +1,7 @@
 // The shared gates (keys, scopes, rate limits: docs/api.md "Conventions") as one plugin (Fastify's Decorators and Hooks guides):
 // `request.principal` is declared with decorateRequest, and every route that names a `scope` gets
 // the gate as its own route-level onRequest hook. In order: IP rate limit, key (missing, unknown,
-// revoked, inactive, expired), key rate limit, scope, subscription. Routes without a scope
+// revoked, inactive, expired), key rate limit, scope, product (the data endpoints), subscription. Routes without a scope
 // (health, OpenAPI) pay nothing.
 //
 // The gate is callback-style and only goes asynchronous when an adapter does (a key-cache miss,
@@ -31,6 +31,8 @@ declare module 'fastify' {
     scope?: Scope | 'any';
     /** The route is blocked by an ended subscription (402). */
     billable?: boolean;
+    /** The route needs a product beyond the general catalogue (403 product_not_enabled without it). */
+    product?: 'data';
   }
 }
 
@@ -147,6 +149,7 @@ export const auth = fp<AuthOptions>(
             if (scope !== 'any' && rec.scopes !== null && !rec.scopes.includes(scope)) {
               throw new ServiceError('insufficient_scope', `API key lacks the ${scope} scope`, { required_scope: scope });
             }
+            if (req.routeOptions.config.product === 'data' && !rec.data_product) throw new ServiceError('product_not_enabled');
             if (req.routeOptions.config.billable && rec.subscription_status === 'canceled') throw new ServiceError('subscription_inactive');
             req.principal = { key: rec, accountId: rec.account_id };
           });

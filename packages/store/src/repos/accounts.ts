@@ -64,4 +64,15 @@ export class AccountsRepo {
     );
     return rows.map((r) => ({ ...r, available: r.balance - r.reserved, created_at: new Date(r.created_at) }));
   }
+
+  /** Whether the account has the data product (the data endpoints). */
+  async dataProduct(id: string): Promise<boolean> {
+    const rows = await this.db.query<{ data_product: boolean }>('SELECT data_product FROM accounts WHERE id = $1', [id]);
+    return rows[0]?.data_product === true;
+  }
+
+  /** Turns the data product on or off for an account (operators only: the admin CLI). */
+  async setDataProduct(id: string, enabled: boolean): Promise<void> {
+    await this.db.query('UPDATE accounts SET data_product = $2 WHERE id = $1', [id, enabled]);
+  }
 }

@@ -19,10 +19,12 @@ export interface KeyRecord {
   state: KeyState;
   expires_at: Date | null;
   subscription_status: string;
+  /** The account has the data product (the data endpoints). */
+  data_product: boolean;
 }
 
 /** A key as operators see it (`admin key list`): never the key nor its hash. */
-export interface KeyListing extends Omit<KeyRecord, 'subscription_status'> {
+export interface KeyListing extends Omit<KeyRecord, 'subscription_status' | 'data_product'> {
   name: string;
   created_at: Date;
   revoked_at: Date | null;
@@ -111,7 +113,7 @@ export class KeysRepo {
 
   async findByHash(hash: string): Promise<KeyRecord | undefined> {
     const rows = await this.db.query<Omit<KeyRecord, 'scopes'> & { scopes: string | null }>(
-      `SELECT k.id, k.account_id, k.display_prefix, k.kind, k.scopes, k.state, k.expires_at, a.subscription_status
+      `SELECT k.id, k.account_id, k.display_prefix, k.kind, k.scopes, k.state, k.expires_at, a.subscription_status, a.data_product
          FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.key_hash = $1`,
       [hash],
     );

@@ -170,12 +170,13 @@ export class LedgerRepo {
   }
 
   /**
-   * Releases open reservations of `purpose` older than `olderThanMs` (a crash left them open).
+   * Releases open reservations of `purpose` (or `purpose:…`, e.g. `data` takes `data:company/enrich`)
+   * older than `olderThanMs` (a crash left them open).
    * Returns how many were released. Sync validations never outlive their process.
    */
   async releaseStale(purpose: string, olderThanMs: number): Promise<number> {
     const rows = await this.db.query<{ id: string }>(
-      "SELECT id FROM credit_reservations WHERE status = 'open' AND purpose = $1 AND created_at < now() - ($2::bigint * interval '1 millisecond')",
+      "SELECT id FROM credit_reservations WHERE status = 'open' AND (purpose = $1 OR starts_with(purpose, $1 || ':')) AND created_at < now() - ($2::bigint * interval '1 millisecond')",
       [purpose, olderThanMs],
     );
     let n = 0;

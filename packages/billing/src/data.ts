@@ -1,0 +1,62 @@
+// The data endpoints' money (docs/api.md, "Data endpoints"): hold the most a request can cost,
+// do the work, charge exactly what was found and release the rest, in the same transaction as the
+// Idempotency-Key's stored response. A crash between the provider's answer and the charge leaves
+// only an open hold, which the next start (or the sweep) releases: never a charge without a result.
+// The hold's purpose, `data:<endpoint>`, is what the ledger's `reserve`/`charge`/`release` rows
+// of the request point at (credit_reservations.purpose), so the history says what each charge bought.
+
+import { ServiceError } from '@svc/contracts';
+import type { IdempotentCompletion, Store } from '@svc/store';
+import { refusal } from './charge.ts';
+import { upstream } from './failures.ts';
+
+export interface DataCompletion<T> {
+  key: string;
+  owner: string;
+  status: number;
+  render: (response: T) => string;
+}
+
+export interface DataWork<T> {
+  response: T;
+  /** What the response charges: never more than the hold. */
+  credits: number;
+}
+
+/**
+ * Runs `work` with up to `maxCost` credits held for `endpoint`, then charges what it says. With
+ * `maxCost` 0 nothing is held or charged (a cache hit that is free, a request that cannot find).
+ */
+export async function chargeData<T>(store: Pick<Store, 'ledger' | 'idempotency'>, accountId: string, endpoint: string, maxCost: number, work: () => Promise<DataWork<T>>, completion?: DataCompletion<T>): Promise<T> {
+  const record = (response: T): IdempotentCompletion | undefined =>
+    completion ? { accountId, key: completion.key, owner: completion.owner, status: completion.status, body: completion.render(response) } : undefined;
+  if (maxCost <= 0) {
+    const { response, credits } = await work();
+    if (credits !== 0) throw new Error(`a data request without a hold charged ${credits}`);
+    const completes = record(response);
+    if (completes) await upstream(store.idempotency.complete(completes));
+    return response;
+  }
+  const hold = await upstream(store.ledger.reserve(accountId, maxCost, `data:${endpoint}`));
+  if (!hold.ok) {
+    throw await refusal(store, accountId, new ServiceError('insufficient_credits', `This request needs up to ${maxCost} credits; ${hold.available} available`, { required: maxCost, available: hold.available }));
+  }
+  let charged = 0;
+  let completes: IdempotentCompletion | undefined;
+  let response: T;
+  try {
+    const done = await work();
+    if (!Number.isSafeInteger(done.credits) || done.credits < 0 || done.credits > maxCost) throw new Error(`a data request charged ${done.credits} of a hold of ${maxCost}`);
+    response = done.response;
+    // Render before settling: if that throws, nothing is charged.
+    completes = record(response);
+    charged = done.credits;
+  } finally {
+    // false: the hold was released meanwhile (the stale sweep): nothing charged, nothing recorded.
+    if (!(await upstream(store.ledger.settle(hold.reservationId, charged, completes)))) {
+      // eslint-disable-next-line no-unsafe-finally
+      throw new ServiceError('validation_upstream_failed', 'The credit hold expired before the request finished; retry');
+    }
+  }
+  return response;
+}

@@ -1,0 +1,12 @@
+// @svc/enrich: the data endpoints. Provider chains (timeouts, retries, circuit breakers), the
+// native providers (company from its website and DNS), the request checks, and the use cases
+// that put cache, providers and money together.
+export { CircuitBreaker, ProviderChain, ProviderError, DEFAULT_CHAIN_OPTIONS, type ChainOptions, type ChainResult, type ProviderAnswer } from './chain.ts';
+export { NativeCompanyProvider, webDns, namesAgree, type Company, type CompanyProvider, type NativeCompanyOptions, type WebDns } from './company/native.ts';
+export { fetchHomePage, type FetchPageOptions, type PageResult } from './company/fetch-page.ts';
+export { parseHomePage, type WebsiteSignals } from './company/website.ts';
+export { dnsSignals } from './company/dns-signals.ts';
+export { normalisePhone } from './phone.ts';
+export { canonicalLinkedInCompanyUrl } from './linkedin-url.ts';
+export * from './requests.ts';
+export { CACHE_TTL_MS, DataService, type CompanyBulkResponse, type CompanyByLinkedInResponse, type CompanyResponse, type DataFamilies, type DomainToLinkedInResponse } from './service.ts';

@@ -1,0 +1,219 @@
+// The data endpoints' use cases (docs/api.md, "Data endpoints"): for each request, the family's
+// configuration (503 when it has no provider), the cache (with the endpoint's time-to-live and
+// `force_refresh`), the provider chain, and the money (billing's chargeData: a hold, then a charge
+// of exactly what was found, recorded with the Idempotency-Key's response). Routes only translate
+// HTTP to these calls and back.
+
+import { NOT_CONFIGURED, ServiceError, type DataFamily } from '@svc/contracts';
+import { chargeData, type DataCompletion } from '@svc/billing';
+import type { Store } from '@svc/store';
+import type { ChainResult, ProviderChain } from './chain.ts';
+import type { Company, CompanyProvider } from './company/native.ts';
+import type { CompanyBulkQuery, CompanyQuery } from './requests.ts';
+import { Semaphore } from '@svc/verifier';
+
+const DAY_MS = 24 * 3600_000;
+
+/** Time-to-live of each cache (the endpoint's answers; one cache serves the endpoints that share an answer). */
+export const CACHE_TTL_MS = {
+  company: 30 * DAY_MS,
+  /** A LinkedIn company URL → the domain a company find named it for (enrich-linkedin reads it). */
+  linkedinDomain: 30 * DAY_MS,
+  linkedinCompany: 7 * DAY_MS,
+  hires: DAY_MS,
+  person: 7 * DAY_MS,
+  profile: 7 * DAY_MS,
+  mobile: 7 * DAY_MS,
+} as const;
+
+export interface DataFamilies {
+  company: ProviderChain<CompanyProvider>;
+}
+
+export type CompanyResponse = Omit<Company, 'source_provider'> & {
+  domain: string;
+  found: boolean;
+  cache_hit: boolean;
+  credits_charged: number;
+  source_provider: string | null;
+  latency_ms: number;
+  error?: string;
+};
+
+const EMPTY_COMPANY: Omit<Company, 'source_provider' | 'confidence'> = {
+  company_name: null,
+  display_name: null,
+  description: null,
+  website: null,
+  employee_count: null,
+  employee_range: null,
+  revenue_range: null,
+  industry: null,
+  sub_industry: null,
+  founded_year: null,
+  company_type: null,
+  location: { city: null, region: null, country: null, country_code: null },
+  linkedin_url: null,
+  twitter_url: null,
+  facebook_url: null,
+  phone: null,
+  technologies: [],
+  technology_count: 0,
+  funding: { total_raised: null, last_round: null, last_round_date: null },
+};
+
+/** One company lookup's outcome, before money: found (with its data), not found, or failed. */
+type CompanyLookup = { found: true; company: Company; cache_hit: boolean } | { found: false; cache_hit: boolean; error: string };
+
+export class DataService {
+  readonly #now: () => number;
+
+  constructor(
+    private readonly store: Pick<Store, 'ledger' | 'idempotency' | 'enrichCache'>,
+    private readonly families: DataFamilies,
+    opts: { now?: () => number } = {},
+  ) {
+    this.#now = opts.now ?? (() => performance.now());
+  }
+
+  /** 503 feature_not_configured with the family's message when it has no provider. */
+  requireFamily(family: DataFamily): void {
+    const chain = (this.families as unknown as Partial<Record<DataFamily, ProviderChain<{ name: string }>>>)[family];
+    if (!chain || !chain.configured) throw new ServiceError('feature_not_configured', NOT_CONFIGURED[family]);
+  }
+
+  /** The company of a domain, from the cache when fresh, else from the providers (cached either way). */
+  async #company(q: CompanyQuery): Promise<CompanyLookup> {
+    const cache = this.store.enrichCache;
+    if (!q.force_refresh) {
+      const hit = await cache.get('company', q.domain, CACHE_TTL_MS.company);
+      if (hit) return hit.found ? { found: true, company: hit.value as Company, cache_hit: true } : { found: false, cache_hit: true, error: (hit.value as { error?: string })?.error ?? 'not found' };
+    }
+    const r: ChainResult<Company> = await this.families.company.run((p, signal) => p.company({ domain: q.domain, ...(q.company_name && { company_name: q.company_name }) }, signal));
+    if ('failed' in r) throw new ServiceError('provider_unavailable', undefined, {}, {}, new Error(r.errors.join('; ')));
+    if (!r.found) {
+      const error = r.error ?? 'no company found for this domain';
+      await cache.put('company', q.domain, { found: false, value: { error } });
+      return { found: false, cache_hit: false, error };
+    }
+    const company = { ...r.value, source_provider: r.value.source_provider || r.provider };
+    await cache.put('company', q.domain, { found: true, value: company, source_provider: company.source_provider });
+    if (company.linkedin_url) await cache.put('linkedin-domain', company.linkedin_url, { found: true, value: { domain: q.domain } });
+    return { found: true, company, cache_hit: false };
+  }
+
+  #companyResponse(domain: string, l: CompanyLookup, started: number): CompanyResponse {
+    const latency_ms = Math.max(0, Math.round(this.#now() - started));
+    if (!l.found) return { domain, ...EMPTY_COMPANY, confidence: 0, found: false, cache_hit: l.cache_hit, credits_charged: 0, source_provider: null, latency_ms, error: l.error };
+    const { source_provider, ...company } = l.company;
+    return { domain, ...company, found: true, cache_hit: l.cache_hit, credits_charged: 1, source_provider, latency_ms };
+  }
+
+  /** POST /v1/company/enrich: 1 credit if found, cache hits charged the same. */
+  async companyEnrich(accountId: string, q: CompanyQuery, completion?: DataCompletion<CompanyResponse>): Promise<CompanyResponse> {
+    const started = this.#now();
+    return chargeData(this.store, accountId, 'company/enrich', 1, async () => {
+      const response = this.#companyResponse(q.domain, await this.#company(q), started);
+      return { response, credits: response.credits_charged };
+    }, completion);
+  }
+
+  /** POST /v1/company/enrich/bulk: 1 credit per company found; one item's failure is that item's `error`. */
+  async companyBulk(accountId: string, q: CompanyBulkQuery, id: string, completion?: DataCompletion<CompanyBulkResponse>): Promise<CompanyBulkResponse> {
+    const started = this.#now();
+    const maxCost = q.items.filter((i) => i.ok).length;
+    return chargeData(this.store, accountId, 'company/enrich/bulk', maxCost, async () => {
+      const gate = new Semaphore(q.max_concurrent);
+      const failedItem = (domain: string, error: string, latency_ms: number): { kind: 'error'; r: CompanyResponse } => ({
+        kind: 'error',
+        r: { domain, ...EMPTY_COMPANY, confidence: 0, found: false, cache_hit: false, credits_charged: 0, source_provider: null, latency_ms, error },
+      });
+      const outcomes = await Promise.all(
+        q.items.map((item) =>
+          gate.run(async (): Promise<{ kind: 'found' | 'not_found' | 'error'; r: CompanyResponse }> => {
+            if (!item.ok) return failedItem(item.input, item.error, 0);
+            const t0 = this.#now();
+            try {
+              const r = this.#companyResponse(item.query.domain, await this.#company(item.query), t0);
+              return { kind: r.found ? 'found' : 'not_found', r };
+            } catch (err) {
+              // A coded failure (every provider down) is this item's error; anything else is a bug.
+              if (!(err instanceof ServiceError)) throw err;
+              return failedItem(item.query.domain, err.message, Math.round(this.#now() - t0));
+            }
+          }),
+        ),
+      );
+      const count = (k: string) => outcomes.filter((o) => o.kind === k).length;
+      const results = outcomes.map((o) => o.r);
+      const summary = {
+        total: results.length,
+        found: count('found'),
+        not_found: count('not_found'),
+        errors: count('error'),
+        cache_hits: results.filter((r) => r.cache_hit).length,
+        credits_charged: results.reduce((n, r) => n + r.credits_charged, 0),
+        total_latency_ms: Math.max(0, Math.round(this.#now() - started)),
+      };
+      return { response: { id, results, summary }, credits: summary.credits_charged };
+    }, completion);
+  }
+
+  /** POST /v1/company/domain-to-linkedin: the LinkedIn URL a company find names; 1 credit if found. */
+  async domainToLinkedIn(accountId: string, domain: string, completion?: DataCompletion<DomainToLinkedInResponse>): Promise<DomainToLinkedInResponse> {
+    return chargeData(this.store, accountId, 'company/domain-to-linkedin', 1, async () => {
+      const l = await this.#company({ domain, force_refresh: false });
+      const url = l.found ? l.company.linkedin_url : null;
+      const response: DomainToLinkedInResponse = url ? { linkedin_url: url, found: true, credits_charged: 1 } : { linkedin_url: '', found: false, credits_charged: 0 };
+      return { response, credits: response.credits_charged };
+    }, completion);
+  }
+
+  /** POST /v1/company/enrich-linkedin: the company of a LinkedIn URL a find has seen on a domain; 1 credit if found. */
+  async companyByLinkedIn(accountId: string, linkedinUrl: string, completion?: DataCompletion<CompanyByLinkedInResponse>): Promise<CompanyByLinkedInResponse> {
+    return chargeData(this.store, accountId, 'company/enrich-linkedin', 1, async () => {
+      const known = await this.store.enrichCache.get('linkedin-domain', linkedinUrl, CACHE_TTL_MS.linkedinDomain);
+      const domain = (known?.value as { domain?: string } | undefined)?.domain;
+      const l = domain ? await this.#company({ domain, force_refresh: false }) : undefined;
+      if (!domain || !l?.found || l.company.linkedin_url !== linkedinUrl) {
+        return { response: { company: {}, found: false, credits_charged: 0, error: 'no known company has this LinkedIn page' }, credits: 0 };
+      }
+      const c = l.company;
+      const company = {
+        name: c.company_name,
+        domain,
+        description: c.description,
+        industry: c.industry,
+        employee_count: c.employee_count,
+        employee_range: c.employee_range,
+        founded_year: c.founded_year,
+        company_type: c.company_type,
+        hq_city: c.location.city,
+        hq_region: c.location.region,
+        hq_country: c.location.country,
+        linkedin_url: c.linkedin_url,
+        website: c.website,
+        phone: c.phone,
+        technologies: c.technologies,
+      };
+      return { response: { company, found: true, credits_charged: 1 }, credits: 1 };
+    }, completion);
+  }
+}
+
+export interface CompanyBulkResponse {
+  id: string;
+  results: CompanyResponse[];
+  summary: { total: number; found: number; not_found: number; errors: number; cache_hits: number; credits_charged: number; total_latency_ms: number };
+}
+export interface DomainToLinkedInResponse {
+  linkedin_url: string;
+  found: boolean;
+  credits_charged: number;
+}
+export interface CompanyByLinkedInResponse {
+  company: Record<string, unknown>;
+  found: boolean;
+  credits_charged: number;
+  error?: string;
+}

@@ -1,0 +1,251 @@
+// The data endpoints through HTTP on the whole service: the gates in their order (key, scope, the
+// data product, the endpoint's rate, the family's configuration, the body), company data from the
+// simulated internet's websites and DNS (found, not found, slow, huge, redirecting, refused), the
+// cache (hits, force_refresh), and the money (charged only when found, once per Idempotency-Key,
+// exact under concurrent requests).
+
+import t from 'tap';
+import { DATA_ENDPOINTS } from '@svc/contracts';
+import { makeKey, startStack, type Stack } from '../helpers/stack.ts';
+
+const stack: Stack = await startStack({
+  env: {
+    // The sim's websites live on loopback; the SSRF guard lets exactly that network through.
+    SVC_OUTBOUND_ALLOW_NETWORKS: '127.0.0.0/8',
+    SVC_WEB_FETCH_TIMEOUT_MS: '1500',
+  },
+});
+t.teardown(() => stack.close());
+
+/** A key of a new account with the data product (unless `product: false`). */
+async function dataKey(opts: { credits?: number; scopes?: string[] | null; product?: boolean } = {}) {
+  const k = await makeKey(stack, { credits: opts.credits ?? 100, scopes: opts.scopes === undefined ? null : opts.scopes });
+  if (opts.product !== false) await stack.store.accounts.setDataProduct(k.accountId, true);
+  return k;
+}
+const balance = async (accountId: string) => (await stack.store.ledger.balance(accountId))!.balance;
+const post = (route: string, key: string | null, body: unknown, headers?: Record<string, string>) => stack.call('POST', route, { key, body, ...(headers && { headers }) });
+
+const ROUTES = Object.keys(DATA_ENDPOINTS).map((e) => `/v1/${e}`);
+
+t.test('gates: no key 401; another scope 403 naming the scope; no data product 403; each before the body is read', async (t) => {
+  const plain = await dataKey({ product: false });
+  const companyOnly = await dataKey({ scopes: ['data:company:read'] });
+  for (const route of ROUTES) {
+    const anon = await post(route, null, {});
+    t.equal(anon.status, 401, `${route}: no key`);
+    t.equal(anon.body.code, 'api_key_required');
+    const noProduct = await post(route, plain.key, {});
+    t.strictSame([noProduct.status, noProduct.body.code, noProduct.body.message], [403, 'product_not_enabled', 'The data product is not enabled for this account'], `${route}: no data product`);
+    const endpoint = route.slice(4) as keyof typeof DATA_ENDPOINTS;
+    const scope = DATA_ENDPOINTS[endpoint].scope;
+    if (scope !== 'data:company:read') {
+      const wrong = await post(route, companyOnly.key, {});
+      t.strictSame([wrong.status, wrong.body.code, wrong.body.required_scope], [403, 'insufficient_scope', scope], `${route}: needs ${scope}`);
+    }
+  }
+  // Turning the product on takes effect (the key cache lives 2 s at most; the admin socket clears it).
+  await stack.store.accounts.setDataProduct(plain.accountId, true);
+  stack.svc.app.clearKeyCache();
+  const now = await post('/v1/company/enrich', plain.key, {});
+  t.strictSame([now.status, now.body.code], [400, 'domain_required']);
+});
+
+t.test('families with no provider answer 503 with their own message, before the body is read', async (t) => {
+  const { key } = await dataKey();
+  const expected: Record<string, string> = {
+    '/v1/linkedin/company': 'LinkedIn company data not configured',
+    '/v1/linkedin/hires': 'LinkedIn company data not configured',
+    '/v1/people/search': 'employee search not configured',
+    '/v1/people/lookup': 'person lookup not configured',
+    '/v1/people/role': 'role lookup not configured',
+    '/v1/profile/enrich': 'profile enrichment not configured',
+    '/v1/prospect/email-to-person': 'profile enrichment not configured',
+    '/v1/mobile/find': 'mobile finder not configured',
+    '/v1/find/bulk': 'email finder not configured',
+  };
+  for (const [route, message] of Object.entries(expected)) {
+    const r = await post(route, key, { nonsense: true });
+    t.strictSame([r.status, r.body.code, r.body.message], [503, 'feature_not_configured', message], route);
+    t.match(r.headers.get('x-request-id'), /^req_[0-9a-f]{32}$/);
+  }
+});
+
+t.test('company endpoints: every 400 with its code and exact message', async (t) => {
+  const { key, accountId } = await dataKey();
+  const cases: Array<[string, unknown, string, string]> = [
+    ['/v1/company/enrich', {}, 'domain_required', 'domain is required'],
+    ['/v1/company/enrich', { domain: 'not a domain' }, 'invalid_domain', 'domain is not a valid domain name'],
+    ['/v1/company/enrich', { domain: 7 }, 'invalid_request', 'domain must be a string'],
+    ['/v1/company/enrich', [1, 2], 'invalid_request', 'The request body must be a JSON object'],
+    ['/v1/company/enrich/bulk', {}, 'companies_required', 'companies array is required'],
+    ['/v1/company/enrich/bulk', { companies: Array.from({ length: 26 }, () => ({ domain: 'acme-robotics.test' })) }, 'too_many_companies', 'maximum 25 companies per request'],
+    ['/v1/company/enrich/bulk', { companies: [{ domain: 'acme-robotics.test' }], max_concurrent: 11 }, 'invalid_max_concurrent', 'max_concurrent must be an integer from 1 to 10'],
+    ['/v1/company/enrich-linkedin', {}, 'company_linkedin_url_required', 'company_linkedin_url is required'],
+    ['/v1/company/enrich-linkedin', { company_linkedin_url: 'https://example.test/company/x' }, 'invalid_linkedin_url', 'company_linkedin_url is not a LinkedIn company URL (https://www.linkedin.com/company/…)'],
+    ['/v1/company/domain-to-linkedin', {}, 'domain_required', 'domain is required'],
+  ];
+  for (const [route, body, code, message] of cases) {
+    const r = await post(route, key, body);
+    t.strictSame([r.status, r.body.code, r.body.message], [400, code, message], `${route} ${JSON.stringify(body).slice(0, 60)}`);
+  }
+  const bad = await stack.call('POST', '/v1/company/enrich', { key, raw: '{"domain":', headers: { 'content-type': 'application/json' } });
+  t.strictSame([bad.status, bad.body.code], [400, 'invalid_json']);
+  t.equal(await balance(accountId), 100, 'no 400 costs anything');
+});
+
+t.test('company/enrich: the website and DNS of a company, charged 1; the cache; force_refresh', async (t) => {
+  const { key, accountId } = await dataKey({ credits: 10 });
+  const before = stack.sim.webRequests()['acme-robotics.test/'] ?? 0;
+  const r = await post('/v1/company/enrich', key, { domain: 'https://www.Acme-Robotics.test/about', company_name: 'Acme Robotics Inc.' });
+  t.equal(r.status, 200);
+  const { latency_ms, ...body } = r.body;
+  t.type(latency_ms, 'number');
+  t.strictSame(body, {
+    domain: 'acme-robotics.test',
+    company_name: 'Acme Robotics',
+    display_name: 'Acme Robotics',
+    description: 'Acme Robotics designs autonomous picking robots for mid-sized warehouses.',
+    website: 'https://acme-robotics.test',
+    employee_count: 120,
+    employee_range: '51-200',
+    revenue_range: null,
+    industry: null,
+    sub_industry: null,
+    founded_year: 2011,
+    company_type: null,
+    location: { city: 'Austin', region: 'TX', country: 'United States', country_code: 'US' },
+    linkedin_url: 'https://www.linkedin.com/company/acme-robotics',
+    twitter_url: 'https://twitter.com/acmerobotics',
+    facebook_url: null,
+    phone: '+15125550142',
+    technologies: r.body.technologies,
+    technology_count: r.body.technologies.length,
+    funding: { total_raised: null, last_round: null, last_round_date: null },
+    confidence: r.body.confidence,
+    found: true,
+    cache_hit: false,
+    credits_charged: 1,
+    source_provider: 'website',
+  });
+  for (const tech of ['Google Workspace', 'SendGrid', 'Google Search Console', 'Atlassian']) t.ok(r.body.technologies.includes(tech), `technologies name ${tech}`);
+  t.ok(r.body.confidence >= 0.9 && r.body.confidence <= 0.99, `structured data, OpenGraph, links, MX, SPF, TXT and the name hint agree: ${r.body.confidence}`);
+  t.equal(await balance(accountId), 9);
+  t.ok((stack.sim.webRequests()['acme-robotics.test/'] ?? 0) > before, 'the home page was fetched');
+
+  // A hit: from the cache (no fetch), charged the same (1).
+  const fetched = stack.sim.webRequests()['acme-robotics.test/'];
+  const hit = await post('/v1/company/enrich', key, { domain: 'acme-robotics.test' });
+  t.strictSame([hit.status, hit.body.cache_hit, hit.body.credits_charged, hit.body.company_name], [200, true, 1, 'Acme Robotics']);
+  t.equal(stack.sim.webRequests()['acme-robotics.test/'], fetched, 'no fetch for a hit');
+  t.equal(await balance(accountId), 8);
+  // force_refresh fetches again and rewrites the cache.
+  const fresh = await post('/v1/company/enrich', key, { domain: 'acme-robotics.test', force_refresh: true });
+  t.strictSame([fresh.body.cache_hit, fresh.body.credits_charged], [false, 1]);
+  t.ok(stack.sim.webRequests()['acme-robotics.test/']! > fetched!, 'fetched again');
+  t.equal(await balance(accountId), 7);
+});
+
+t.test('company/enrich: other sites (meta only, redirects, a nonprofit) and the ones that cannot be read (0 credits)', async (t) => {
+  const { key, accountId } = await dataKey({ credits: 20 });
+  const globex = await post('/v1/company/enrich', key, { domain: 'globex-meta.test' });
+  t.strictSame([globex.body.found, globex.body.company_name, globex.body.description, globex.body.credits_charged], [true, 'Globex Meta', 'Vibration and temperature sensors for factory machines.', 1]);
+  t.ok(globex.body.technologies.includes('Microsoft 365'));
+  t.ok(globex.body.confidence < 0.6, `meta tags only: lower confidence (${globex.body.confidence})`);
+  const initech = await post('/v1/company/enrich', key, { domain: 'initech-redirect.test' });
+  t.strictSame([initech.body.found, initech.body.company_name], [true, 'Initech'], 'the redirect to www is followed');
+  const umbrella = await post('/v1/company/enrich', key, { domain: 'umbrella-nonprofit.test' });
+  t.strictSame([umbrella.body.found, umbrella.body.company_type, umbrella.body.employee_range, umbrella.body.location.country_code], [true, 'nonprofit', '11-50', 'DE']);
+  t.match(umbrella.body.facebook_url, /^https:\/\/www\.facebook\.com\//);
+  t.equal(await balance(accountId), 17, 'three found, three credits');
+
+  const unreadable: Array<[string, RegExp]> = [
+    ['error-site.test', /HTTP 500/],
+    ['slow-site.test', /within 1500 ms|no website/],
+    ['loop-redirect.test', /redirects/],
+    ['private-redirect.test', /169\.254\.169\.254/],
+    ['no-site.test', /no website/],
+  ];
+  for (const [domain, why] of unreadable) {
+    const t0 = performance.now();
+    const r = await post('/v1/company/enrich', key, { domain });
+    t.strictSame([r.status, r.body.found, r.body.credits_charged, r.body.cache_hit, r.body.company_name], [200, false, 0, false, null], domain);
+    t.match(r.body.error, why, `${domain}: ${r.body.error}`);
+    t.ok(performance.now() - t0 < 4000, `${domain} answered in ${Math.round(performance.now() - t0)} ms`);
+  }
+  const huge = await post('/v1/company/enrich', key, { domain: 'huge-site.test' });
+  t.equal(huge.status, 200, 'a 20 MiB page is cut at the byte cap, not a failure');
+  t.equal(await balance(accountId), 17 - (huge.body.found ? 1 : 0), 'not found charges nothing');
+  const again = await post('/v1/company/enrich', key, { domain: 'error-site.test' });
+  t.strictSame([again.body.found, again.body.cache_hit, again.body.credits_charged], [false, true, 0], 'a miss is cached too');
+});
+
+t.test('company/enrich/bulk: input order, item errors, summary, 1 credit per company found', async (t) => {
+  const { key, accountId } = await dataKey({ credits: 10 });
+  const r = await post('/v1/company/enrich/bulk', key, { companies: [{ domain: 'acme-robotics.test' }, { domain: 'error-site.test' }, { company_name: 'no domain' }, { domain: 'globex-meta.test' }], max_concurrent: 2 });
+  t.equal(r.status, 200);
+  t.match(r.body.id, /^enr_[0-9a-f]{24}$/);
+  t.strictSame(r.body.results.map((x: { domain: string; found: boolean; credits_charged: number; error?: string }) => [x.domain, x.found, x.credits_charged, x.error ?? null]), [
+    ['acme-robotics.test', true, 1, null],
+    ['error-site.test', false, 0, r.body.results[1].error],
+    ['', false, 0, 'domain is required'],
+    ['globex-meta.test', true, 1, null],
+  ]);
+  const { total_latency_ms, ...summary } = r.body.summary;
+  t.type(total_latency_ms, 'number');
+  t.strictSame(summary, { total: 4, found: 2, not_found: 1, errors: 1, cache_hits: 3, credits_charged: 2 });
+  t.equal(await balance(accountId), 8);
+});
+
+t.test('domain-to-linkedin and enrich-linkedin', async (t) => {
+  const { key, accountId } = await dataKey({ credits: 10 });
+  const d2l = await post('/v1/company/domain-to-linkedin', key, { domain: 'acme-robotics.test' });
+  t.strictSame(d2l.body, { linkedin_url: 'https://www.linkedin.com/company/acme-robotics', found: true, credits_charged: 1 });
+  const none = await post('/v1/company/domain-to-linkedin', key, { domain: 'globex-meta.test' });
+  t.strictSame(none.body, { linkedin_url: '', found: false, credits_charged: 0 });
+  const byUrl = await post('/v1/company/enrich-linkedin', key, { company_linkedin_url: 'linkedin.com/company/Acme-Robotics/' });
+  t.strictSame([byUrl.body.found, byUrl.body.credits_charged, byUrl.body.company.name, byUrl.body.company.domain, byUrl.body.company.hq_city], [true, 1, 'Acme Robotics', 'acme-robotics.test', 'Austin']);
+  const unknown = await post('/v1/company/enrich-linkedin', key, { company_linkedin_url: 'https://www.linkedin.com/company/nobody-we-know' });
+  t.strictSame([unknown.body.found, unknown.body.credits_charged, unknown.body.company], [false, 0, {}]);
+  t.equal(await balance(accountId), 8);
+});
+
+t.test('money: too few credits 402 before any fetch; one Idempotency-Key charges once, even concurrently', async (t) => {
+  const poor = await dataKey({ credits: 0 });
+  const denied = await post('/v1/company/enrich', poor.key, { domain: 'umbrella-nonprofit.test' });
+  t.strictSame([denied.status, denied.body.code, denied.body.required, denied.body.available], [402, 'insufficient_credits', 1, 0]);
+
+  const { key, accountId } = await dataKey({ credits: 5 });
+  const headers = { 'idempotency-key': 'enrich-umbrella-1' };
+  const results = await Promise.all(Array.from({ length: 8 }, () => post('/v1/company/enrich', key, { domain: 'umbrella-nonprofit.test', force_refresh: true }, headers)));
+  const ok = results.filter((r) => r.status === 200);
+  const busy = results.filter((r) => r.status === 409);
+  t.equal(ok.length + busy.length, 8, 'each is the answer or "in progress"');
+  t.ok(busy.every((r) => r.body.code === 'idempotency_request_in_progress'));
+  t.equal(await balance(accountId), 4, 'charged once');
+  const replay = await post('/v1/company/enrich', key, { domain: 'umbrella-nonprofit.test', force_refresh: true }, headers);
+  t.strictSame([replay.status, replay.headers.get('idempotent-replayed'), replay.text], [200, 'true', ok[0]!.text]);
+  t.equal(await balance(accountId), 4, 'a replay charges nothing');
+
+  // Without a key, concurrent requests each pay for what they got, and the ledger agrees with the balance.
+  const many = await Promise.all(Array.from({ length: 10 }, () => post('/v1/company/enrich', key, { domain: 'acme-robotics.test' })));
+  const paid = many.filter((r) => r.status === 200).reduce((n, r) => n + r.body.credits_charged, 0);
+  const refused = many.filter((r) => r.status === 402).length;
+  t.equal(paid, 4, 'the last four credits bought four answers');
+  t.equal(refused, 6);
+  t.equal(await balance(accountId), 0);
+  t.strictSame(await stack.store.ledger.totals(accountId), { balance: 0, reserved: 0 }, 'the ledger says the same, nothing left held');
+});
+
+t.test('bulk company: 100 requests a minute per key, then 429 (before the body is read)', async (t) => {
+  const { key } = await dataKey();
+  for (let i = 0; i < 100; i++) {
+    const r = await post('/v1/company/enrich/bulk', key, {});
+    if (r.status !== 400) t.fail(`request ${i + 1}: ${r.status}`);
+  }
+  const over = await post('/v1/company/enrich/bulk', key, {});
+  t.strictSame([over.status, over.body.code, over.body.retry_after, over.headers.get('retry-after')], [429, 'rate_limited', 60, '60']);
+  t.equal(over.headers.get('ratelimit-remaining'), '0');
+  const single = await post('/v1/company/enrich', key, {});
+  t.equal(single.status, 400, 'the single endpoint has no such limit');
+});
