@@ -53,6 +53,7 @@ t.test('gates: no key 401; another scope 403 naming the scope; no data product 4
 
 t.test('families with no provider answer 503 with their own message, before the body is read', async (t) => {
   const { key } = await dataKey();
+  // find/bulk has its native provider by default; the others have no provider in this build.
   const expected: Record<string, string> = {
     '/v1/linkedin/company': 'LinkedIn company data not configured',
     '/v1/linkedin/hires': 'LinkedIn company data not configured',
@@ -62,7 +63,6 @@ t.test('families with no provider answer 503 with their own message, before the 
     '/v1/profile/enrich': 'profile enrichment not configured',
     '/v1/prospect/email-to-person': 'profile enrichment not configured',
     '/v1/mobile/find': 'mobile finder not configured',
-    '/v1/find/bulk': 'email finder not configured',
   };
   for (const [route, message] of Object.entries(expected)) {
     const r = await post(route, key, { nonsense: true });
@@ -248,4 +248,94 @@ t.test('bulk company: 100 requests a minute per key, then 429 (before the body i
   t.equal(over.headers.get('ratelimit-remaining'), '0');
   const single = await post('/v1/company/enrich', key, {});
   t.equal(single.status, 400, 'the single endpoint has no such limit');
+});
+
+t.test('find/bulk: each B2B pattern proven on the mail server, 1 credit each; not found 0', async (t) => {
+  const { key, accountId } = await dataKey({ credits: 50 });
+  const contacts = [
+    { first_name: 'Jane', last_name: 'Doe', domain: 'accept.test' },
+    { first_name: 'Maria', last_name: 'Garcia', domain: 'people.test' },
+    { first_name: 'Omar', last_name: 'Haddad', domain: 'people.test' },
+    { first_name: 'Lena', last_name: 'Fischer', domain: 'people.test' },
+    { first_name: 'Wei', last_name: 'Chen', domain: 'people.test' },
+    { first_name: 'Zoë', last_name: "O'Neil", domain: 'people.test' },
+    { first_name: 'José', last_name: 'Müller', domain: 'people.test' },
+    { first_name: 'Ana', last_name: 'Lima', domain: 'people.test' },
+    { id: 'crm-7', first_name: 'Nobody', last_name: 'Here', domain: 'people.test' },
+    { first_name: 'Jane', domain: 'people.test' },
+  ];
+  const before = stack.sim.statsFor('people.test');
+  const r = await post('/v1/find/bulk', key, { contacts, max_concurrent: 10 });
+  t.equal(r.status, 200);
+  t.match(r.body.id, /^find_[0-9a-f]{24}$/);
+  const rows = r.body.results.map((x: { id: string; email: string | null; pattern: string | null; confidence: number; source_provider: string | null; not_found: boolean; credits_charged: number; providers_tried: string[] }) => [x.id, x.email, x.pattern, x.confidence, x.source_provider, x.not_found, x.credits_charged]);
+  t.strictSame(rows, [
+    ['0', 'jane.doe@accept.test', '{first}.{last}', 95, 'smtp', false, 1],
+    ['1', 'mgarcia@people.test', '{f}{last}', 95, 'smtp', false, 1],
+    ['2', 'omar@people.test', '{first}', 95, 'smtp', false, 1],
+    ['3', 'lena_fischer@people.test', '{first}_{last}', 95, 'smtp', false, 1],
+    ['4', 'chen.wei@people.test', '{last}.{first}', 95, 'smtp', false, 1],
+    ['5', 'zoe.oneil@people.test', '{first}.{last}', 95, 'smtp', false, 1],
+    ['6', 'jose.muller@people.test', '{first}.{last}', 95, 'smtp', false, 1],
+    ['7', 'a.lima@people.test', '{f}.{last}', 95, 'smtp', false, 1],
+    ['crm-7', null, null, 0, null, true, 0],
+    ['9', null, null, 0, null, false, 0],
+  ]);
+  t.strictSame(r.body.results[0].providers_tried, ['native']);
+  t.equal(r.body.results[8].error, 'every candidate address was rejected by the mail server');
+  t.equal(r.body.results[9].error, 'last_name is required');
+  const { total_latency_ms, ...summary } = r.body.summary;
+  t.type(total_latency_ms, 'number');
+  t.strictSame(summary, { total: 10, found: 8, not_found: 1, errors: 1, credits_charged: 8 });
+  t.equal(await balance(accountId), 42);
+  // people.test's candidates (8 contacts, up to 8 each) shared a few sessions, not one per candidate.
+  const after = stack.sim.statsFor('people.test');
+  const sessions = after.connections - before.connections;
+  const rcpts = after.rcpt - before.rcpt;
+  // Sessions end after the server's error budget (about 9 rejections), so a few follow one another;
+  // one session per candidate would be one per RCPT.
+  t.ok(sessions >= 1 && sessions * 5 <= rcpts, `${sessions} sessions for ${rcpts} RCPTs`);
+  t.ok(rcpts >= 8, `every contact's candidates were asked (${rcpts} RCPTs)`);
+  // The proven patterns are the domain's evidence now.
+  t.strictSame(await stack.store.finderPatterns.counts('people.test'), { '{f}{last}': 1, '{first}': 1, '{first}_{last}': 1, '{last}.{first}': 1, '{first}.{last}': 2, '{f}.{last}': 1 });
+});
+
+t.test('find/bulk on a catch-all domain: the pattern, not charged without evidence, charged once evidence exists', async (t) => {
+  const { key, accountId } = await dataKey({ credits: 10 });
+  const guess = await post('/v1/find/bulk', key, { contacts: [{ first_name: 'Pat', last_name: 'Quinn', domain: 'catchall.test' }] });
+  t.strictSame(
+    [guess.body.results[0].email, guess.body.results[0].pattern, guess.body.results[0].source_provider, guess.body.results[0].confidence, guess.body.results[0].credits_charged],
+    ['pat.quinn@catchall.test', '{first}.{last}', 'pattern', 50, 0],
+  );
+  t.equal(await balance(accountId), 10, 'confidence below 70: not charged');
+  // Evidence: three proven {f}{last} addresses on the domain (as finds on a mail server that answers would record).
+  for (let i = 0; i < 3; i++) await stack.store.finderPatterns.confirm('catchall.test', '{f}{last}');
+  const learnt = await post('/v1/find/bulk', key, { contacts: [{ first_name: 'Pat', last_name: 'Quinn', domain: 'catchall.test' }] });
+  t.strictSame([learnt.body.results[0].email, learnt.body.results[0].pattern, learnt.body.results[0].confidence, learnt.body.results[0].credits_charged], ['pquinn@catchall.test', '{f}{last}', 86, 1]);
+  t.equal(await balance(accountId), 9);
+});
+
+t.test('find/bulk: validate adds the validation and its credit; company resolves through known companies', async (t) => {
+  const { key, accountId } = await dataKey({ credits: 10 });
+  const r = await post('/v1/find/bulk', key, { contacts: [{ first_name: 'John', last_name: 'Smith', domain: 'accept.test' }], validate: true });
+  const row = r.body.results[0];
+  t.strictSame([row.email, row.credits_charged, row.validation.result, row.validation.reason_code, row.validation.credits_charged, row.validation.charge_reason], ['john.smith@accept.test', 2, 'valid', 'accepted', 1, 'high_value_validation']);
+  t.equal(await balance(accountId), 8);
+  const unknownCompany = await post('/v1/find/bulk', key, { contacts: [{ first_name: 'Jane', last_name: 'Doe', company: 'No Such Company Ltd' }] });
+  t.strictSame([unknownCompany.body.results[0].email, unknownCompany.body.results[0].not_found, unknownCompany.body.results[0].error], [null, false, "the domain of this company is not known; give the contact's domain"]);
+  t.equal(await balance(accountId), 8, 'an unresolved company charges nothing');
+});
+
+t.test('find/bulk: limits and the per-key rate', async (t) => {
+  const { key } = await dataKey();
+  const cases: Array<[unknown, string, string]> = [
+    [{}, 'contacts_required', 'contacts array is required'],
+    [{ contacts: [] }, 'contacts_required', 'contacts array is required'],
+    [{ contacts: Array.from({ length: 101 }, () => ({ first_name: 'a', last_name: 'b', domain: 'accept.test' })) }, 'too_many_contacts', 'maximum 100 contacts per request'],
+    [{ contacts: [{ first_name: 'a', last_name: 'b', domain: 'accept.test' }], max_concurrent: 0 }, 'invalid_max_concurrent', 'max_concurrent must be an integer from 1 to 10'],
+  ];
+  for (const [body, code, message] of cases) {
+    const r = await post('/v1/find/bulk', key, body);
+    t.strictSame([r.status, r.body.code, r.body.message], [400, code, message]);
+  }
 });

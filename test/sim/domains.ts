@@ -150,6 +150,13 @@ export const SIM_KNOWN_MAILBOXES: readonly string[] = [
 export const SIM_GMAIL_MAILBOXES: readonly string[] = ['sim.person.one', 'sim.person.two'];
 /** Extra mailbox on the SMTPUTF8 server (utf8.test). */
 export const SIM_UTF8_MAILBOXES: readonly string[] = ['josé'];
+/**
+ * Extra mailboxes on people.test, one B2B address pattern each, for the email finder: Maria
+ * Garcia ({f}{last}), Omar Haddad ({first}), Lena Fischer ({first}_{last}), Wei Chen
+ * ({last}.{first}), Zoë O'Neil ({first}.{last} without the accent and apostrophe), José Müller
+ * ({first}.{last}), Ana Lima ({f}.{last}). All fictional.
+ */
+export const SIM_PEOPLE_MAILBOXES: readonly string[] = ['mgarcia', 'omar', 'lena_fischer', 'chen.wei', 'zoe.oneil', 'jose.muller', 'a.lima'];
 /** A local part no server knows (catch-all servers accept it anyway). */
 export const SIM_UNKNOWN_LOCAL = 'no.such.user';
 
@@ -503,6 +510,15 @@ export const SIM_DOMAINS: readonly SimDomain[] = [
   providerDomain('latin1.test', 44, 'german-latin1', 'German server writing Latin-1, no enhanced codes: unknown 550 Empfänger unbekannt (ä is the byte 0xE4)', NO_SUCH_USER),
   providerDomain('cyrillic.test', 45, 'russian-utf8', 'Russian server writing UTF-8, no enhanced codes: unknown 550 Пользователь не найден', NO_SUCH_USER),
   providerDomain('qmail.test', 46, 'qmail-chkuser', 'qmail with chkuser, the enhanced code last: unknown 511 sorry, no mailbox here by that name (#5.1.1 - chkuser)', NO_SUCH_USER),
+  {
+    domain: 'people.test',
+    behaviour: 'people',
+    dns: 'mx',
+    mx: [mx1('people.test', 47, 'normal')],
+    description: 'normal server whose extra mailboxes follow one address pattern each (SIM_PEOPLE_MAILBOXES: the email finder)',
+    known: VALID,
+    unknown: NOT_FOUND,
+  },
 ];
 
 export interface SimExample {

@@ -9,7 +9,7 @@
 
 import { domainToASCII } from 'node:url';
 import { buildZone, startDns, type DnsServer } from './dns.ts';
-import { SIM_DNS_IP, SIM_DOMAINS, SIM_GMAIL_MAILBOXES, type SimDomain } from './domains.ts';
+import { SIM_DNS_IP, SIM_DOMAINS, SIM_GMAIL_MAILBOXES, SIM_PEOPLE_MAILBOXES, type SimDomain } from './domains.ts';
 import { Timers, emptyStats, probeFree, startMx, type MxServerSpec, type MxStats, type RunningMx, type SmtpContext } from './smtp.ts';
 import { startProviderMx, type ProviderId } from './providers.ts';
 import { startWeb, type WebServer } from './web.ts';
@@ -88,7 +88,7 @@ function mxSpecs(): { live: LiveSpec[]; dead: string[] } {
           ip: m.ip,
           host: m.exchange,
           kind: m.smtp,
-          ...(d.domain === 'gmail.com' ? { extraMailboxes: SIM_GMAIL_MAILBOXES } : {}),
+          ...(d.domain === 'gmail.com' ? { extraMailboxes: SIM_GMAIL_MAILBOXES } : d.domain === 'people.test' ? { extraMailboxes: SIM_PEOPLE_MAILBOXES } : {}),
           ...(m.limits ? { limits: m.limits } : {}),
           ...(m.provider ? { provider: m.provider } : {}),
         });

@@ -82,13 +82,17 @@ const siteWidth = Math.max(...SIM_WEBSITES.map(w => w.domain.length));
 const websites = SIM_WEBSITES.map(w => `#   ${pad(w.domain, siteWidth)}  ${pad(w.ip ?? 'no A record', 11)}  ${w.description}`);
 const examples = SIM_EXAMPLES.map(e => `#   ${e.email}: ${e.result} (${e.reason_code})${e.note ? `, ${e.note}` : ''}`);
 
-// The first three lines are the contract: `npm run sim` users paste them into the service's env.
+// The first lines (SVC_…) are the contract: `npm run sim` users paste them into the service's env.
+// The websites are on loopback, so outbound HTTP (company data) must be allowed to reach it.
 // Everything after starts with '#', so the whole output also works as an env file.
 process.stdout.write(
   [
     `SVC_DNS_SERVERS=${sim.dnsServers}`,
     `SVC_SMTP_PORT=${sim.smtpPort}`,
     `SVC_READY_DOMAIN=${SIM_READY_DOMAIN}`,
+    `SVC_WEB_HTTP_PORT=${sim.webHttpPort}`,
+    `SVC_WEB_HTTPS_PORT=${sim.webHttpsPort}`,
+    'SVC_OUTBOUND_ALLOW_NETWORKS=127.0.0.0/8',
     '',
     '# Expected verdicts (every name not listed, e.g. gmial.com, is NXDOMAIN):',
     ...table,

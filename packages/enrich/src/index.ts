@@ -9,4 +9,6 @@ export { dnsSignals } from './company/dns-signals.ts';
 export { normalisePhone } from './phone.ts';
 export { canonicalLinkedInCompanyUrl } from './linkedin-url.ts';
 export * from './requests.ts';
-export { CACHE_TTL_MS, DataService, type CompanyBulkResponse, type CompanyByLinkedInResponse, type CompanyResponse, type DataFamilies, type DomainToLinkedInResponse } from './service.ts';
+export { CACHE_TTL_MS, DataService, type CompanyBulkResponse, type CompanyByLinkedInResponse, type CompanyResponse, type DataFamilies, type DomainToLinkedInResponse, type FindBulkResponse, type FindRow } from './service.ts';
+export { NativeFinder, PROVEN_CONFIDENCE, type FinderProvider, type FindQuery, type FoundEmail, type PatternEvidence, type Prober } from './finder/native.ts';
+export { candidates, normaliseName, patternConfidence, patternOf, PATTERNS, rankPatterns, type Candidate } from './finder/patterns.ts';

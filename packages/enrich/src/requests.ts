@@ -316,6 +316,8 @@ export function parseEmailToPerson(raw: unknown): { email: string } {
 }
 
 export interface FindContact {
+  /** The caller's own id of the contact, echoed in its result (else its index). */
+  id?: string;
   first_name: string;
   last_name: string;
   domain?: string;
@@ -338,7 +340,8 @@ function parseContact(raw: unknown): FindContact {
   const company = text(b, 'company');
   if (!domain && !company) throw new ServiceError('invalid_request', 'domain or company is required');
   const linkedin_url = profileUrl(b, 'linkedin_url');
-  return { first_name, last_name, ...(domain && { domain }), ...(company && { company }), ...(linkedin_url && { linkedin_url }) };
+  const id = text(b, 'id', 200);
+  return { ...(id && { id }), first_name, last_name, ...(domain && { domain }), ...(company && { company }), ...(linkedin_url && { linkedin_url }) };
 }
 
 export function parseFindBulk(raw: unknown): FindBulkQuery {
@@ -348,11 +351,14 @@ export function parseFindBulk(raw: unknown): FindBulkQuery {
   if (list.length > DATA_LIMITS.contactsPerFind) throw new ServiceError('too_many_contacts');
   const validate = flag(b, 'validate');
   const max_concurrent = maxConcurrent(b);
-  const items = list.map((item): BulkItem<FindContact> => {
+  const items = list.map((item, i): BulkItem<FindContact> => {
+    // The result's id: the contact's own `id` when it has a usable one, else its index.
+    const own = typeof item === 'object' && item !== null && typeof (item as Body).id === 'string' ? ((item as Body).id as string).trim().slice(0, 200) : '';
+    const input = own || String(i);
     try {
-      return { ok: true, query: parseContact(item), input: '' };
+      return { ok: true, query: parseContact(item), input };
     } catch (err) {
-      if (err instanceof ServiceError) return { ok: false, error: err.message, input: '' };
+      if (err instanceof ServiceError) return { ok: false, error: err.message, input };
       throw err;
     }
   });

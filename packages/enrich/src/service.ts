@@ -4,12 +4,13 @@
 // of exactly what was found, recorded with the Idempotency-Key's response). Routes only translate
 // HTTP to these calls and back.
 
-import { NOT_CONFIGURED, ServiceError, type DataFamily } from '@svc/contracts';
-import { chargeData, type DataCompletion } from '@svc/billing';
+import { FINDER_CHARGE_CONFIDENCE, NOT_CONFIGURED, ServiceError, type DataFamily, type ValidationResultBody } from '@svc/contracts';
+import { chargeData, chargeReasonFor, type DataCompletion } from '@svc/billing';
 import type { Store } from '@svc/store';
 import type { ChainResult, ProviderChain } from './chain.ts';
 import type { Company, CompanyProvider } from './company/native.ts';
-import type { CompanyBulkQuery, CompanyQuery } from './requests.ts';
+import type { FinderProvider, FoundEmail } from './finder/native.ts';
+import type { CompanyBulkQuery, CompanyQuery, FindBulkQuery } from './requests.ts';
 import { Semaphore } from '@svc/verifier';
 
 const DAY_MS = 24 * 3600_000;
@@ -28,6 +29,7 @@ export const CACHE_TTL_MS = {
 
 export interface DataFamilies {
   company: ProviderChain<CompanyProvider>;
+  finder?: ProviderChain<FinderProvider>;
 }
 
 export type CompanyResponse = Omit<Company, 'source_provider'> & {
@@ -169,6 +171,65 @@ export class DataService {
     }, completion);
   }
 
+  /**
+   * POST /v1/find/bulk: each contact's address through the finder chain, `max_concurrent`
+   * contacts at a time (their candidates share the engine's sessions). 1 credit per address found
+   * with confidence 70 or more; with `validate`, a found address that is a High-Value Validation
+   * adds the validation's 1 credit. Results in input order; a contact that cannot be looked up is
+   * a result with `error`.
+   */
+  async findBulk(accountId: string, q: FindBulkQuery, id: string, completion?: DataCompletion<FindBulkResponse>): Promise<FindBulkResponse> {
+    const finder = this.families.finder;
+    if (!finder?.configured) throw new ServiceError('feature_not_configured', NOT_CONFIGURED.finder);
+    const started = this.#now();
+    const maxCost = q.items.filter((i) => i.ok).length * (q.validate ? 2 : 1);
+    return chargeData(this.store, accountId, 'find/bulk', maxCost, async () => {
+      const gate = new Semaphore(q.max_concurrent);
+      const rows = await Promise.all(q.items.map((item) => gate.run(() => this.#findOne(item, q.validate, finder))));
+      const summary = {
+        total: rows.length,
+        found: rows.filter((r) => r.email !== null).length,
+        not_found: rows.filter((r) => r.not_found).length,
+        errors: rows.filter((r) => r.email === null && !r.not_found).length,
+        credits_charged: rows.reduce((n, r) => n + r.credits_charged, 0),
+        total_latency_ms: Math.max(0, Math.round(this.#now() - started)),
+      };
+      return { response: { id, results: rows, summary }, credits: summary.credits_charged };
+    }, completion);
+  }
+
+  async #findOne(item: FindBulkQuery['items'][number], validate: boolean, finder: ProviderChain<FinderProvider>): Promise<FindRow> {
+    const t0 = this.#now();
+    const base = { id: item.input, email: null, confidence: 0, source_provider: null, providers_tried: [] as string[], pattern: null, not_found: false, credits_charged: 0 };
+    const latency = () => Math.max(0, Math.round(this.#now() - t0));
+    if (!item.ok) return { ...base, latency_ms: 0, error: item.error };
+    const c = item.query;
+    const domain = c.domain ?? (c.company ? await this.store.enrichCache.domainOfCompany(c.company, CACHE_TTL_MS.company) : undefined);
+    if (!domain) return { ...base, latency_ms: latency(), error: 'the domain of this company is not known; give the contact\'s domain' };
+    const r: ChainResult<FoundEmail> = await finder.run((p, signal) => p.find({ first_name: c.first_name, last_name: c.last_name, domain }, signal), { accepts: (f) => f.confidence >= FINDER_CHARGE_CONFIDENCE });
+    if ('failed' in r) return { ...base, providers_tried: r.tried, latency_ms: latency(), error: r.errors.join('; ') };
+    if (!r.found) return { ...base, providers_tried: r.tried, not_found: true, latency_ms: latency(), ...(r.error && { error: r.error }) };
+    const f = r.value;
+    let credits = f.confidence >= FINDER_CHARGE_CONFIDENCE ? 1 : 0;
+    let validation: ValidationResultBody | undefined;
+    if (validate) {
+      const { chargeable, ...verdict } = f.verdict;
+      validation = { ...verdict, credits_charged: chargeable ? 1 : 0, charge_reason: chargeReasonFor(f.verdict) };
+      credits += validation.credits_charged;
+    }
+    return {
+      ...base,
+      email: f.email,
+      confidence: f.confidence,
+      source_provider: f.source_provider,
+      providers_tried: r.tried,
+      pattern: f.pattern,
+      credits_charged: credits,
+      latency_ms: latency(),
+      ...(validation && { validation }),
+    };
+  }
+
   /** POST /v1/company/enrich-linkedin: the company of a LinkedIn URL a find has seen on a domain; 1 credit if found. */
   async companyByLinkedIn(accountId: string, linkedinUrl: string, completion?: DataCompletion<CompanyByLinkedInResponse>): Promise<CompanyByLinkedInResponse> {
     return chargeData(this.store, accountId, 'company/enrich-linkedin', 1, async () => {
@@ -216,4 +277,24 @@ export interface CompanyByLinkedInResponse {
   found: boolean;
   credits_charged: number;
   error?: string;
+}
+
+export interface FindRow {
+  id: string;
+  email: string | null;
+  confidence: number;
+  source_provider: string | null;
+  providers_tried: string[];
+  pattern: string | null;
+  not_found: boolean;
+  credits_charged: number;
+  latency_ms: number;
+  error?: string;
+  /** With `validate: true`: the found address's validation, as POST /v1/validate answers it. */
+  validation?: ValidationResultBody;
+}
+export interface FindBulkResponse {
+  id: string;
+  results: FindRow[];
+  summary: { total: number; found: number; not_found: number; errors: number; credits_charged: number; total_latency_ms: number };
 }

@@ -121,13 +121,13 @@ t.test('profile/enrich, mobile/find, prospect/email-to-person', async (t) => {
 t.test('find/bulk: limits; a contact without a name or a domain is an item error', async (t) => {
   t.strictSame(refusal(rq.parseFindBulk, {}), bad('contacts_required', 'contacts array is required'));
   t.strictSame(refusal(rq.parseFindBulk, { contacts: Array.from({ length: 101 }, () => ({})) }), bad('too_many_contacts', 'maximum 100 contacts per request'));
-  const q = rq.parseFindBulk({ contacts: [{ first_name: 'Jane', last_name: 'Doe', domain: 'acme.test' }, { first_name: 'Jane', domain: 'acme.test' }, { last_name: 'Doe', company: 'Acme' }, { first_name: 'Jane', last_name: 'Doe' }], validate: true });
+  const q = rq.parseFindBulk({ contacts: [{ first_name: 'Jane', last_name: 'Doe', domain: 'acme.test' }, { first_name: 'Jane', domain: 'acme.test' }, { last_name: 'Doe', company: 'Acme' }, { id: 'crm-42', first_name: 'Jane', last_name: 'Doe' }], validate: true });
   t.equal(q.validate, true);
   t.equal(q.max_concurrent, 5);
   t.strictSame(q.items, [
-    { ok: true, query: { first_name: 'Jane', last_name: 'Doe', domain: 'acme.test' }, input: '' },
-    { ok: false, error: 'last_name is required', input: '' },
-    { ok: false, error: 'first_name is required', input: '' },
-    { ok: false, error: 'domain or company is required', input: '' },
+    { ok: true, query: { first_name: 'Jane', last_name: 'Doe', domain: 'acme.test' }, input: '0' },
+    { ok: false, error: 'last_name is required', input: '1' },
+    { ok: false, error: 'first_name is required', input: '2' },
+    { ok: false, error: 'domain or company is required', input: 'crm-42' },
   ]);
 });

@@ -194,7 +194,7 @@ function providers(env: string, available: readonly string[], dflt: readonly str
   return {
     env,
     type: 'list',
-    default: dflt.length > 0 ? lit(dflt.join(',')) : lit('none'),
+    default: dflt.length > 0 ? lit(dflt.join(',')) : 'none: the family is off (503)',
     range: allowed.map((a) => `\`${a}\``).join(', '),
     doc,
     parse(raw) {
@@ -304,7 +304,8 @@ export const CONFIG_TABLE = {
   peopleProviders: providers('SVC_PEOPLE_PROVIDERS', [], [], 'providers of people search, person and role lookup (`/v1/people/*`); this build has none'),
   profileProviders: providers('SVC_PROFILE_PROVIDERS', [], [], 'providers of profiles (`/v1/profile/enrich`, `/v1/prospect/email-to-person`); this build has none'),
   mobileProviders: providers('SVC_MOBILE_PROVIDERS', [], [], 'providers of mobile numbers (`/v1/mobile/find`); this build has none'),
-  finderProviders: providers('SVC_FINDER_PROVIDERS', [], [], 'providers of the email finder (`/v1/find/bulk`); this build has none yet'),
+  finderProviders: providers('SVC_FINDER_PROVIDERS', ['native'], ['native'], 'providers of the email finder (`/v1/find/bulk`), tried in order: `native` makes candidates from the name and proves them on the domain\'s mail server with the probe engine'),
+  finderMaxCandidates: int('SVC_FINDER_MAX_CANDIDATES', 8, 1, 16, 'email finder: candidate addresses probed per contact (the domain\'s known patterns first)'),
   webFetchTimeoutMs: int('SVC_WEB_FETCH_TIMEOUT_MS', 5_000, 100, 60_000, 'company data: the most one website fetch may take, redirects included', ' ms'),
   webFetchMaxBytes: int('SVC_WEB_FETCH_MAX_BYTES', 2 * 1_048_576, 16_384, 64 * 1_048_576, 'company data: the most of a home page read (2 MiB); the rest is not downloaded', ' bytes'),
   webHttpPort: int('SVC_WEB_HTTP_PORT', 80, 1, 65535, 'port websites are fetched on over http (tests point it at the simulated internet)'),

@@ -23,6 +23,7 @@ import { DeadLettersRepo } from './repos/dead-letters.ts';
 import { DecisionOutboxRepo } from './repos/decision-outbox.ts';
 import { WebhookSecretsRepo } from './repos/webhook-secrets.ts';
 import { EnrichCacheRepo } from './repos/enrich-cache.ts';
+import { FinderPatternsRepo } from './repos/finder-patterns.ts';
 
 export class Store {
   readonly accounts: AccountsRepo;
@@ -42,6 +43,8 @@ export class Store {
   readonly webhooks: WebhooksRepo;
   /** The data endpoints' answers (company, LinkedIn, people, ...) with their fetch time. */
   readonly enrichCache: EnrichCacheRepo;
+  /** The email finder's evidence: proven address patterns per domain. */
+  readonly finderPatterns: FinderPatternsRepo;
   readonly outcomes: OutcomesRepo;
   readonly recoveries: RecoveriesRepo;
   readonly subscriptions: SubscriptionsRepo;
@@ -63,6 +66,7 @@ export class Store {
     this.webhookSecrets = new WebhookSecretsRepo(db);
     this.webhooks = new WebhooksRepo(db);
     this.enrichCache = new EnrichCacheRepo(db);
+    this.finderPatterns = new FinderPatternsRepo(db);
     this.outcomes = new OutcomesRepo(db);
     this.recoveries = new RecoveriesRepo(db);
     this.subscriptions = new SubscriptionsRepo(db);

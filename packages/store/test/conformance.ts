@@ -42,7 +42,7 @@ export interface Adapter {
 const MIGRATIONS = readdirSync(new URL('../../../infra/migrations/', import.meta.url))
   .filter((f) => f.endsWith('.sql'))
   .sort();
-const TABLES = ['accounts', 'api_keys', 'blob_chunks', 'blob_objects', 'catchall_recoveries', 'catchall_recovery_rows', 'credit_ledger', 'credit_reservations', 'dead_letters', 'decision_outbox', 'idempotency_keys', 'job_results', 'jobs', 'oauth_clients', 'oauth_codes', 'oauth_grants', 'oauth_tokens', 'outcome_connectors', 'outcome_events', 'outcome_facts', 'plans', 'schema_migrations', 'service_settings', 'subscription_events', 'subscriptions', 'suppressions', 'validation_decisions', 'webhook_events', 'webhook_secrets'];
+const TABLES = ['accounts', 'api_keys', 'blob_chunks', 'blob_objects', 'catchall_recoveries', 'catchall_recovery_rows', 'credit_ledger', 'credit_reservations', 'dead_letters', 'decision_outbox', 'enrich_cache', 'finder_patterns', 'idempotency_keys', 'job_results', 'jobs', 'oauth_clients', 'oauth_codes', 'oauth_grants', 'oauth_tokens', 'outcome_connectors', 'outcome_events', 'outcome_facts', 'plans', 'schema_migrations', 'service_settings', 'subscription_events', 'subscriptions', 'suppressions', 'validation_decisions', 'webhook_events', 'webhook_secrets'];
 
 const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex');
 
@@ -183,7 +183,7 @@ export function storeConformance(t: Tap, adapter: Adapter): void {
 
       t.strictSame(
         await store.keys.findByHash(hashKey(live.key)),
-        { id: live.id, account_id: acc, display_prefix: live.key.slice(0, 13), kind: 'live', scopes: ['validate', 'jobs:read'], state: 'active', expires_at: null, subscription_status: 'active' },
+        { id: live.id, account_id: acc, display_prefix: live.key.slice(0, 13), kind: 'live', scopes: ['validate', 'jobs:read'], state: 'active', expires_at: null, subscription_status: 'active', data_product: false },
         'findKeyByHash: scoped key',
       );
       t.equal((await store.keys.findByHash(hashKey(test.key)))?.scopes, null, 'null scopes: unrestricted key');
@@ -764,6 +764,49 @@ export function storeConformance(t: Tap, adapter: Adapter): void {
     t.strictSame(await store.ledger.balance(acc).then((b) => b && [b.balance, b.reserved, b.available]), [8, 3, 5]);
     t.equal(await store.ledger.releaseStale('job', 0), 1);
     t.strictSame(await store.ledger.totals(acc), { balance: 8, reserved: 0 });
+  });
+
+  t.test('data endpoints: the data product on keys, the enrich cache (time-to-live, rewrite, by company name), finder evidence, data holds released by prefix', async (t) => {
+    const { db } = await adapter.fresh(t);
+    await migrate(db);
+    const store = new Store(db);
+    const acc = await store.accounts.create({ credits: 10 });
+    const { key } = await store.keys.create({ accountId: acc, kind: 'test', scopes: null });
+    t.equal((await store.keys.findByHash(hashKey(key)))!.data_product, false, 'off by default');
+    t.equal(await store.accounts.dataProduct(acc), false);
+    await store.accounts.setDataProduct(acc, true);
+    t.equal((await store.keys.findByHash(hashKey(key)))!.data_product, true, 'the key lookup carries it');
+
+    const cache = store.enrichCache;
+    t.equal(await cache.get('company', 'acme.test', 60_000), undefined, 'nothing cached');
+    await cache.put('company', 'acme.test', { found: true, value: { company_name: 'Acme Robotics', display_name: 'Acme' }, source_provider: 'website' });
+    const hit = await cache.get('company', 'acme.test', 60_000);
+    t.strictSame(hit && [hit.found, hit.value, hit.source_provider], [true, { company_name: 'Acme Robotics', display_name: 'Acme' }, 'website']);
+    t.equal(await cache.domainOfCompany('ACME robotics', 60_000), 'acme.test', 'by name, any case');
+    t.equal(await cache.domainOfCompany('Acme', 60_000), 'acme.test', 'by display name');
+    t.equal(await cache.domainOfCompany('Globex', 60_000), undefined);
+    await cache.put('company', 'acme.test', { found: false, value: { error: 'gone' } });
+    t.strictSame(await cache.get('company', 'acme.test', 60_000).then((h) => h && [h.found, h.value, h.source_provider]), [false, { error: 'gone' }, null], 'a write replaces the row');
+    await db.query("UPDATE enrich_cache SET fetched_at = now() - interval '2 minutes'");
+    t.equal(await cache.get('company', 'acme.test', 60_000), undefined, 'older than the time-to-live: not read');
+    t.equal(await cache.prune(60_000), 1, 'and pruned');
+
+    const evidence = store.finderPatterns;
+    t.strictSame(await evidence.counts('acme.test'), {});
+    await evidence.confirm('acme.test', '{first}.{last}');
+    await evidence.confirm('acme.test', '{first}.{last}');
+    await evidence.confirm('acme.test', '{f}{last}');
+    await Promise.all(Array.from({ length: 5 }, () => evidence.confirm('acme.test', '{first}')));
+    t.strictSame(await evidence.counts('acme.test'), { '{first}.{last}': 2, '{f}{last}': 1, '{first}': 5 }, 'concurrent confirmations all count');
+    t.strictSame(await evidence.counts('other.test'), {});
+
+    const data = await store.ledger.reserve(acc, 3, 'data:company/enrich');
+    const sync = await store.ledger.reserve(acc, 2, 'sync');
+    const unrelated = await store.ledger.reserve(acc, 1, 'database');
+    t.ok(data.ok && sync.ok && unrelated.ok);
+    t.equal(await store.ledger.releaseStale('data', 0), 1, "'data' releases data:… holds, not 'database' ones");
+    t.equal(await store.ledger.releaseStale('sync', 0), 1);
+    t.strictSame(await store.ledger.totals(acc), { balance: 10, reserved: 1 });
   });
 
   t.test('operator listings: accounts, keys and when they were last used, ledger entries', async (t) => {

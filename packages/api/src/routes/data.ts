@@ -225,7 +225,7 @@ export const dataRoutes: FastifyPluginAsync<{ services: ApiServices & { data: rq
   route('profile/enrich', async (req) => unreachable(rq.parseProfileEnrich(req.body)));
   route('mobile/find', async (req) => unreachable(rq.parseMobileFind(req.body)));
   route('prospect/email-to-person', async (req) => unreachable(rq.parseEmailToPerson(req.body)));
-  route('find/bulk', async (req) => unreachable(rq.parseFindBulk(req.body)));
+  route('find/bulk', (req, account, c, record) => data.findBulk(account, rq.parseFindBulk(req.body), `find_${randomBytes(12).toString('hex')}`, c(record)));
 };
 
 function requireConfigured(data: rq.DataService, family: DataFamily, message?: string): void {

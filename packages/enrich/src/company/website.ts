@@ -9,17 +9,18 @@
 // duplicate attributes, raw-text elements, comments), told which elements hold text the way the
 // tree builder would tell it, but no tree is built: everything read here is a start tag's
 // attributes or a <title>'s or <script>'s text, and building the tree costs time in proportion
-// to the nesting depth for every tag (a few MB of unclosed <div>s then </li>s took parse5's tree
-// builder about ten seconds, all of it blocking the event loop), where one tokenizer pass is
-// linear. JSON-LD blocks over 256 KiB and every <a> after the 5,000th are not read, a block that
+// to the nesting depth for every tag (500 unclosed <div>s followed by 5 MB of </li> took
+// parse5's tree builder ten seconds, all of it blocking the event loop), where one tokenizer
+// pass is linear. JSON-LD blocks over 256 KiB and every <a> after the 5,000th are not read, a block that
 // is not JSON is skipped, and walking the JSON is bounded in nodes and depth.
 
 import { Tokenizer, TokenizerMode, type Token, type TokenHandler } from 'parse5';
 import type { CompanyType, EmployeeRange } from '@svc/contracts';
 import { canonicalLinkedInCompanyUrl } from '../linkedin-url.ts';
 
-/** The kinds of source a page's signals come from. */
-export type WebsiteEvidence = 'jsonld' | 'opengraph' | 'meta' | 'title' | 'links';
+/** The kinds of source a page's signals come from, in the order `evidence` lists them. */
+export const WEBSITE_EVIDENCE = ['jsonld', 'opengraph', 'meta', 'title', 'links'] as const;
+export type WebsiteEvidence = (typeof WEBSITE_EVIDENCE)[number];
 
 export interface WebsiteLocation {
   city?: string;
@@ -82,42 +83,69 @@ export function parseHomePage(html: string, pageUrl: string): WebsiteSignals {
   const base = httpUrl(scan.base, page) ?? page;
   const org = chooseOrganization(scan.jsonLd, base);
   const facts = org ? organizationFacts(org, base) : undefined;
-  const evidence = new Set<WebsiteEvidence>();
-  if (facts) evidence.add('jsonld');
-
-  const meta = (key: string): string | undefined => scan.meta.get(key);
-  const og = { siteName: clean(meta('og:site_name'), MAX_NAME), title: clean(meta('og:title'), MAX_TEXT), description: clean(meta('og:description'), MAX_TEXT), url: httpUrl(meta('og:url'), base) };
-  if (og.siteName || og.title || og.description || og.url) evidence.add('opengraph');
-  const metaDescription = clean(meta('description'), MAX_TEXT);
-  const twitterSite = twitterFromMeta(meta('twitter:site'));
-  if (metaDescription || twitterSite) evidence.add('meta');
-  const fromTitle = cleanTitle(scan.title);
-  if (fromTitle) evidence.add('title');
-
+  const tags = readTags(scan, base);
   const links = linkSignals(scan.hrefs, base);
+  const name = facts?.name ?? tags.siteName ?? tags.titleName;
+  const sameAs = facts?.sameAs ?? [];
+  const evidence = new Set<WebsiteEvidence>(tags.sources);
+  if (facts) evidence.add('jsonld');
   if (links.found) evidence.add('links');
-  const canonical = httpUrl(scan.canonical, base);
-  const name = facts?.name ?? og.siteName ?? fromTitle ?? cleanTitle(og.title);
-
   return prune({
     name,
     legal_name: facts?.legalName,
-    display_name: og.siteName ?? name,
-    description: facts?.description ?? og.description ?? metaDescription,
-    website: (facts?.url ?? canonical ?? og.url ?? page)?.origin,
+    display_name: tags.siteName ?? name,
+    description: facts?.description ?? tags.description,
+    website: (facts?.url ?? tags.canonical ?? tags.ogUrl ?? page)?.origin,
     founded_year: facts?.foundedYear,
     employee_count: facts?.employees.count,
     employee_range: facts?.employees.range,
     company_type: facts?.companyType,
     location: facts?.location,
     phone_raw: facts?.telephone ?? links.phone,
-    linkedin_url: pickSocial('linkedin', facts?.sameAs ?? [], undefined, links.tally),
-    twitter_url: pickSocial('twitter', facts?.sameAs ?? [], twitterSite, links.tally),
-    facebook_url: pickSocial('facebook', facts?.sameAs ?? [], undefined, links.tally),
+    linkedin_url: pickSocial('linkedin', sameAs, undefined, links.tally),
+    twitter_url: pickSocial('twitter', sameAs, tags.twitterSite, links.tally),
+    facebook_url: pickSocial('facebook', sameAs, undefined, links.tally),
     logo: facts?.logo,
-    same_as: facts?.sameAs ?? [],
-    evidence: (['jsonld', 'opengraph', 'meta', 'title', 'links'] as const).filter((e) => evidence.has(e)),
+    same_as: sameAs,
+    evidence: WEBSITE_EVIDENCE.filter((e) => evidence.has(e)),
   });
+}
+
+/** What the head's tags say: OpenGraph, meta, the title and the canonical link. */
+interface TagFacts {
+  siteName?: string;
+  /** The cleaned <title>, else the cleaned og:title. */
+  titleName?: string;
+  /** og:description, else the meta description. */
+  description?: string;
+  ogUrl?: URL;
+  canonical?: URL;
+  twitterSite?: string;
+  sources: WebsiteEvidence[];
+}
+
+function readTags(scan: PageScan, base: URL | undefined): TagFacts {
+  const meta = (key: string): string | undefined => scan.meta.get(key);
+  const siteName = clean(meta('og:site_name'), MAX_NAME);
+  const ogTitle = clean(meta('og:title'), MAX_TEXT);
+  const ogDescription = clean(meta('og:description'), MAX_TEXT);
+  const ogUrl = httpUrl(meta('og:url'), base);
+  const metaDescription = clean(meta('description'), MAX_TEXT);
+  const twitterSite = twitterFromMeta(meta('twitter:site'));
+  const title = cleanTitle(scan.title);
+  const sources: WebsiteEvidence[] = [];
+  if (siteName || ogTitle || ogDescription || ogUrl) sources.push('opengraph');
+  if (metaDescription || twitterSite) sources.push('meta');
+  if (title) sources.push('title');
+  return {
+    siteName,
+    titleName: title ?? cleanTitle(ogTitle),
+    description: ogDescription ?? metaDescription,
+    ogUrl,
+    canonical: httpUrl(scan.canonical, base),
+    twitterSite,
+    sources,
+  };
 }
 
 /** The signals without the fields that are undefined (so that they compare and serialise cleanly). */
@@ -372,7 +400,7 @@ const ORGANIZATION_TYPES = new Set([
   'GovernmentOrganization', 'LibrarySystem', 'LocalBusiness', 'MedicalOrganization', 'NewsMediaOrganization',
   'NGO', 'OnlineBusiness', 'OnlineStore', 'PerformingGroup', 'DanceGroup', 'MusicGroup', 'TheaterGroup',
   'PoliticalParty', 'Project', 'FundingAgency', 'ResearchProject', 'ResearchOrganization',
-  'SearchRescueOrganization', 'SportsOrganization', 'SportsTeam', 'WorkersUnion', 'Cooperative',
+  'SearchRescueOrganization', 'SportsOrganization', 'SportsTeam', 'WorkersUnion',
   'AnimalShelter', 'ArchiveOrganization', 'AutomotiveBusiness', 'ChildCare', 'Dentist', 'DryCleaningOrLaundry',
   'EmergencyService', 'EmploymentAgency', 'EntertainmentBusiness', 'FinancialService', 'BankOrCreditUnion',
   'InsuranceAgency', 'AccountingService', 'FoodEstablishment', 'Restaurant', 'Bakery', 'BarOrPub',
@@ -416,27 +444,38 @@ function parseJson(block: string): unknown {
   }
 }
 
-/** Every object typed as an Organization, breadth-first over all blocks, within the node limits. */
+interface Visit {
+  value: object;
+  depth: number;
+  topLevel: boolean;
+}
+
+/**
+ * Every object typed as an Organization, breadth-first over all blocks; at most MAX_JSON_NODES
+ * objects and arrays are queued, none deeper than MAX_JSON_DEPTH.
+ */
 function organizationCandidates(roots: unknown[]): Candidate[] {
-  const queue: Array<{ value: unknown; depth: number; topLevel: boolean }> = [];
+  const queue: Visit[] = [];
+  const enqueue = (value: unknown, depth: number, topLevel: boolean): void => {
+    if (value !== null && typeof value === 'object' && depth <= MAX_JSON_DEPTH && queue.length < MAX_JSON_NODES) queue.push({ value, depth, topLevel });
+  };
   for (const root of roots) {
-    if (Array.isArray(root)) for (const v of root) queue.push({ value: v, depth: 1, topLevel: true });
-    else queue.push({ value: root, depth: 0, topLevel: true });
+    if (Array.isArray(root)) for (const v of root) enqueue(v, 1, true);
+    else enqueue(root, 0, true);
   }
   const found: Candidate[] = [];
-  for (let i = 0; i < queue.length && i < MAX_JSON_NODES; i++) {
+  for (let i = 0; i < queue.length; i++) {
     const { value, depth, topLevel } = queue[i]!;
-    if (value === null || typeof value !== 'object' || depth > MAX_JSON_DEPTH) continue;
     if (Array.isArray(value)) {
-      for (const v of value) queue.push({ value: v, depth: depth + 1, topLevel: false });
+      for (const v of value) enqueue(v, depth + 1, false);
       continue;
     }
     const node = value as JsonObject;
     if (typesOf(node).some((t) => ORGANIZATION_TYPES.has(t))) found.push({ node, topLevel });
     for (const [key, v] of Object.entries(node)) {
-      const graph = key === '@graph' && topLevel && Array.isArray(v);
-      if (graph) for (const g of v as unknown[]) queue.push({ value: g, depth: depth + 1, topLevel: true });
-      else queue.push({ value: v, depth: depth + 1, topLevel: false });
+      // The members of a top-level @graph are top-level themselves.
+      if (key === '@graph' && topLevel && Array.isArray(v)) for (const g of v) enqueue(g, depth + 1, true);
+      else enqueue(v, depth + 1, false);
     }
   }
   return found;
@@ -510,7 +549,7 @@ function organizationFacts(node: JsonObject, base: URL | undefined): Organizatio
     companyType: companyType(node),
     location: location(node),
     telephone: text(node['telephone'], MAX_SHORT),
-    sameAs: sameAs(node['sameAs'], base),
+    sameAs: sameAs(node['sameAs']),
     logo: logo(node['logo'], base),
   };
 }
@@ -587,9 +626,10 @@ function figure(s: string | undefined): number | undefined {
 function companyType(node: JsonObject): OrganizationFacts['companyType'] {
   const types = typesOf(node);
   if (types.includes('GovernmentOrganization')) return 'government';
+  // nonprofitStatus names a NonprofitType member, as text or as {"@id": ...}.
   const status = node['nonprofitStatus'];
-  if (types.includes('NGO') || text(status) !== undefined || object(status) !== undefined) return 'nonprofit';
-  return undefined;
+  const named = text(status) ?? text(object(status)?.['@id']) ?? text(object(status)?.['name']);
+  return types.includes('NGO') || named !== undefined ? 'nonprofit' : undefined;
 }
 
 /** The PostalAddress of `address`, else of `location` (a Place with an address, or an address). */
@@ -618,11 +658,12 @@ function country(value: unknown): { country?: string; country_code?: string } {
   return code ? { country: raw, country_code: code } : { country: raw };
 }
 
-function sameAs(value: unknown, base: URL | undefined): string[] {
+/** sameAs: absolute http(s) URLs only (a profile elsewhere is never relative to the page). */
+function sameAs(value: unknown): string[] {
   const list = Array.isArray(value) ? value : [value];
   const out: string[] = [];
   for (const v of list) {
-    const url = httpUrl(text(v, MAX_URL), base);
+    const url = typeof v === 'string' ? httpUrl(v, undefined) : undefined;
     if (url && !out.includes(url.href)) out.push(url.href);
     if (out.length >= MAX_SAME_AS) break;
   }

@@ -40,4 +40,19 @@ export class EnrichCacheRepo {
     const rows = await this.db.query("DELETE FROM enrich_cache WHERE fetched_at < now() - ($1::bigint * interval '1 millisecond') RETURNING 1", [olderThanMs]);
     return rows.length;
   }
+
+  /**
+   * The domain of a company found by name before (the company cache, exact name without regard
+   * to case): how the finder turns a contact's `company` into a domain without a vendor.
+   */
+  async domainOfCompany(name: string, ttlMs: number): Promise<string | undefined> {
+    const rows = await this.db.query<{ key: string }>(
+      `SELECT key FROM enrich_cache
+        WHERE endpoint = 'company' AND found AND fetched_at > now() - ($2::bigint * interval '1 millisecond')
+          AND (lower(value::json->>'company_name') = lower($1) OR lower(value::json->>'display_name') = lower($1))
+        ORDER BY fetched_at DESC LIMIT 1`,
+      [name, ttlMs],
+    );
+    return rows[0]?.key;
+  }
 }
