@@ -1,5 +1,5 @@
 // The simulated internet (test/sim) in its own process, so its CPU is not counted by the
-// benchmark that measures the verifier. Prints {"dnsServers","smtpPort"} as one JSON line on
+// benchmark that measures the verifier. Prints {"dnsServers","smtpPort","webHttpPort","webHttpsPort"} as one JSON line on
 // stdout, then answers IPC requests: statsFor(domain), dnsQueries(), resetStats().
 //
 //   node --import tsx bench/sim-child.ts [replyLatencyMs]
@@ -25,4 +25,4 @@ serveParent(
   },
   () => sim.close(),
 );
-process.stdout.write(`${JSON.stringify({ dnsServers: sim.dnsServers, smtpPort: sim.smtpPort })}\n`);
+process.stdout.write(`${JSON.stringify({ dnsServers: sim.dnsServers, smtpPort: sim.smtpPort, webHttpPort: sim.webHttpPort, webHttpsPort: sim.webHttpsPort })}\n`);

@@ -9,7 +9,9 @@
 // analytics (buffered, written in batches to the store's validation_decisions table).
 // Baseline in the same run: a bare Fastify app (bench/api/bare-fastify-child.ts) in a child
 // process with one POST route that parses the same body and answers an object of the same size,
-// loaded once before and once after the service (order: bare, a, b, bare; baseline = their mean).
+// loaded once before and once after the service (order: bare, a, b, c, bare; baseline = their mean).
+// (c) is a data endpoint: a cached company/enrich (charged 1 credit, as (b)), against (b) in the
+// same run: its target is half the requests/s of a cached validation.
 
 import { pathToFileURL } from 'node:url';
 import autocannon, { type AutocannonResult } from 'autocannon';
@@ -23,6 +25,7 @@ const CREDITS = 10_000_000;
 const ROLE = 'info@accept.test';
 const CHARGED = 'jane.doe@accept.test';
 const TARGET_RATIO = 0.5;
+const COMPANY = 'acme-robotics.test';
 
 export interface HttpOptions {
   /** Seconds of measured load per target (default 10). */
@@ -53,12 +56,12 @@ async function post(url: string, body: unknown): Promise<{ status: number; text:
   return { status: res.status, text, json: JSON.parse(text) as Record<string, unknown> };
 }
 
-async function load(label: string, child: Child<{ url: string }>, email: string, o: Required<HttpOptions>): Promise<Load> {
+async function load(label: string, child: Child<{ url: string }>, email: string, o: Required<HttpOptions>, route = '/v1/validate', body: unknown = { email }): Promise<Load> {
   const opts = {
-    url: `${child.info.url}/v1/validate`,
+    url: `${child.info.url}${route}`,
     method: 'POST' as const,
     headers: { 'content-type': 'application/json', 'x-api-key': KEY },
-    body: JSON.stringify({ email }),
+    body: JSON.stringify(body),
     connections: o.connections,
     pipelining: 1,
     timeout: 10,
@@ -92,7 +95,7 @@ export async function run(opts: HttpOptions = {}): Promise<BenchResult> {
   const warnings: string[] = [];
   const details: string[] = [];
   const loads: Load[] = [];
-  const sim = await startChild<{ dnsServers: string; smtpPort: number }>('sim-child.ts', { args: ['0'] });
+  const sim = await startChild<{ dnsServers: string; smtpPort: number; webHttpPort: number; webHttpsPort: number }>('sim-child.ts', { args: ['0'] });
   let svc: Child<{ url: string }> | undefined;
   let bare: Child<{ url: string }> | undefined;
   try {
@@ -112,6 +115,10 @@ export async function run(opts: HttpOptions = {}): Promise<BenchResult> {
         CLICKHOUSE_URL: '',
         SVC_DNS_SERVERS: sim.info.dnsServers,
         SVC_SMTP_PORT: String(sim.info.smtpPort),
+        SVC_WEB_HTTP_PORT: String(sim.info.webHttpPort),
+        SVC_WEB_HTTPS_PORT: String(sim.info.webHttpsPort),
+        // The sim's websites are on loopback.
+        SVC_OUTBOUND_ALLOW_NETWORKS: '127.0.0.0/8',
         SVC_READY_DOMAIN: 'gmail.com',
         SVC_HELO_NAME: 'verifier.bench.test',
         SVC_MAIL_FROM: 'probe@verifier.bench.test',
@@ -129,6 +136,10 @@ export async function run(opts: HttpOptions = {}): Promise<BenchResult> {
     const charged = await post(`${svc.info.url}/v1/validate`, { email: CHARGED });
     if (role.status !== 200 || role.json.result !== 'valid_role_based' || role.json.credits_charged !== 0) throw new Error(`warm-up ${ROLE}: ${role.status} ${role.text}`);
     if (charged.status !== 200 || charged.json.result !== 'valid' || charged.json.credits_charged !== 1) throw new Error(`warm-up ${CHARGED}: ${charged.status} ${charged.text}`);
+    // The data product, and one real company/enrich (the website and DNS of the sim) to fill its cache.
+    await svc.request('enableDataProduct');
+    const company = await post(`${svc.info.url}/v1/company/enrich`, { domain: COMPANY });
+    if (company.status !== 200 || company.json.found !== true || company.json.credits_charged !== 1 || company.json.cache_hit !== false) throw new Error(`warm-up ${COMPANY}: ${company.status} ${company.text}`);
     const creditsBefore = await fetch(`${svc.info.url}/v1/credits`, { headers: { 'x-api-key': KEY }, signal: AbortSignal.timeout(10_000) }).then((r) => r.json() as Promise<{ balance: number }>);
 
     bare = await startChild<{ url: string }>('api/bare-fastify-child.ts', { args: [role.text], ...(profDir ? { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${profDir}/bare`] } : {}) });
@@ -140,11 +151,15 @@ export async function run(opts: HttpOptions = {}): Promise<BenchResult> {
     const bare1 = await load('bare Fastify route, before', bare, ROLE, o);
     const a = await load(`service, cached role address (${ROLE}, not charged)`, svc, ROLE, o);
     const b = await load(`service, cached chargeable address (${CHARGED}, 1 credit each)`, svc, CHARGED, o);
+    const creditsAfterB = await fetch(`${svc.info.url}/v1/credits`, { headers: { 'x-api-key': KEY }, signal: AbortSignal.timeout(10_000) }).then((r) => r.json() as Promise<{ balance: number }>);
+    const c = await load(`service, cached company/enrich (${COMPANY}, 1 credit each)`, svc, CHARGED, o, '/v1/company/enrich', { domain: COMPANY });
     const bare2 = await load('bare Fastify route, after', bare, ROLE, o);
-    loads.push(bare1, a, b, bare2);
+    loads.push(bare1, a, b, c, bare2);
     const creditsAfter = await fetch(`${svc.info.url}/v1/credits`, { headers: { 'x-api-key': KEY }, signal: AbortSignal.timeout(10_000) }).then((r) => r.json() as Promise<{ balance: number }>);
-    const spent = creditsBefore.balance - creditsAfter.balance;
+    const spent = creditsBefore.balance - creditsAfterB.balance;
     if (spent < b.ok) warnings.push(`only ${spent} credits were charged for ${b.ok} chargeable answers`);
+    const spentC = creditsAfterB.balance - creditsAfter.balance;
+    if (spentC < c.ok) warnings.push(`only ${spentC} credits were charged for ${c.ok} company answers`);
     const base = {
       reqPerS: (bare1.reqPerS + bare2.reqPerS) / 2,
       p50: (bare1.p50 + bare2.p50) / 2,
@@ -162,9 +177,10 @@ export async function run(opts: HttpOptions = {}): Promise<BenchResult> {
       '|---|---|---|---|---|---|---|---|---|---|---|',
       ...loads.map((l) => `| ${l.label} | ${fmt(l.reqPerS)} | ${l.p50} | ${l.p90} | ${l.p99} | ${l.ok} | ${l.other} | ${l.errors} | ${fmt(l.serverCpuMs)} | ${fmt(l.serverCores)} | ${fmt(l.reqPerS / base.reqPerS)} |`),
       '',
-      `Credits spent during the chargeable runs (warm-up + measured): ${spent}; 2xx answers in the measured run: ${b.ok}.`,
+      `Credits spent during the chargeable runs (warm-up + measured): (b) ${spent}, 2xx answers in its measured run ${b.ok}; (c) ${spentC}, 2xx answers ${c.ok}.`,
       `Answer sizes: service role ${role.text.length} B, service chargeable ${charged.text.length} B, bare ${probe.text.length} B.`,
-      `CPU per request, bare / service: (a) ${fmt(base.serverCpuMs / a.serverCpuMs)}x, (b) ${fmt(base.serverCpuMs / b.serverCpuMs)}x (what the req/s ratio would be if both sides were CPU-bound on one core each).`,
+      `CPU per request, bare / service: (a) ${fmt(base.serverCpuMs / a.serverCpuMs)}x, (b) ${fmt(base.serverCpuMs / b.serverCpuMs)}x, (c) ${fmt(base.serverCpuMs / c.serverCpuMs)}x (what the req/s ratio would be if both sides were CPU-bound on one core each).`,
+      `(c) against (b), both one credit per answer: ${fmt(c.reqPerS / b.reqPerS)}x the requests/s, ${fmt(b.serverCpuMs / c.serverCpuMs)}x (b)'s CPU per request / (c)'s.`,
     );
     const ratioRow = (metric: string, l: Load): Row => ({
       bench: NAME,
@@ -201,6 +217,18 @@ export async function run(opts: HttpOptions = {}): Promise<BenchResult> {
       latencyRow('latency p50, bare', base, false),
       cpuRow('server CPU per request, (a)', a),
       cpuRow('server CPU per request, (b)', b),
+      {
+        bench: NAME,
+        metric: 'req/s, cached company/enrich (c)',
+        value: c.reqPerS,
+        unit: 'req/s',
+        baseline: { label: 'cached validation (b)', value: b.reqPerS },
+        ratio: c.reqPerS / b.reqPerS,
+        ratioLabel: 'x (b)',
+        target: `≥ ${TARGET_RATIO}x (b)`,
+        pass: c.reqPerS / b.reqPerS >= TARGET_RATIO,
+      },
+      latencyRow('latency p50, (c)', c),
     ];
     return { name: NAME, rows, details, warnings };
   } finally {

@@ -1,7 +1,8 @@
 // The full embedded service (startService: PGlite store, key auth, rate limits, credits, verifier)
 // in its own process, configured from the environment the parent passes (loadConfig(env)).
 // SVC_DATA_DIR: a fresh temporary directory unless given, removed on exit. Prints {"url"} as one
-// JSON line on stdout; IPC: cpuUsage() of this process.
+// JSON line on stdout; IPC: cpuUsage() of this process, enableDataProduct() (every account gets the
+// data product, as an operator's `account data --enable` would).
 
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -17,6 +18,12 @@ serveParent(
   {
     cpuUsage: () => process.cpuUsage(),
     memory: () => process.memoryUsage(),
+    enableDataProduct: async () => {
+      const accounts = await svc.services.store.accounts.list();
+      for (const a of accounts) await svc.services.store.accounts.setDataProduct(a.id, true);
+      svc.app.clearKeyCache();
+      return accounts.length;
+    },
   },
   async () => {
     await svc.close();

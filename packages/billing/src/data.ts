@@ -60,3 +60,19 @@ export async function chargeData<T>(store: Pick<Store, 'ledger' | 'idempotency'>
   }
   return response;
 }
+
+/**
+ * A data request whose cost is known before any work (a cache hit): the credits are taken in one
+ * debit (group-committed with the account's other debits), or with an Idempotency-Key in the
+ * same transaction as its stored response. Too few credits: 402, nothing answered.
+ */
+export async function chargeKnownData<T>(store: Pick<Store, 'ledger' | 'idempotency'>, accountId: string, endpoint: string, credits: number, response: T, completion?: DataCompletion<T>): Promise<T> {
+  const completes = completion ? { accountId, key: completion.key, owner: completion.owner, status: completion.status, body: completion.render(response) } : undefined;
+  if (credits > 0) {
+    const d = await upstream(store.ledger.debit(accountId, credits, `data:${endpoint}`, completes));
+    if (!d.ok) throw await refusal(store, accountId, new ServiceError('insufficient_credits', `This request needs up to ${credits} credits; ${d.available} available`, { required: credits, available: d.available }));
+  } else if (completes) {
+    await upstream(store.idempotency.complete(completes));
+  }
+  return response;
+}

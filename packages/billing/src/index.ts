@@ -2,7 +2,7 @@
 // included; the suppression list applied before probing; the validation decisions for analytics;
 // subscriptions and their payment processors (local, Stripe).
 export { refusal, validateAndCharge, type ChargeOptions, type Completion } from './charge.ts';
-export { chargeData, type DataCompletion, type DataWork } from './data.ts';
+export { chargeData, chargeKnownData, type DataCompletion, type DataWork } from './data.ts';
 export { chargeReasonFor, creditsOf, priced, summarize, type ChargedResult } from './pricing.ts';
 export { isConnectionFailure, upstream } from './failures.ts';
 export { addressIdentity, recordDecisions, syncDecisions, type AddressIdentity, type DecisionLog, type DecisionSink, type SyncDecisionContext } from './decisions.ts';

@@ -5,13 +5,13 @@
 // HTTP to these calls and back.
 
 import { FINDER_CHARGE_CONFIDENCE, NOT_CONFIGURED, ServiceError, type DataFamily, type ValidationResultBody } from '@svc/contracts';
-import { chargeData, chargeReasonFor, type DataCompletion } from '@svc/billing';
+import { chargeData, chargeKnownData, chargeReasonFor, type DataCompletion } from '@svc/billing';
 import type { Store } from '@svc/store';
 import type { ChainResult, ProviderChain } from './chain.ts';
 import type { Company, CompanyProvider } from './company/native.ts';
 import type { FinderProvider, FoundEmail } from './finder/native.ts';
 import type { CompanyBulkQuery, CompanyQuery, FindBulkQuery } from './requests.ts';
-import { Semaphore } from '@svc/verifier';
+import { Semaphore, type CachePort } from '@svc/verifier';
 
 const DAY_MS = 24 * 3600_000;
 
@@ -70,12 +70,42 @@ type CompanyLookup = { found: true; company: Company; cache_hit: boolean } | { f
 export class DataService {
   readonly #now: () => number;
 
+  readonly #front: CachePort | undefined;
+
   constructor(
     private readonly store: Pick<Store, 'ledger' | 'idempotency' | 'enrichCache'>,
     private readonly families: DataFamilies,
-    opts: { now?: () => number } = {},
+    opts: {
+      now?: () => number;
+      /**
+       * The service's cache (in-process, or Redis in the cluster profile) in front of the store's
+       * enrich_cache table: a hit costs no database read. It holds an answer no longer than the
+       * table's time-to-live has left.
+       */
+      cache?: CachePort;
+    } = {},
   ) {
     this.#now = opts.now ?? (() => performance.now());
+    this.#front = opts.cache;
+  }
+
+  /** An answer of the cache (front, then the table), with the time it was fetched. */
+  async #cached(endpoint: string, key: string, ttlMs: number): Promise<{ found: boolean; value: unknown; source_provider: string | null } | undefined> {
+    const frontKey = `e:${endpoint}:${key}`;
+    const front = this.#front ? await this.#front.get<{ found: boolean; value: unknown; source_provider: string | null; at: number }>(frontKey) : undefined;
+    if (front && Date.now() - front.at < ttlMs) return front;
+    const row = await this.store.enrichCache.get(endpoint, key, ttlMs);
+    if (!row) return undefined;
+    const at = row.fetched_at.getTime();
+    const left = ttlMs - (Date.now() - at);
+    if (this.#front && left > 0) await this.#front.set(frontKey, { found: row.found, value: row.value, source_provider: row.source_provider, at }, left);
+    return row;
+  }
+
+  /** Writes an answer to the table and the front cache. */
+  async #store(endpoint: string, key: string, ttlMs: number, answer: { found: boolean; value: unknown; source_provider?: string | null }): Promise<void> {
+    await this.store.enrichCache.put(endpoint, key, answer);
+    if (this.#front) await this.#front.set(`e:${endpoint}:${key}`, { found: answer.found, value: answer.value, source_provider: answer.source_provider ?? null, at: Date.now() }, ttlMs);
   }
 
   /** 503 feature_not_configured with the family's message when it has no provider. */
@@ -84,23 +114,29 @@ export class DataService {
     if (!chain || !chain.configured) throw new ServiceError('feature_not_configured', NOT_CONFIGURED[family]);
   }
 
+  /** A fresh cached answer for the domain's company, if any. */
+  async #cachedCompany(domain: string): Promise<CompanyLookup | undefined> {
+    const hit = await this.#cached('company', domain, CACHE_TTL_MS.company);
+    if (!hit) return undefined;
+    return hit.found ? { found: true, company: hit.value as Company, cache_hit: true } : { found: false, cache_hit: true, error: (hit.value as { error?: string })?.error ?? 'not found' };
+  }
+
   /** The company of a domain, from the cache when fresh, else from the providers (cached either way). */
   async #company(q: CompanyQuery): Promise<CompanyLookup> {
-    const cache = this.store.enrichCache;
     if (!q.force_refresh) {
-      const hit = await cache.get('company', q.domain, CACHE_TTL_MS.company);
-      if (hit) return hit.found ? { found: true, company: hit.value as Company, cache_hit: true } : { found: false, cache_hit: true, error: (hit.value as { error?: string })?.error ?? 'not found' };
+      const hit = await this.#cachedCompany(q.domain);
+      if (hit) return hit;
     }
     const r: ChainResult<Company> = await this.families.company.run((p, signal) => p.company({ domain: q.domain, ...(q.company_name && { company_name: q.company_name }) }, signal));
     if ('failed' in r) throw new ServiceError('provider_unavailable', undefined, {}, {}, new Error(r.errors.join('; ')));
     if (!r.found) {
       const error = r.error ?? 'no company found for this domain';
-      await cache.put('company', q.domain, { found: false, value: { error } });
+      await this.#store('company', q.domain, CACHE_TTL_MS.company, { found: false, value: { error } });
       return { found: false, cache_hit: false, error };
     }
     const company = { ...r.value, source_provider: r.value.source_provider || r.provider };
-    await cache.put('company', q.domain, { found: true, value: company, source_provider: company.source_provider });
-    if (company.linkedin_url) await cache.put('linkedin-domain', company.linkedin_url, { found: true, value: { domain: q.domain } });
+    await this.#store('company', q.domain, CACHE_TTL_MS.company, { found: true, value: company, source_provider: company.source_provider });
+    if (company.linkedin_url) await this.#store('linkedin-domain', company.linkedin_url, CACHE_TTL_MS.linkedinDomain, { found: true, value: { domain: q.domain } });
     return { found: true, company, cache_hit: false };
   }
 
@@ -114,6 +150,12 @@ export class DataService {
   /** POST /v1/company/enrich: 1 credit if found, cache hits charged the same. */
   async companyEnrich(accountId: string, q: CompanyQuery, completion?: DataCompletion<CompanyResponse>): Promise<CompanyResponse> {
     const started = this.#now();
+    // A cache hit's cost is known before any work: one debit, no hold (as a cached validation).
+    const hit = q.force_refresh ? undefined : await this.#cachedCompany(q.domain);
+    if (hit) {
+      const response = this.#companyResponse(q.domain, hit, started);
+      return chargeKnownData(this.store, accountId, 'company/enrich', response.credits_charged, response, completion);
+    }
     return chargeData(this.store, accountId, 'company/enrich', 1, async () => {
       const response = this.#companyResponse(q.domain, await this.#company(q), started);
       return { response, credits: response.credits_charged };
@@ -233,7 +275,7 @@ export class DataService {
   /** POST /v1/company/enrich-linkedin: the company of a LinkedIn URL a find has seen on a domain; 1 credit if found. */
   async companyByLinkedIn(accountId: string, linkedinUrl: string, completion?: DataCompletion<CompanyByLinkedInResponse>): Promise<CompanyByLinkedInResponse> {
     return chargeData(this.store, accountId, 'company/enrich-linkedin', 1, async () => {
-      const known = await this.store.enrichCache.get('linkedin-domain', linkedinUrl, CACHE_TTL_MS.linkedinDomain);
+      const known = await this.#cached('linkedin-domain', linkedinUrl, CACHE_TTL_MS.linkedinDomain);
       const domain = (known?.value as { domain?: string } | undefined)?.domain;
       const l = domain ? await this.#company({ domain, force_refresh: false }) : undefined;
       if (!domain || !l?.found || l.company.linkedin_url !== linkedinUrl) {

@@ -293,12 +293,12 @@ export async function createServices(config: Config, opts: { store?: Store } = {
   });
   const payments = subscriptionsOf(store, config);
   const mcp = new HostedMcp({ store, verifier, jobs, analytics, publicUrl: config.publicUrl, accessTokenTtlS: config.mcpAccessTokenTtlS });
-  const data = dataService(config, store, verifier);
+  const data = dataService(config, store, verifier, cache);
   return { config, store, mcp, data, verifier, rateLimiter, readiness, closeCache, blobs, bus, jobs, csvJobs, webhooks, outcomes, ...payments, reports: analytics, recovery: new CatchallRecovery({ store, blobs, ...(csvPool ? { renderer: csvPool } : {}) }), closeCsvPool: async () => void (await csvPool?.close()), secret, analytics, setJobsLogger: (l) => (jobsLog = l) };
 }
 
 /** The data endpoints' families from the configuration (docs/api.md, "Data endpoints"). */
-export function dataService(config: Config, store: Store, verifier: Verifier): DataService {
+export function dataService(config: Config, store: Store, verifier: Verifier, cache?: CachePort): DataService {
   const dns = webDns(config.dnsServers, config.dnsTimeoutMs);
   const company = config.companyProviders.map((name) => {
     if (name === 'native') {
@@ -320,12 +320,16 @@ export function dataService(config: Config, store: Store, verifier: Verifier): D
     if (name === 'native') return new NativeFinder({ prober: verifier, evidence: store.finderPatterns, maxCandidates: config.finderMaxCandidates });
     throw new ConfigError('SVC_FINDER_PROVIDERS', `names ${name}, which this build does not have`);
   });
-  return new DataService(store, {
+  return new DataService(
+    store,
+    {
     // A website fetch has its own time cap; the chain's is a little longer, and a site is not retried at once.
     company: new ProviderChain(company, { timeoutMs: config.webFetchTimeoutMs + 1_000, attempts: 1 }),
     // A find is one validation of its candidates (each bounded by SVC_VALIDATION_TIMEOUT_MS); a mail server is not asked twice at once.
     finder: new ProviderChain(finder, { timeoutMs: config.validationTimeoutMs + 5_000, attempts: 1 }),
-  });
+    },
+    cache ? { cache } : {},
+  );
 }
 
 /** How often an analytics outage is logged at most (the rows wait in the buffer meanwhile). */
