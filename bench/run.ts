@@ -20,6 +20,7 @@ import * as outcomesImport from './outcomes/import.ts';
 import type { BenchResult, Row } from './lib/result.ts';
 import { fmt } from './lib/stats.ts';
 import * as connections from './verifier/connections-per-domain.ts';
+import * as findBulk from './enrich/find-bulk.ts';
 import * as cpu from './verifier/cpu-per-validation.ts';
 
 const BENCHES: { name: string; run: () => Promise<BenchResult> }[] = [
@@ -31,6 +32,7 @@ const BENCHES: { name: string; run: () => Promise<BenchResult> }[] = [
   { name: bigJob.NAME, run: () => bigJob.run() },
   { name: outcomesImport.NAME, run: () => outcomesImport.run() },
   { name: engineThroughput.NAME, run: () => engineThroughput.run() },
+  { name: findBulk.NAME, run: () => findBulk.run() },
   { name: clusterThroughput.NAME, run: () => clusterThroughput.run() },
 ];
 
