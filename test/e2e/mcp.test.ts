@@ -23,7 +23,8 @@ async function freePort(): Promise<number> {
 
 const port = await freePort();
 const TTL_S = 900;
-const stack: Stack = await startStack({ env: { PORT: String(port), SVC_PUBLIC_URL: `http://127.0.0.1:${port}`, SVC_MCP_ACCESS_TOKEN_TTL_S: String(TTL_S) } });
+// The sim's websites (company data) are on loopback: outbound HTTP may reach it.
+const stack: Stack = await startStack({ env: { PORT: String(port), SVC_PUBLIC_URL: `http://127.0.0.1:${port}`, SVC_MCP_ACCESS_TOKEN_TTL_S: String(TTL_S), SVC_OUTBOUND_ALLOW_NETWORKS: '127.0.0.0/8' } });
 t.teardown(() => stack.close());
 const base = stack.url;
 const mcpUrl = `${base}/mcp`;
@@ -177,7 +178,7 @@ t.test('metadata documents (RFC 8414, RFC 9728)', async (t) => {
     token_endpoint: `${base}/oauth/token`,
     registration_endpoint: `${base}/oauth/register`,
     revocation_endpoint: `${base}/oauth/revoke`,
-    scopes_supported: ['credits:read', 'email:validate:single', 'email:validate:bulk'],
+    scopes_supported: ['credits:read', 'email:validate:single', 'email:validate:bulk', 'data:company:read', 'email:find'],
     response_types_supported: ['code'],
     response_modes_supported: ['query'],
     grant_types_supported: ['authorization_code', 'refresh_token'],
@@ -185,7 +186,7 @@ t.test('metadata documents (RFC 8414, RFC 9728)', async (t) => {
     revocation_endpoint_auth_methods_supported: ['none'],
     code_challenge_methods_supported: ['S256'],
   });
-  const prm = { resource: mcpUrl, authorization_servers: [base], scopes_supported: ['credits:read', 'email:validate:single', 'email:validate:bulk'], bearer_methods_supported: ['header'], resource_name: 'Email validation service (hosted MCP)' };
+  const prm = { resource: mcpUrl, authorization_servers: [base], scopes_supported: ['credits:read', 'email:validate:single', 'email:validate:bulk', 'data:company:read', 'email:find'], bearer_methods_supported: ['header'], resource_name: 'Email validation service (hosted MCP)' };
   t.strictSame(await (await fetch(`${base}/.well-known/oauth-protected-resource/mcp`)).json(), prm);
   t.strictSame(await (await fetch(`${base}/.well-known/oauth-protected-resource`)).json(), prm);
   const none = await rpc('tools/list', {}, {});
@@ -213,7 +214,7 @@ t.test('an agent registers, is authorized through the consent page, and uses eve
   const asked = agent.redirectedTo!;
   t.equal(`${asked.origin}${asked.pathname}`, `${base}/oauth/authorize`);
   t.equal(asked.searchParams.get('code_challenge_method'), 'S256');
-  t.equal(asked.searchParams.get('scope'), 'credits:read email:validate:single email:validate:bulk', 'the scopes of the resource metadata');
+  t.equal(asked.searchParams.get('scope'), 'credits:read email:validate:single email:validate:bulk data:company:read email:find', 'the scopes of the resource metadata');
   t.equal(asked.searchParams.get('resource'), mcpUrl);
   // The tokens: opaque, short-lived, with the chosen scopes; stored hashed only.
   const tokens = agent.saved!;
@@ -224,9 +225,9 @@ t.test('an agent registers, is authorized through the consent page, and uses eve
   const sha = (s: string) => createHash('sha256').update(s).digest('hex');
   t.strictSame(rows.map((r) => [r.kind, r.token_hash, r.ttl]), [['access', sha(tokens.access_token), TTL_S], ['refresh', sha(tokens.refresh_token!), 30 * 86_400]], 'SHA-256 hashes only; the configured TTL');
 
-  // The seven tools, each with an input and an output schema.
+  // The nine tools, each with an input and an output schema.
   const listed = await client.listTools();
-  t.strictSame(listed.tools.map((x) => x.name).sort(), ['svc_create_validation_job', 'svc_get_credits', 'svc_get_job', 'svc_get_job_download_url', 'svc_list_jobs', 'svc_validate_bulk', 'svc_validate_email']);
+  t.strictSame(listed.tools.map((x) => x.name).sort(), ['svc_create_validation_job', 'svc_enrich_company', 'svc_find_email', 'svc_get_credits', 'svc_get_job', 'svc_get_job_download_url', 'svc_list_jobs', 'svc_validate_bulk', 'svc_validate_email']);
   for (const tool of listed.tools) {
     t.equal(tool.inputSchema.type, 'object', `${tool.name}: input schema`);
     t.equal(tool.outputSchema?.type, 'object', `${tool.name}: output schema`);
@@ -328,6 +329,33 @@ t.test('an agent registers, is authorized through the consent page, and uses eve
   t.same((await tokenRequest({ grant_type: 'refresh_token', refresh_token: now.refresh_token!, client_id: clientId })).body.error, 'invalid_grant', 'the revoked refresh token too');
   const unknown = await fetch(`${base}/oauth/revoke`, { method: 'POST', body: new URLSearchParams({ token: 'mcp_at_nothing', client_id: clientId }) });
   t.equal(unknown.status, 200, 'an unknown token is answered like a known one (RFC 7009 §2.2)');
+});
+
+t.test('the data tools: the product gate, company data and the email finder as REST answers them', async (t) => {
+  const { key, accountId } = await makeKey(stack, { credits: 10 });
+  const agent = new Agent(key, ['data:company:read', 'email:find']);
+  const client = await connectAgent(t, agent);
+  t.teardown(() => client.close());
+  const before = await client.callTool({ name: 'svc_enrich_company', arguments: { domain: 'acme-robotics.test' } });
+  t.strictSame(toolErrorBody(before), { error: 'Forbidden', message: 'The data product is not enabled for this account', code: 'product_not_enabled' });
+  await stack.store.accounts.setDataProduct(accountId, true);
+  const missing = await client.callTool({ name: 'svc_enrich_company', arguments: {} });
+  t.strictSame(toolErrorBody(missing), { error: 'Bad Request', message: 'domain is required', code: 'domain_required' });
+  const company = await client.callTool({ name: 'svc_enrich_company', arguments: { domain: 'acme-robotics.test' } });
+  t.notOk(company.isError);
+  t.match(company.structuredContent, { domain: 'acme-robotics.test', company_name: 'Acme Robotics', found: true, credits_charged: 1, linkedin_url: 'https://www.linkedin.com/company/acme-robotics' });
+  t.equal((await stack.store.ledger.balance(accountId))!.balance, 9);
+  const rest = await stack.call('POST', '/v1/company/enrich', { key, body: { domain: 'acme-robotics.test' } });
+  const { latency_ms: _a, ...restBody } = rest.body;
+  const { latency_ms: _b, cache_hit: _c, ...toolBody } = company.structuredContent as Record<string, unknown>;
+  t.strictSame({ ...toolBody, cache_hit: true }, restBody, 'the REST body, field for field (the REST call was a cache hit)');
+  const found = await client.callTool({ name: 'svc_find_email', arguments: { first_name: 'Maria', last_name: 'Garcia', domain: 'people.test' } });
+  t.match(found.structuredContent, { id: '0', email: 'mgarcia@people.test', confidence: 95, source_provider: 'smtp', pattern: '{f}{last}', not_found: false, credits_charged: 1 });
+  const noName = await client.callTool({ name: 'svc_find_email', arguments: { first_name: 'Maria', domain: 'people.test' } });
+  t.strictSame(toolErrorBody(noName), { error: 'Bad Request', message: 'last_name is required', code: 'invalid_request' });
+  t.equal((await stack.store.ledger.balance(accountId))!.balance, 7, 'one credit for the REST call, one for the find');
+  const validation = await client.callTool({ name: 'svc_validate_email', arguments: { email: 'jane.doe@accept.test' } });
+  t.equal(toolErrorBody(validation).code, 'insufficient_scope', 'a data-only grant cannot validate');
 });
 
 t.test('the token endpoint: a wrong verifier, a reused code, another client, refresh replay', async (t) => {

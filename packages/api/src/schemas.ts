@@ -1,7 +1,7 @@
 // JSON schemas of the public resources. They validate requests, serialise responses fast and
 // generate the OpenAPI 3.1 document (GET /openapi.json). Enumerations come from @svc/contracts.
 
-import { CHARGE_REASONS, CONFIDENCES, ERROR_CODES, ERRORS, JOB_RESULT_FIELDS, JOB_STATES, LAYERS, QUALITIES, REASON_CODES, VALIDATION_RESULTS, type ErrorCode, type Scope } from '@svc/contracts';
+import { CHARGE_REASONS, COMPANY_TYPES, CONFIDENCES, EMPLOYEE_RANGES, ERROR_CODES, ERRORS, JOB_RESULT_FIELDS, JOB_STATES, LAYERS, QUALITIES, REASON_CODES, VALIDATION_RESULTS, type ErrorCode, type Scope } from '@svc/contracts';
 import { BILLABLE_GATE_CODES, GATE_CODES } from './plugins/auth.ts';
 
 export const errorSchema = {
@@ -163,7 +163,77 @@ export const jobCreatedSchema = {
   },
 } as const;
 
-export const sharedSchemas = [errorSchema, validationResultSchema, bulkResponseSchema, creditsSchema, jobStatusSchema, jobCreatedSchema];
+const nullableString = { type: ['string', 'null'] } as const;
+
+/** A company, as company/enrich answers it (every field present; null when the public signals do not say it). */
+export const companyEnrichmentSchema = {
+  $id: 'CompanyEnrichment',
+  type: 'object',
+  required: [
+    'domain', 'company_name', 'display_name', 'description', 'website', 'employee_count', 'employee_range', 'revenue_range', 'industry', 'sub_industry',
+    'founded_year', 'company_type', 'location', 'linkedin_url', 'twitter_url', 'facebook_url', 'phone', 'technologies', 'technology_count', 'funding',
+    'confidence', 'found', 'credits_charged', 'cache_hit', 'source_provider', 'latency_ms',
+  ],
+  properties: {
+    domain: { type: 'string', description: 'The domain asked about, in canonical form (lower case, punycode).' },
+    company_name: nullableString,
+    display_name: nullableString,
+    description: nullableString,
+    website: nullableString,
+    employee_count: { type: ['integer', 'null'] },
+    employee_range: { type: ['string', 'null'], enum: [...EMPLOYEE_RANGES, null] },
+    revenue_range: nullableString,
+    industry: nullableString,
+    sub_industry: nullableString,
+    founded_year: { type: ['integer', 'null'] },
+    company_type: { type: ['string', 'null'], enum: [...COMPANY_TYPES, null] },
+    location: {
+      type: 'object',
+      required: ['city', 'region', 'country', 'country_code'],
+      properties: { city: nullableString, region: nullableString, country: nullableString, country_code: { type: ['string', 'null'], description: 'ISO 3166-1 alpha-2' } },
+    },
+    linkedin_url: nullableString,
+    twitter_url: nullableString,
+    facebook_url: nullableString,
+    phone: { type: ['string', 'null'], description: 'E.164' },
+    technologies: { type: 'array', items: { type: 'string' } },
+    technology_count: { type: 'integer' },
+    funding: {
+      type: 'object',
+      required: ['total_raised', 'last_round', 'last_round_date'],
+      properties: { total_raised: { type: ['number', 'null'] }, last_round: nullableString, last_round_date: nullableString },
+    },
+    confidence: { type: 'number', minimum: 0, maximum: 1, description: 'Grows with the independent signals that agree.' },
+    found: { type: 'boolean' },
+    credits_charged: { type: 'integer' },
+    cache_hit: { type: 'boolean' },
+    source_provider: { ...nullableString, description: '`website` (the native provider) or the vendor that answered.' },
+    latency_ms: { type: 'integer' },
+    error: { type: 'string', description: 'Why nothing was found.' },
+  },
+} as const;
+
+/** One contact's answer of find/bulk. */
+export const findResultSchema = {
+  $id: 'FindResult',
+  type: 'object',
+  required: ['id', 'email', 'confidence', 'source_provider', 'providers_tried', 'pattern', 'not_found', 'credits_charged', 'latency_ms'],
+  properties: {
+    id: { type: 'string', description: "The contact's own id, else its index." },
+    email: nullableString,
+    confidence: { type: 'integer', minimum: 0, maximum: 100 },
+    source_provider: { ...nullableString, description: '`smtp` (the mail server accepted it), `pattern` (a catch-all domain: the domain\'s evidence), or a vendor.' },
+    providers_tried: { type: 'array', items: { type: 'string' } },
+    pattern: { ...nullableString, description: 'e.g. `{first}.{last}`' },
+    not_found: { type: 'boolean' },
+    credits_charged: { type: 'integer' },
+    latency_ms: { type: 'integer' },
+    error: { type: 'string' },
+    validation: { $ref: 'ValidationResult#' },
+  },
+} as const;
+
+export const sharedSchemas = [errorSchema, validationResultSchema, bulkResponseSchema, creditsSchema, jobStatusSchema, jobCreatedSchema, companyEnrichmentSchema, findResultSchema];
 
 /** What decides a route's error codes: its gates (scope, billable) and its own `errors`. */
 export interface RouteErrors {

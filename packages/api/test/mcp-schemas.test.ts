@@ -21,7 +21,8 @@ function shape(raw: Schema): unknown {
     const [inner] = s.anyOf.filter((x) => x.type !== 'null');
     return { nullable: true, of: shape(inner!) };
   }
-  if (Array.isArray(s.type) && s.type.includes('null')) return { nullable: true, of: shape({ ...s, type: s.type.find((x) => x !== 'null')! }) };
+  // A nullable enumeration lists null among its values in the REST schemas; zod keeps it apart.
+  if (Array.isArray(s.type) && s.type.includes('null')) return { nullable: true, of: shape({ ...s, type: s.type.find((x) => x !== 'null')!, ...(s.enum ? { enum: s.enum.filter((x) => x !== null) } : {}) }) };
   if (s.properties) {
     const req = new Set(s.required ?? []);
     return Object.fromEntries(Object.keys(s.properties).sort().map((k) => [`${k}${req.has(k) ? '' : '?'}`, shape(s.properties![k]!)]));
@@ -38,6 +39,8 @@ const REST: Partial<Record<ToolName, string>> = {
   svc_validate_bulk: 'BulkValidationResponse',
   svc_create_validation_job: 'JobCreated',
   svc_get_job: 'JobStatus',
+  svc_enrich_company: 'CompanyEnrichment',
+  svc_find_email: 'FindResult',
 };
 
 for (const [tool, id] of Object.entries(REST) as Array<[ToolName, string]>) {

@@ -6549,7 +6549,7 @@ export interface paths {
                 };
             };
             responses: {
-                /** @description OK */
+                /** @description Default Response */
                 200: {
                     headers: {
                         /** @description Opaque id of this request (quote it when reporting a problem). */
@@ -6565,53 +6565,7 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": {
-                            domain?: string;
-                            company_name?: string | null;
-                            display_name?: string | null;
-                            description?: string | null;
-                            website?: string | null;
-                            employee_count?: number | null;
-                            /** @enum {string|null} */
-                            employee_range?: "1-10" | "11-50" | "51-200" | "201-500" | "501-1000" | "1001-5000" | "5001+" | null;
-                            revenue_range?: string | null;
-                            industry?: string | null;
-                            sub_industry?: string | null;
-                            founded_year?: number | null;
-                            /** @enum {string|null} */
-                            company_type?: "private" | "public" | "nonprofit" | "government" | null;
-                            location?: {
-                                city?: string | null;
-                                region?: string | null;
-                                country?: string | null;
-                                country_code?: string | null;
-                            } & {
-                                [key: string]: unknown;
-                            };
-                            linkedin_url?: string | null;
-                            twitter_url?: string | null;
-                            facebook_url?: string | null;
-                            /** @description E.164 */
-                            phone?: string | null;
-                            technologies?: string[];
-                            technology_count?: number;
-                            funding?: {
-                                total_raised?: number | null;
-                                last_round?: string | null;
-                                last_round_date?: string | null;
-                            } & {
-                                [key: string]: unknown;
-                            };
-                            confidence?: number;
-                            found?: boolean;
-                            credits_charged?: number;
-                            cache_hit?: boolean;
-                            source_provider?: string | null;
-                            latency_ms?: number;
-                            error?: string;
-                        } & {
-                            [key: string]: unknown;
-                        };
+                        "application/json": components["schemas"]["CompanyEnrichment"];
                     };
                 };
                 /** @description Bad Request: `invalid_json`, `invalid_request`, `invalid_idempotency_key`, `domain_required`, `invalid_domain` */
@@ -6956,53 +6910,7 @@ export interface paths {
                     content: {
                         "application/json": {
                             id?: string;
-                            results?: ({
-                                domain?: string;
-                                company_name?: string | null;
-                                display_name?: string | null;
-                                description?: string | null;
-                                website?: string | null;
-                                employee_count?: number | null;
-                                /** @enum {string|null} */
-                                employee_range?: "1-10" | "11-50" | "51-200" | "201-500" | "501-1000" | "1001-5000" | "5001+" | null;
-                                revenue_range?: string | null;
-                                industry?: string | null;
-                                sub_industry?: string | null;
-                                founded_year?: number | null;
-                                /** @enum {string|null} */
-                                company_type?: "private" | "public" | "nonprofit" | "government" | null;
-                                location?: {
-                                    city?: string | null;
-                                    region?: string | null;
-                                    country?: string | null;
-                                    country_code?: string | null;
-                                } & {
-                                    [key: string]: unknown;
-                                };
-                                linkedin_url?: string | null;
-                                twitter_url?: string | null;
-                                facebook_url?: string | null;
-                                /** @description E.164 */
-                                phone?: string | null;
-                                technologies?: string[];
-                                technology_count?: number;
-                                funding?: {
-                                    total_raised?: number | null;
-                                    last_round?: string | null;
-                                    last_round_date?: string | null;
-                                } & {
-                                    [key: string]: unknown;
-                                };
-                                confidence?: number;
-                                found?: boolean;
-                                credits_charged?: number;
-                                cache_hit?: boolean;
-                                source_provider?: string | null;
-                                latency_ms?: number;
-                                error?: string;
-                            } & {
-                                [key: string]: unknown;
-                            })[];
+                            results?: components["schemas"]["CompanyEnrichment"][];
                             summary?: {
                                 total?: number;
                                 found?: number;
@@ -10904,10 +10812,15 @@ export interface paths {
                     content: {
                         "application/json": {
                             id?: string;
-                            results?: {
-                                [key: string]: unknown;
-                            }[];
+                            results?: components["schemas"]["FindResult"][];
                             summary?: {
+                                total?: number;
+                                found?: number;
+                                not_found?: number;
+                                errors?: number;
+                                credits_charged?: number;
+                                total_latency_ms?: number;
+                            } & {
                                 [key: string]: unknown;
                             };
                         } & {
@@ -11341,6 +11254,68 @@ export interface components {
             credits_reserved: number;
             /** Format: date-time */
             created_at: string;
+        };
+        CompanyEnrichment: {
+            /** @description The domain asked about, in canonical form (lower case, punycode). */
+            domain: string;
+            company_name: string | null;
+            display_name: string | null;
+            description: string | null;
+            website: string | null;
+            employee_count: number | null;
+            /** @enum {string|null} */
+            employee_range: "1-10" | "11-50" | "51-200" | "201-500" | "501-1000" | "1001-5000" | "5001+" | null;
+            revenue_range: string | null;
+            industry: string | null;
+            sub_industry: string | null;
+            founded_year: number | null;
+            /** @enum {string|null} */
+            company_type: "private" | "public" | "nonprofit" | "government" | null;
+            location: {
+                city: string | null;
+                region: string | null;
+                country: string | null;
+                /** @description ISO 3166-1 alpha-2 */
+                country_code: string | null;
+            };
+            linkedin_url: string | null;
+            twitter_url: string | null;
+            facebook_url: string | null;
+            /** @description E.164 */
+            phone: string | null;
+            technologies: string[];
+            technology_count: number;
+            funding: {
+                total_raised: number | null;
+                last_round: string | null;
+                last_round_date: string | null;
+            };
+            /** @description Grows with the independent signals that agree. */
+            confidence: number;
+            found: boolean;
+            credits_charged: number;
+            cache_hit: boolean;
+            /** @description `website` (the native provider) or the vendor that answered. */
+            source_provider: string | null;
+            latency_ms: number;
+            /** @description Why nothing was found. */
+            error?: string;
+        };
+        FindResult: {
+            /** @description The contact's own id, else its index. */
+            id: string;
+            email: string | null;
+            confidence: number;
+            /** @description `smtp` (the mail server accepted it), `pattern` (a catch-all domain: the domain's evidence), or a vendor. */
+            source_provider: string | null;
+            providers_tried: string[];
+            /** @description e.g. `{first}.{last}` */
+            pattern: string | null;
+            not_found: boolean;
+            credits_charged: number;
+            latency_ms: number;
+            error?: string;
+            validation?: components["schemas"]["ValidationResult"];
         };
     };
     responses: never;

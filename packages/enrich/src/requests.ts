@@ -331,7 +331,8 @@ export interface FindBulkQuery {
   max_concurrent: number;
 }
 
-function parseContact(raw: unknown): FindContact {
+/** One contact of find/bulk (a single-contact caller such as the MCP tool gets its 400s). */
+export function parseFindContact(raw: unknown): FindContact {
   const b = body(raw);
   const first_name = required(b, 'first_name', 'first_name_required');
   const last_name = text(b, 'last_name');
@@ -356,7 +357,7 @@ export function parseFindBulk(raw: unknown): FindBulkQuery {
     const own = typeof item === 'object' && item !== null && typeof (item as Body).id === 'string' ? ((item as Body).id as string).trim().slice(0, 200) : '';
     const input = own || String(i);
     try {
-      return { ok: true, query: parseContact(item), input };
+      return { ok: true, query: parseFindContact(item), input };
     } catch (err) {
       if (err instanceof ServiceError) return { ok: false, error: err.message, input };
       throw err;

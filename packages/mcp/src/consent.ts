@@ -8,6 +8,8 @@ const SCOPE_TEXT: Record<McpScope, string> = {
   'credits:read': 'Read your credit balance',
   'email:validate:single': 'Validate single email addresses (charges credits)',
   'email:validate:bulk': 'Validate lists and run validation jobs (charges credits)',
+  'data:company:read': 'Look up company data from a domain (charges credits; needs the data product)',
+  'email:find': 'Find email addresses from names (charges credits; needs the data product)',
 };
 
 export function escapeHtml(s: string): string {

@@ -36,7 +36,7 @@ export class HostedMcp {
 
   constructor(opts: OAuthServerOptions & ToolDeps) {
     this.oauth = new OAuthServer(opts);
-    this.#deps = { store: opts.store, verifier: opts.verifier, ...(opts.jobs ? { jobs: opts.jobs } : {}), ...(opts.analytics ? { analytics: opts.analytics } : {}) };
+    this.#deps = { store: opts.store, verifier: opts.verifier, ...(opts.jobs ? { jobs: opts.jobs } : {}), ...(opts.analytics ? { analytics: opts.analytics } : {}), ...(opts.data ? { data: opts.data } : {}) };
   }
 
   /** A new MCP server bound to one request's access token (stateless transport). */

@@ -11,7 +11,7 @@ import { notPrintable, ServiceError, type Scope } from '@svc/contracts';
 import { hashKey, keyRefusal, type KeyRecord, type NewTokenPair, type OAuthCodeRecord, type OAuthTokenRecord, type Store } from '@svc/store';
 
 /** The scopes hosted MCP can grant: those of the tools (docs/api.md). */
-export const MCP_SCOPES = ['credits:read', 'email:validate:single', 'email:validate:bulk'] as const satisfies readonly Scope[];
+export const MCP_SCOPES = ['credits:read', 'email:validate:single', 'email:validate:bulk', 'data:company:read', 'email:find'] as const satisfies readonly Scope[];
 export type McpScope = (typeof MCP_SCOPES)[number];
 const isMcpScope = (s: string): s is McpScope => (MCP_SCOPES as readonly string[]).includes(s);
 

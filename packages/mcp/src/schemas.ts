@@ -5,7 +5,7 @@
 // route would have answered, field for field, and nothing internal leaks.
 
 import * as z from 'zod';
-import { CHARGE_REASONS, CONFIDENCES, JOB_RESULT_FIELDS, JOB_STATES, LAYERS, QUALITIES, REASON_CODES, VALIDATION_RESULTS } from '@svc/contracts';
+import { CHARGE_REASONS, COMPANY_TYPES, CONFIDENCES, EMPLOYEE_RANGES, JOB_RESULT_FIELDS, JOB_STATES, LAYERS, QUALITIES, REASON_CODES, VALIDATION_RESULTS } from '@svc/contracts';
 import { MAX_JOB_EMAILS } from '@svc/jobs';
 
 /** Emails per svc_validate_bulk call, as POST /v1/validate/bulk. */
@@ -90,6 +90,49 @@ export const jobList = z.object({ jobs: z.array(jobStatus), next_cursor: z.strin
 
 export const downloadLink = z.object({ url: z.string().describe('Signed URL of the results CSV: no key needed, valid for an hour.'), expires_at: z.string() });
 
+const ns = () => z.string().nullable();
+export const companyEnrichment = z.object({
+  domain: z.string(),
+  company_name: ns(),
+  display_name: ns(),
+  description: ns(),
+  website: ns(),
+  employee_count: int().nullable(),
+  employee_range: z.enum(EMPLOYEE_RANGES).nullable(),
+  revenue_range: ns(),
+  industry: ns(),
+  sub_industry: ns(),
+  founded_year: int().nullable(),
+  company_type: z.enum(COMPANY_TYPES).nullable(),
+  location: z.object({ city: ns(), region: ns(), country: ns(), country_code: ns() }),
+  linkedin_url: ns(),
+  twitter_url: ns(),
+  facebook_url: ns(),
+  phone: ns().describe('E.164'),
+  technologies: z.array(z.string()),
+  technology_count: int(),
+  funding: z.object({ total_raised: z.number().nullable(), last_round: ns(), last_round_date: ns() }),
+  confidence: z.number().describe('0 to 1: grows with the independent signals that agree.'),
+  found: z.boolean(),
+  credits_charged: int(),
+  cache_hit: z.boolean(),
+  source_provider: ns(),
+  latency_ms: int(),
+  error: z.string().optional(),
+});
+export const findResult = z.object({
+  id: z.string(),
+  email: ns(),
+  confidence: int().describe('0 to 100; 70 or more is charged'),
+  source_provider: ns().describe('`smtp` (the mail server accepted it) or `pattern` (a catch-all domain)'),
+  providers_tried: z.array(z.string()),
+  pattern: ns(),
+  not_found: z.boolean(),
+  credits_charged: int(),
+  latency_ms: int(),
+  error: z.string().optional(),
+  validation: validationResult.optional(),
+});
 const jobId = z.string().max(64).describe('The job id (`job_…`)');
 
 /** The tools' inputs (raw shapes, as McpServer.registerTool takes them). */
@@ -111,6 +154,19 @@ export const inputs = {
     job_id: jobId,
     segment: z.string().max(200).optional().describe('Keep only these results: a comma list of valid, valid_role_based, risky, invalid, unknown'),
   },
+  // Checked by the data endpoints' own rules (the REST codes and messages), not here.
+  svc_enrich_company: {
+    domain: z.string().optional().describe('The company\'s domain (required), e.g. acme.com'),
+    company_name: z.string().optional().describe('The name you expect (raises confidence when it matches)'),
+    force_refresh: z.boolean().optional().describe('Fetch again instead of the 30-day cache'),
+  },
+  svc_find_email: {
+    first_name: z.string().optional().describe('Required'),
+    last_name: z.string().optional().describe('Required'),
+    domain: z.string().optional().describe('The company\'s domain (or give company)'),
+    company: z.string().optional().describe('The company\'s name, when its domain is known to the service'),
+    validate: z.boolean().optional().describe('Also validate the address found (+1 credit when it is a High-Value Validation)'),
+  },
 } as const;
 
 /** The tools' outputs: exactly the REST response bodies. */
@@ -122,6 +178,8 @@ export const outputs = {
   svc_get_job: jobStatus,
   svc_list_jobs: jobList,
   svc_get_job_download_url: downloadLink,
+  svc_enrich_company: companyEnrichment,
+  svc_find_email: findResult,
 } as const;
 
 export type ToolName = keyof typeof outputs;

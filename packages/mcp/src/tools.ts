@@ -9,6 +9,8 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { ServiceError, type ErrorBody, type ErrorCode } from '@svc/contracts';
 import { isConnectionFailure, summarize, upstream, validateAndCharge, type DecisionLog, type DecisionSink } from '@svc/billing';
 import type { JobsService } from '@svc/jobs';
+import { parseCompanyEnrich, parseFindContact, type DataService } from '@svc/enrich';
+import type { DataFamily } from '@svc/contracts';
 import type { Store } from '@svc/store';
 import type { Verifier } from '@svc/verifier';
 import type { AccessContext, McpScope } from './oauth.ts';
@@ -21,6 +23,8 @@ export interface ToolDeps {
   jobs?: JobsService;
   /** Where validation decisions go (analytics), as for the REST routes. */
   analytics?: DecisionSink;
+  /** The data endpoints; without it the data tools are not offered. */
+  data?: DataService;
 }
 
 export interface ToolCallContext {
@@ -37,9 +41,27 @@ interface ToolSpec {
   /** Blocked by an ended subscription (402 subscription_inactive on REST). */
   billable?: boolean;
   needsJobs?: boolean;
+  /** A data tool: the account needs the data product, and the family a provider (as the REST route). */
+  data?: DataFamily;
 }
 
 const TOOLS: Record<ToolName, ToolSpec> = {
+  svc_enrich_company: {
+    title: 'Company data from a domain',
+    description:
+      'What a company says about itself in public (its website and DNS): name, description, size and type when it states them, location, social profiles, phone, and the technologies its DNS names. 1 credit when found (cached 30 days, hits charged the same); not found is free. Needs the data product. Same as POST /v1/company/enrich.',
+    scope: 'data:company:read',
+    billable: true,
+    data: 'company',
+  },
+  svc_find_email: {
+    title: "Find a person's email address",
+    description:
+      "A person's address at a company from their name, proven on the company's mail server. 1 credit when found with confidence 70 or more (catch-all domains without evidence are answered free, below 70); not found is free. Needs the data product. Same as one contact of POST /v1/find/bulk.",
+    scope: 'email:find',
+    billable: true,
+    data: 'finder',
+  },
   svc_get_credits: {
     title: 'Credit balance',
     description: 'The credit balance of the account: balance, reserved (held by jobs in progress), available, and the subscription state. Same as GET /v1/credits.',
@@ -139,7 +161,9 @@ export function createMcpServer(deps: ToolDeps, ctx: ToolCallContext): McpServer
     try {
       // The gates of the REST route, from the token's grant: scope, then subscription.
       if (!ctx.access.scopes.includes(spec.scope)) throw new ServiceError('insufficient_scope', `The access token lacks the ${spec.scope} scope`, { required_scope: spec.scope });
+      if (spec.data && !(await store.accounts.dataProduct(accountId))) throw new ServiceError('product_not_enabled');
       if (spec.billable && ctx.access.subscriptionStatus === 'canceled') throw new ServiceError('subscription_inactive');
+      if (spec.data) deps.data!.requireFamily(spec.data);
       return toolResult(name, await handler(args));
     } catch (err) {
       if (err instanceof ServiceError) {
@@ -158,6 +182,7 @@ export function createMcpServer(deps: ToolDeps, ctx: ToolCallContext): McpServer
   const register = (name: ToolName, handler: (args: any) => Promise<unknown>) => {
     const spec = TOOLS[name];
     if (spec.needsJobs && !jobs) return;
+    if (spec.data && !deps.data) return;
     server.registerTool(
       name,
       { title: spec.title, description: `${spec.description} Scope: ${spec.scope}.`, inputSchema: inputs[name], outputSchema: outputs[name], annotations: { readOnlyHint: !spec.billable, openWorldHint: name.startsWith('svc_validate') } },
@@ -181,6 +206,16 @@ export function createMcpServer(deps: ToolDeps, ctx: ToolCallContext): McpServer
     const results = await validateAndCharge(store, verifier, accountId, emails.map((e) => e.trim()), decisions);
     return { results, summary: summarize(results) };
   });
+
+  if (deps.data) {
+    const data = deps.data;
+    register('svc_enrich_company', async (args: unknown) => data.companyEnrich(accountId, parseCompanyEnrich(args)));
+    register('svc_find_email', async (args: { validate?: boolean }) => {
+      const contact = parseFindContact(args);
+      const r = await data.findBulk(accountId, { items: [{ ok: true, query: contact, input: '0' }], validate: args.validate === true, max_concurrent: 1 }, `find_${ctx.requestId}`);
+      return r.results[0];
+    });
+  }
 
   if (jobs) {
     register('svc_create_validation_job', async ({ emails, webhook_url }: { emails: string[]; webhook_url?: string }) => {

@@ -292,8 +292,8 @@ export async function createServices(config: Config, opts: { store?: Store } = {
     },
   });
   const payments = subscriptionsOf(store, config);
-  const mcp = new HostedMcp({ store, verifier, jobs, analytics, publicUrl: config.publicUrl, accessTokenTtlS: config.mcpAccessTokenTtlS });
   const data = dataService(config, store, verifier, cache);
+  const mcp = new HostedMcp({ store, verifier, jobs, analytics, data, publicUrl: config.publicUrl, accessTokenTtlS: config.mcpAccessTokenTtlS });
   return { config, store, mcp, data, verifier, rateLimiter, readiness, closeCache, blobs, bus, jobs, csvJobs, webhooks, outcomes, ...payments, reports: analytics, recovery: new CatchallRecovery({ store, blobs, ...(csvPool ? { renderer: csvPool } : {}) }), closeCsvPool: async () => void (await csvPool?.close()), secret, analytics, setJobsLogger: (l) => (jobsLog = l) };
 }
 

@@ -10,7 +10,7 @@
 
 import { randomBytes } from 'node:crypto';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
-import { COMPANY_TYPES, DATA_ENDPOINTS, DATA_LIMITS, DEPARTMENTS, EMPLOYEE_RANGES, NOT_CONFIGURED_PERSON_LOOKUP, NOT_CONFIGURED_ROLE_LOOKUP, SENIORITIES, ServiceError, type DataEndpoint, type DataFamily, type ErrorCode } from '@svc/contracts';
+import { DATA_ENDPOINTS, DATA_LIMITS, DEPARTMENTS, NOT_CONFIGURED_PERSON_LOOKUP, NOT_CONFIGURED_ROLE_LOOKUP, SENIORITIES, ServiceError, type DataEndpoint, type DataFamily, type ErrorCode } from '@svc/contracts';
 import type { DataCompletion } from '@svc/billing';
 import * as rq from '@svc/enrich';
 import type { ApiServices } from '../types.ts';
@@ -58,30 +58,6 @@ const bool = { type: 'boolean' } as const;
 const nullable = (t: 'string' | 'integer' | 'number') => ({ type: [t, 'null'] }) as const;
 const common = { found: bool, credits_charged: int, cache_hit: bool, source_provider: nullable('string'), latency_ms: int, error: str } as const;
 
-const companyFields = {
-  domain: str,
-  company_name: nullable('string'),
-  display_name: nullable('string'),
-  description: nullable('string'),
-  website: nullable('string'),
-  employee_count: nullable('integer'),
-  employee_range: { type: ['string', 'null'], enum: [...EMPLOYEE_RANGES, null] },
-  revenue_range: nullable('string'),
-  industry: nullable('string'),
-  sub_industry: nullable('string'),
-  founded_year: nullable('integer'),
-  company_type: { type: ['string', 'null'], enum: [...COMPANY_TYPES, null] },
-  location: { type: 'object', additionalProperties: true, properties: { city: nullable('string'), region: nullable('string'), country: nullable('string'), country_code: nullable('string') } },
-  linkedin_url: nullable('string'),
-  twitter_url: nullable('string'),
-  facebook_url: nullable('string'),
-  phone: { type: ['string', 'null'], description: 'E.164' },
-  technologies: { type: 'array', items: str },
-  technology_count: int,
-  funding: { type: 'object', additionalProperties: true, properties: { total_raised: nullable('number'), last_round: nullable('string'), last_round_date: nullable('string') } },
-  confidence: { type: 'number', minimum: 0, maximum: 1 },
-  ...common,
-} as const;
 
 const open = (properties: Record<string, unknown>, description?: string) => ({ type: 'object', additionalProperties: true, properties, ...(description && { description }) });
 
@@ -91,7 +67,7 @@ const DOCS: Record<DataEndpoint, { summary: string; body: Record<string, unknown
     summary: 'Company data from a domain (1 credit if found; cached 30 days, hits charged the same)',
     body: { domain: str, company_name: str, force_refresh: bool },
     required: ['domain'],
-    response: open(companyFields),
+    response: { $ref: 'CompanyEnrichment#' },
   },
   'company/enrich/bulk': {
     summary: `Company data for up to ${DATA_LIMITS.companiesPerBulk} domains (1 credit per company found)`,
@@ -99,7 +75,7 @@ const DOCS: Record<DataEndpoint, { summary: string; body: Record<string, unknown
     required: ['companies'],
     response: open({
       id: str,
-      results: { type: 'array', items: open(companyFields) },
+      results: { type: 'array', items: { $ref: 'CompanyEnrichment#' } },
       summary: open({ total: int, found: int, not_found: int, errors: int, cache_hits: int, credits_charged: int, total_latency_ms: int }),
     }),
   },
@@ -163,7 +139,7 @@ const DOCS: Record<DataEndpoint, { summary: string; body: Record<string, unknown
     summary: `Find the email addresses of up to ${DATA_LIMITS.contactsPerFind} contacts (1 credit per address found with confidence 70 or more)`,
     body: { contacts: { type: 'array', maxItems: DATA_LIMITS.contactsPerFind, items: open({ first_name: str, last_name: str, domain: str, company: str, linkedin_url: str }) }, validate: bool, max_concurrent: { type: 'integer', minimum: 1, maximum: 10, default: 5 } },
     required: ['contacts'],
-    response: open({ id: str, results: { type: 'array', items: open({}) }, summary: open({}) }),
+    response: open({ id: str, results: { type: 'array', items: { $ref: 'FindResult#' } }, summary: open({ total: int, found: int, not_found: int, errors: int, credits_charged: int, total_latency_ms: int }) }),
   },
 };
 

@@ -207,7 +207,8 @@ let countryByName: Map<string, string> | undefined;
 /**
  * ISO 3166-1 alpha-2 of an English country name ("united states" → US), from the names ICU
  * gives each region code (long and short forms). User-assigned and exceptionally reserved codes
- * (EU, UN, the pseudo-regions...) are left out; Kosovo's XK is kept.
+ * (EU, UN, the pseudo-regions...) are left out, and so are withdrawn codes that ICU reads as
+ * another (DD is Germany's DE); Kosovo's XK is kept.
  */
 export function pdlCountryCode(name: unknown): string | null {
   if (typeof name !== 'string' || name.trim() === '') return null;
@@ -219,7 +220,8 @@ export function pdlCountryCode(name: unknown): string | null {
       for (let a = 65; a <= 90; a++) {
         for (let b = 65; b <= 90; b++) {
           const code = String.fromCharCode(a, b);
-          if (notCountries.test(code)) continue;
+          // Skip the user-assigned and reserved codes, and old codes ICU keeps as aliases (DD → DE).
+          if (notCountries.test(code) || new Intl.Locale(`und-${code}`).region !== code) continue;
           const n = names.of(code);
           if (n && n !== code) {
             const key = fold(n);
