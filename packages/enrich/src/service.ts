@@ -10,7 +10,10 @@ import type { Store } from '@svc/store';
 import type { ChainResult, ProviderChain } from './chain.ts';
 import type { Company, CompanyProvider } from './company/native.ts';
 import type { FinderProvider, FoundEmail } from './finder/native.ts';
-import type { CompanyBulkQuery, CompanyQuery, FindBulkQuery } from './requests.ts';
+import type { CompanyBulkQuery, CompanyQuery, FindBulkQuery, HiresQuery, LinkedInCompanyQuery, MobileQuery, PeopleSearchQuery, PersonLookupQuery, ProfileQuery, RoleLookupQuery } from './requests.ts';
+import type { Hire, LinkedInCompany, LinkedInProvider, MobileProvider, PeopleProvider, PersonProfile, ProfileProvider } from './ports.ts';
+import type { ProviderAnswer } from './chain.ts';
+import { normalisePhone } from './phone.ts';
 import { Semaphore, type CachePort } from '@svc/verifier';
 
 const DAY_MS = 24 * 3600_000;
@@ -30,6 +33,23 @@ export const CACHE_TTL_MS = {
 export interface DataFamilies {
   company: ProviderChain<CompanyProvider>;
   finder?: ProviderChain<FinderProvider>;
+  linkedin?: ProviderChain<LinkedInProvider>;
+  people?: ProviderChain<PeopleProvider>;
+  profile?: ProviderChain<ProfileProvider>;
+  mobile?: ProviderChain<MobileProvider>;
+}
+
+/** What a vendor lookup found (from the providers or the cache), before its response is shaped. */
+type VendorAnswer<V> = { found: true; value: V; provider: string; cache_hit: boolean } | { found: false; error: string; cache_hit: boolean };
+
+/** The fields every vendor-backed answer carries. */
+interface Common {
+  found: boolean;
+  credits_charged: number;
+  cache_hit: boolean;
+  source_provider: string | null;
+  latency_ms: number;
+  error?: string;
 }
 
 export type CompanyResponse = Omit<Company, 'source_provider'> & {
@@ -272,6 +292,242 @@ export class DataService {
     };
   }
 
+  /**
+   * One vendor-backed lookup: the cache (when the endpoint has one and no refresh is asked), else
+   * the family's providers under a hold of `maxCost`, the answer (or the miss) cached, the
+   * response shaped and charged by `respond`.
+   */
+  async #vendor<P extends { name: string }, V, R>(o: {
+    accountId: string;
+    endpoint: string;
+    chain: ProviderChain<P> | undefined;
+    family: DataFamily;
+    maxCost: number;
+    cache?: { key: string; ttlMs: number };
+    force?: boolean;
+    call: (p: P, signal: AbortSignal) => Promise<ProviderAnswer<V>>;
+    respond: (a: VendorAnswer<V>, latency_ms: number) => { response: R; credits: number };
+    completion?: DataCompletion<R> | undefined;
+  }): Promise<R> {
+    const chain = o.chain;
+    if (!chain?.configured) throw new ServiceError('feature_not_configured', NOT_CONFIGURED[o.family]);
+    const started = this.#now();
+    const latency = () => Math.max(0, Math.round(this.#now() - started));
+    if (o.cache && !o.force) {
+      const hit = await this.#cached(o.endpoint, o.cache.key, o.cache.ttlMs);
+      if (hit) {
+        const a: VendorAnswer<V> = hit.found ? { found: true, value: hit.value as V, provider: hit.source_provider ?? '', cache_hit: true } : { found: false, error: (hit.value as { error?: string })?.error ?? 'not found', cache_hit: true };
+        const { response, credits } = o.respond(a, latency());
+        return chargeKnownData(this.store, o.accountId, o.endpoint, credits, response, o.completion);
+      }
+    }
+    return chargeData(
+      this.store,
+      o.accountId,
+      o.endpoint,
+      o.maxCost,
+      async () => {
+        const r = await chain.run(o.call);
+        if ('failed' in r) throw new ServiceError('provider_unavailable', undefined, {}, {}, new Error(r.errors.join('; ')));
+        const a: VendorAnswer<V> = r.found ? { found: true, value: r.value, provider: r.provider, cache_hit: false } : { found: false, error: r.error ?? 'not found', cache_hit: false };
+        if (o.cache) await this.#store(o.endpoint, o.cache.key, o.cache.ttlMs, a.found ? { found: true, value: a.value, source_provider: a.provider } : { found: false, value: { error: a.error } });
+        return o.respond(a, latency());
+      },
+      o.completion,
+    );
+  }
+
+  #common(a: VendorAnswer<unknown>, credits: number, latency_ms: number): Common {
+    return a.found
+      ? { found: true, credits_charged: credits, cache_hit: a.cache_hit, source_provider: a.provider, latency_ms }
+      : { found: false, credits_charged: 0, cache_hit: a.cache_hit, source_provider: null, latency_ms, error: a.error };
+  }
+
+  /** POST /v1/linkedin/company: 1 credit fresh, 0 from the 7-day cache. */
+  linkedinCompany(accountId: string, q: LinkedInCompanyQuery, completion?: DataCompletion<LinkedInCompanyResponse>): Promise<LinkedInCompanyResponse> {
+    return this.#vendor({
+      accountId,
+      endpoint: 'linkedin/company',
+      chain: this.families.linkedin,
+      family: 'linkedin',
+      maxCost: 1,
+      cache: { key: q.linkedin_url ?? q.domain!, ttlMs: CACHE_TTL_MS.linkedinCompany },
+      call: (p, signal) => p.company(q, signal),
+      respond: (a, latency) => {
+        const credits = a.found && !a.cache_hit ? 1 : 0;
+        const body = a.found ? a.value : EMPTY_LINKEDIN_COMPANY;
+        return { response: { ...body, ...this.#common(a, credits, latency) }, credits };
+      },
+      completion,
+    });
+  }
+
+  /** POST /v1/linkedin/hires: 2 credits fresh, 0 from the 24-hour cache. */
+  hires(accountId: string, q: HiresQuery, completion?: DataCompletion<HiresResponse>): Promise<HiresResponse> {
+    return this.#vendor({
+      accountId,
+      endpoint: 'linkedin/hires',
+      chain: this.families.linkedin,
+      family: 'linkedin',
+      maxCost: 2,
+      cache: { key: `${q.linkedin_url ?? q.domain}|${q.days_back}|${q.limit}`, ttlMs: CACHE_TTL_MS.hires },
+      call: (p, signal) => p.hires(q, signal),
+      respond: (a, latency) => {
+        const credits = a.found && !a.cache_hit ? 2 : 0;
+        const found = a.found ? a.value : { domain: q.domain ?? null, company_name: null, hires: [] as Hire[], total: 0 };
+        const breakdown: Record<string, number> = {};
+        for (const h of found.hires) if (h.department) breakdown[h.department] = (breakdown[h.department] ?? 0) + 1;
+        const top = Object.entries(breakdown)
+          .sort((x, y) => y[1] - x[1] || x[0].localeCompare(y[0]))
+          .slice(0, 3)
+          .map(([d]) => d);
+        const response: HiresResponse = {
+          domain: found.domain ?? q.domain ?? null,
+          company_name: found.company_name,
+          recent_hires: found.hires,
+          total: found.total,
+          days_back: q.days_back,
+          // Hires per month over the window (30-day months), from the vendor's count.
+          hiring_velocity: Math.round((found.total / (q.days_back / 30)) * 100) / 100,
+          top_departments: top,
+          department_breakdown: breakdown,
+          ...this.#common(a, credits, latency),
+        };
+        return { response, credits };
+      },
+      completion,
+    });
+  }
+
+  /** POST /v1/people/search: 2 credits per profile returned. */
+  peopleSearch(accountId: string, q: PeopleSearchQuery, completion?: DataCompletion<PeopleSearchResponse>): Promise<PeopleSearchResponse> {
+    return this.#vendor({
+      accountId,
+      endpoint: 'people/search',
+      chain: this.families.people,
+      family: 'people',
+      maxCost: 2 * q.limit,
+      call: (p, signal) => p.search(q, signal),
+      respond: (a, latency_ms) => {
+        const people = a.found ? a.value.people.slice(0, q.limit) : [];
+        const credits = 2 * people.length;
+        return { response: { people, total: a.found ? a.value.total : 0, limit: q.limit, offset: q.offset, source_provider: a.found ? a.provider : null, credits_charged: credits, latency_ms }, credits };
+      },
+      completion,
+    });
+  }
+
+  /** POST /v1/people/lookup: 2 credits for the LinkedIn URL, 3 with the profile; cached 7 days, hits charged the same. */
+  personLookup(accountId: string, q: PersonLookupQuery, completion?: DataCompletion<PersonLookupResponse>): Promise<PersonLookupResponse> {
+    const cost = q.enrich_profile ? 3 : 2;
+    const key = [q.first_name, q.last_name ?? '', q.company_domain, q.title ?? '', q.location ?? ''].map((x) => x.toLowerCase()).join('|');
+    return this.#vendor({
+      accountId,
+      endpoint: 'people/lookup',
+      chain: this.families.people,
+      family: 'people',
+      maxCost: cost,
+      cache: { key, ttlMs: CACHE_TTL_MS.person },
+      call: (p, signal) => p.lookup(q, signal),
+      respond: (a, latency) => {
+        const credits = a.found ? cost : 0;
+        const v = a.found ? a.value : undefined;
+        const response: PersonLookupResponse = {
+          linkedin_url: v?.linkedin_url ?? '',
+          ...(q.enrich_profile && v ? { profile: v.profile } : {}),
+          similarity_scores: v?.similarity_scores ?? { name: 0, company: 0, title: 0, location: 0 },
+          confidence: v?.confidence ?? 0,
+          ...this.#common(a, credits, latency),
+        };
+        return { response, credits };
+      },
+      completion,
+    });
+  }
+
+  /** POST /v1/people/role: 3 credits, 4 with the profile. */
+  roleLookup(accountId: string, q: RoleLookupQuery, completion?: DataCompletion<RoleLookupResponse>): Promise<RoleLookupResponse> {
+    const cost = q.enrich_profile ? 4 : 3;
+    return this.#vendor({
+      accountId,
+      endpoint: 'people/role',
+      chain: this.families.people,
+      family: 'people',
+      maxCost: cost,
+      call: (p, signal) => p.role(q, signal),
+      respond: (a, latency) => {
+        const credits = a.found ? cost : 0;
+        const v = a.found ? a.value : undefined;
+        return { response: { linkedin_url: v?.linkedin_url ?? '', ...(q.enrich_profile && v ? { profile: v.profile } : {}), confidence: v?.confidence ?? 0, ...this.#common(a, credits, latency) }, credits };
+      },
+      completion,
+    });
+  }
+
+  /** POST /v1/profile/enrich: 3 credits when found; cached 7 days, hits charged the same. */
+  profileEnrich(accountId: string, q: ProfileQuery, completion?: DataCompletion<ProfileResponse>): Promise<ProfileResponse> {
+    return this.#vendor({
+      accountId,
+      endpoint: 'profile/enrich',
+      chain: this.families.profile,
+      family: 'profile',
+      maxCost: 3,
+      cache: { key: (q.email ?? q.linkedin_url!).toLowerCase(), ttlMs: CACHE_TTL_MS.profile },
+      call: (p, signal) => p.profile(q, signal),
+      respond: (a, latency) => {
+        const credits = a.found ? 3 : 0;
+        return { response: { profile: a.found ? a.value.profile : null, confidence: a.found ? a.value.confidence : 0, ...this.#common(a, credits, latency) }, credits };
+      },
+      completion,
+    });
+  }
+
+  /** POST /v1/prospect/email-to-person: 1 credit when found. */
+  emailToPerson(accountId: string, email: string, completion?: DataCompletion<EmailToPersonResponse>): Promise<EmailToPersonResponse> {
+    return this.#vendor({
+      accountId,
+      endpoint: 'prospect/email-to-person',
+      chain: this.families.profile,
+      family: 'profile',
+      maxCost: 1,
+      call: (p, signal) => p.profile({ email }, signal),
+      respond: (a) => {
+        if (!a.found) return { response: { person: null, found: false, credits_charged: 0 }, credits: 0 };
+        const pr = a.value.profile;
+        const person = { linkedin_url: pr.linkedin_url, first_name: pr.first_name, last_name: pr.last_name, full_name: pr.full_name, title: pr.title, headline: pr.headline, location: pr.location, company_name: pr.company, email: pr.email ?? email, phone: pr.mobile };
+        return { response: { person, found: true, credits_charged: 1 }, credits: 1 };
+      },
+      completion,
+    });
+  }
+
+  /** POST /v1/mobile/find: 2 credits when a valid number is found; cached 7 days, hits charged the same. */
+  mobileFind(accountId: string, q: MobileQuery, completion?: DataCompletion<MobileResponse>): Promise<MobileResponse> {
+    const key = [q.email ?? '', q.linkedin_url ?? '', q.first_name ?? '', q.last_name ?? '', q.domain ?? '', q.company ?? ''].map((x) => x.toLowerCase()).join('|');
+    return this.#vendor({
+      accountId,
+      endpoint: 'mobile/find',
+      chain: this.families.mobile,
+      family: 'mobile',
+      maxCost: 2,
+      cache: { key, ttlMs: CACHE_TTL_MS.mobile },
+      call: (p, signal) => p.mobile(q, signal),
+      respond: (a, latency) => {
+        const echo = q.email ? { email: q.email } : {};
+        const info = a.found ? normalisePhone(a.value.number) : undefined;
+        if (!a.found || !info || !info.valid) {
+          const miss: VendorAnswer<unknown> = a.found ? { found: false, error: 'the number found is not a valid phone number', cache_hit: a.cache_hit } : a;
+          return { response: { mobile: null, mobile_raw: a.found ? a.value.number : null, country_code: info?.country_code ?? null, carrier: null, line_type: info?.line_type ?? null, valid: false, confidence: 0, ...echo, ...this.#common(miss, 0, latency) }, credits: 0 };
+        }
+        return {
+          response: { mobile: info.e164, mobile_raw: a.value.number, country_code: info.country_code ?? null, carrier: a.value.carrier, line_type: info.line_type ?? null, valid: true, confidence: a.value.confidence, ...echo, ...this.#common(a, 2, latency) },
+          credits: 2,
+        };
+      },
+      completion,
+    });
+  }
+
   /** POST /v1/company/enrich-linkedin: the company of a LinkedIn URL a find has seen on a domain; 1 credit if found. */
   async companyByLinkedIn(accountId: string, linkedinUrl: string, completion?: DataCompletion<CompanyByLinkedInResponse>): Promise<CompanyByLinkedInResponse> {
     return chargeData(this.store, accountId, 'company/enrich-linkedin', 1, async () => {
@@ -340,3 +596,54 @@ export interface FindBulkResponse {
   results: FindRow[];
   summary: { total: number; found: number; not_found: number; errors: number; credits_charged: number; total_latency_ms: number };
 }
+
+const EMPTY_LINKEDIN_COMPANY: LinkedInCompany = {
+  name: null,
+  linkedin_url: null,
+  website: null,
+  industry: null,
+  company_type: null,
+  founded_year: null,
+  description: null,
+  tagline: null,
+  specialties: [],
+  employee_count: null,
+  employee_count_range: null,
+  follower_count: null,
+  employee_growth_6m: null,
+  employee_growth_1y: null,
+  employee_growth_2y: null,
+  headquarters: null,
+  locations: [],
+  funding: { total_funding: null, last_round: null, last_round_date: null, last_round_amount: null, investors: [] },
+};
+
+export type LinkedInCompanyResponse = LinkedInCompany & Common;
+export type HiresResponse = {
+  domain: string | null;
+  company_name: string | null;
+  recent_hires: Hire[];
+  total: number;
+  days_back: number;
+  hiring_velocity: number;
+  top_departments: string[];
+  department_breakdown: Record<string, number>;
+} & Common;
+export interface PeopleSearchResponse {
+  people: PersonProfile[];
+  total: number;
+  limit: number;
+  offset: number;
+  source_provider: string | null;
+  credits_charged: number;
+  latency_ms: number;
+}
+export type PersonLookupResponse = { linkedin_url: string; profile?: PersonProfile; similarity_scores: { name: number; company: number; title: number; location: number }; confidence: number } & Common;
+export type RoleLookupResponse = { linkedin_url: string; profile?: PersonProfile; confidence: number } & Common;
+export type ProfileResponse = { profile: PersonProfile | null; confidence: number } & Common;
+export interface EmailToPersonResponse {
+  person: Record<string, string | null> | null;
+  found: boolean;
+  credits_charged: number;
+}
+export type MobileResponse = { mobile: string | null; mobile_raw: string | null; country_code: string | null; carrier: string | null; line_type: string | null; valid: boolean; confidence: number; email?: string } & Common;

@@ -189,24 +189,27 @@ function text<T extends string | undefined>(env: string, dflt: (c: SoFar) => T, 
  * provider this build has for the family; `none` turns the family off (it answers 503
  * feature_not_configured), as does an empty default.
  */
-function providers(env: string, available: readonly string[], dflt: readonly string[], doc: string): Field<string[]> {
+function providers(env: string, available: readonly string[], dflt: readonly string[] | { vendor: true }, doc: string): Field<string[]> {
   const allowed = [...available, 'none'];
+  // A vendor family's default: the vendor when its key is configured, else off.
+  const defaultOf = (soFar: SoFar): string[] => (Array.isArray(dflt) ? [...dflt] : soFar.pdlApiKey ? ['pdl'] : []);
   return {
     env,
     type: 'list',
-    default: dflt.length > 0 ? lit(dflt.join(',')) : 'none: the family is off (503)',
+    default: Array.isArray(dflt) ? (dflt.length > 0 ? lit(dflt.join(',')) : 'none: the family is off (503)') : '`pdl` with `SVC_PDL_API_KEY`, else none: the family is off (503)',
     range: allowed.map((a) => `\`${a}\``).join(', '),
     doc,
-    parse(raw) {
-      if (raw === undefined) return [...dflt];
+    parse(raw, soFar) {
+      if (raw === undefined) return defaultOf(soFar);
       const names = raw.split(',').map((x) => x.trim().toLowerCase()).filter(Boolean);
-      if (names.length === 0) return [...dflt];
+      if (names.length === 0) return defaultOf(soFar);
       if (names.includes('none')) {
         if (names.length > 1) throw new ConfigError(env, `takes \`none\` alone, got ${shown(raw)}`);
         return [];
       }
       for (const n of names) if (!available.includes(n)) throw new ConfigError(env, `names ${shown(n)}, which is not a provider of this family (${allowed.join(', ')})`);
       if (new Set(names).size !== names.length) throw new ConfigError(env, `names a provider twice: ${shown(raw)}`);
+      if (names.includes('pdl') && !soFar.pdlApiKey) throw new ConfigError(env, 'names pdl, which needs SVC_PDL_API_KEY');
       return names;
     },
   };
@@ -299,11 +302,13 @@ export const CONFIG_TABLE = {
   // Capped well below the 10-minute stale-reservation sweep and idempotency takeover.
   validationTimeoutMs: int('SVC_VALIDATION_TIMEOUT_MS', V.deadlineMs ?? 30_000, 100, 120_000, 'the most one address may take end to end (then `unknown`)', ' ms'),
   claimLeaseMs: int('SVC_CLAIM_LEASE_MS', 15_000, 1_000, 600_000, 'how long a claim outlives the process holding it (an `Idempotency-Key` in progress, a CSV intake, a job\'s work being published): renewed every third of it while held; after it, another process takes over (a retry, a worker)', ' ms'),
-  companyProviders: providers('SVC_COMPANY_PROVIDERS', ['native'], ['native'], 'providers of company data (`/v1/company/*`), tried in order: `native` reads the domain\'s website and DNS'),
-  linkedinProviders: providers('SVC_LINKEDIN_PROVIDERS', [], [], 'providers of LinkedIn company data and hires (`/v1/linkedin/*`); this build has none (the family answers 503 `LinkedIn company data not configured`)'),
-  peopleProviders: providers('SVC_PEOPLE_PROVIDERS', [], [], 'providers of people search, person and role lookup (`/v1/people/*`); this build has none'),
-  profileProviders: providers('SVC_PROFILE_PROVIDERS', [], [], 'providers of profiles (`/v1/profile/enrich`, `/v1/prospect/email-to-person`); this build has none'),
-  mobileProviders: providers('SVC_MOBILE_PROVIDERS', [], [], 'providers of mobile numbers (`/v1/mobile/find`); this build has none'),
+  pdlApiKey: text('SVC_PDL_API_KEY', () => undefined, '—', 'the People Data Labs API key (data endpoints; sent in the `X-Api-Key` header, never logged); with it the vendor families default to `pdl`', (v) => (/^[\x21-\x7e]{8,256}$/.test(v) ? undefined : 'must be 8-256 printable characters without spaces'), '8-256 printable characters'),
+  pdlBaseUrl: url('SVC_PDL_BASE_URL', ['http', 'https'], 'another origin for People Data Labs\' API (a local stand-in for tests); default https://api.peopledatalabs.com'),
+  companyProviders: providers('SVC_COMPANY_PROVIDERS', ['native', 'pdl'], ['native'], 'providers of company data (`/v1/company/*`), tried in order: `native` reads the domain\'s website and DNS, `pdl` asks People Data Labs'),
+  linkedinProviders: providers('SVC_LINKEDIN_PROVIDERS', ['pdl'], { vendor: true }, 'providers of LinkedIn company data and hires (`/v1/linkedin/*`)'),
+  peopleProviders: providers('SVC_PEOPLE_PROVIDERS', ['pdl'], { vendor: true }, 'providers of people search, person and role lookup (`/v1/people/*`)'),
+  profileProviders: providers('SVC_PROFILE_PROVIDERS', ['pdl'], { vendor: true }, 'providers of profiles (`/v1/profile/enrich`, `/v1/prospect/email-to-person`)'),
+  mobileProviders: providers('SVC_MOBILE_PROVIDERS', ['pdl'], { vendor: true }, 'providers of mobile numbers (`/v1/mobile/find`)'),
   finderProviders: providers('SVC_FINDER_PROVIDERS', ['native'], ['native'], 'providers of the email finder (`/v1/find/bulk`), tried in order: `native` makes candidates from the name and proves them on the domain\'s mail server with the probe engine'),
   finderMaxCandidates: int('SVC_FINDER_MAX_CANDIDATES', 8, 1, 16, 'email finder: candidate addresses probed per contact (the domain\'s known patterns first)'),
   webFetchTimeoutMs: int('SVC_WEB_FETCH_TIMEOUT_MS', 5_000, 100, 60_000, 'company data: the most one website fetch may take, redirects included', ' ms'),

@@ -11,7 +11,7 @@ import { CatchallRecovery, createCsvPool, CsvJobs, enqueueJobWebhook, JobsServic
 import { Engine, ENGINE_DEFAULTS, type MxThrottle } from '@svc/engine';
 import { Verifier, verifierConfig, type CachePort } from '@svc/verifier';
 import { HostedMcp } from '@svc/mcp';
-import { DataService, NativeCompanyProvider, NativeFinder, ProviderChain, webDns } from '@svc/enrich';
+import { DataService, NativeCompanyProvider, NativeFinder, PdlProvider, ProviderChain, webDns } from '@svc/enrich';
 import { createNetSmtpConnector, nodeDns, tcpReachable } from '@svc/verifier/adapters';
 import { isConnectionFailure, LocalProcessor, StripeProcessor, SubscriptionService } from '@svc/billing';
 import { ConfigError, redactUrl, type Config } from './config.ts';
@@ -300,7 +300,15 @@ export async function createServices(config: Config, opts: { store?: Store } = {
 /** The data endpoints' families from the configuration (docs/api.md, "Data endpoints"). */
 export function dataService(config: Config, store: Store, verifier: Verifier, cache?: CachePort): DataService {
   const dns = webDns(config.dnsServers, config.dnsTimeoutMs);
+  // One People Data Labs client for every family that names it (loadConfig refuses pdl without a key).
+  const pdl = config.pdlApiKey ? new PdlProvider({ apiKey: config.pdlApiKey, ...(config.pdlBaseUrl ? { baseUrl: config.pdlBaseUrl } : {}) }) : undefined;
+  const vendor = <P>(names: string[], variable: string, view: (p: PdlProvider) => P): P[] =>
+    names.map((name) => {
+      if (name === 'pdl' && pdl) return view(pdl);
+      throw new ConfigError(variable, `names ${name}, which this build does not have`);
+    });
   const company = config.companyProviders.map((name) => {
+    if (name === 'pdl' && pdl) return pdl;
     if (name === 'native') {
       return new NativeCompanyProvider({
         dns,
@@ -327,6 +335,11 @@ export function dataService(config: Config, store: Store, verifier: Verifier, ca
     company: new ProviderChain(company, { timeoutMs: config.webFetchTimeoutMs + 1_000, attempts: 1 }),
     // A find is one validation of its candidates (each bounded by SVC_VALIDATION_TIMEOUT_MS); a mail server is not asked twice at once.
     finder: new ProviderChain(finder, { timeoutMs: config.validationTimeoutMs + 5_000, attempts: 1 }),
+    // The vendor's: its calls retried on 429 and 5xx (three attempts), 10 s each, a circuit per family.
+    linkedin: new ProviderChain(vendor(config.linkedinProviders, 'SVC_LINKEDIN_PROVIDERS', (p) => p.linkedin)),
+    people: new ProviderChain(vendor(config.peopleProviders, 'SVC_PEOPLE_PROVIDERS', (p) => p)),
+    profile: new ProviderChain(vendor(config.profileProviders, 'SVC_PROFILE_PROVIDERS', (p) => p)),
+    mobile: new ProviderChain(vendor(config.mobileProviders, 'SVC_MOBILE_PROVIDERS', (p) => p)),
     },
     cache ? { cache } : {},
   );

@@ -10,7 +10,7 @@
 
 import { randomBytes } from 'node:crypto';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
-import { DATA_ENDPOINTS, DATA_LIMITS, DEPARTMENTS, NOT_CONFIGURED_PERSON_LOOKUP, NOT_CONFIGURED_ROLE_LOOKUP, SENIORITIES, ServiceError, type DataEndpoint, type DataFamily, type ErrorCode } from '@svc/contracts';
+import { DATA_ENDPOINTS, DATA_LIMITS, DEPARTMENTS, EMPLOYEE_RANGES, LINE_TYPES, NOT_CONFIGURED_PERSON_LOOKUP, NOT_CONFIGURED_ROLE_LOOKUP, SENIORITIES, ServiceError, type DataEndpoint, type DataFamily, type ErrorCode } from '@svc/contracts';
 import type { DataCompletion } from '@svc/billing';
 import * as rq from '@svc/enrich';
 import type { ApiServices } from '../types.ts';
@@ -56,6 +56,9 @@ const int = { type: 'integer' } as const;
 const num = { type: 'number' } as const;
 const bool = { type: 'boolean' } as const;
 const nullable = (t: 'string' | 'integer' | 'number') => ({ type: [t, 'null'] }) as const;
+const nstr = nullable('string');
+const nint = nullable('integer');
+const nnum = nullable('number');
 const common = { found: bool, credits_charged: int, cache_hit: bool, source_provider: nullable('string'), latency_ms: int, error: str } as const;
 
 
@@ -94,18 +97,38 @@ const DOCS: Record<DataEndpoint, { summary: string; body: Record<string, unknown
   'linkedin/company': {
     summary: 'LinkedIn company data (1 credit fresh, 0 from the 7-day cache)',
     body: { domain: str, linkedin_url: str },
-    response: open({ name: str, linkedin_url: str, website: str, industry: str, company_type: str, founded_year: int, description: str, tagline: str, specialties: { type: 'array', items: str }, employee_count: int, employee_count_range: str, follower_count: int, employee_growth_6m: num, employee_growth_1y: num, employee_growth_2y: num, headquarters: str, ...common }),
+    response: open({
+      name: nstr,
+      linkedin_url: nstr,
+      website: nstr,
+      industry: nstr,
+      company_type: nstr,
+      founded_year: nint,
+      description: nstr,
+      tagline: nstr,
+      specialties: { type: 'array', items: str },
+      employee_count: nint,
+      employee_count_range: { type: ['string', 'null'], enum: [...EMPLOYEE_RANGES, null] },
+      follower_count: nint,
+      employee_growth_6m: { ...nnum, description: 'percent (8 = 8%)' },
+      employee_growth_1y: nnum,
+      employee_growth_2y: nnum,
+      headquarters: nstr,
+      locations: { type: 'array', items: open({ city: nstr, region: nstr, country: nstr, is_hq: bool, address: nstr }) },
+      funding: open({ total_funding: nnum, last_round: nstr, last_round_date: nstr, last_round_amount: nnum, investors: { type: 'array', items: str } }),
+      ...common,
+    }),
   },
   'linkedin/hires': {
     summary: 'Recent hires of a company (2 credits fresh, 0 from the 24-hour cache)',
     body: { domain: str, linkedin_url: str, days_back: { type: 'integer', minimum: 1, maximum: 180, default: 90 }, limit: { type: 'integer', minimum: 1, maximum: 100, default: 20 } },
-    response: open({ domain: str, company_name: str, recent_hires: { type: 'array', items: open({}) }, total: int, days_back: int, hiring_velocity: num, top_departments: { type: 'array', items: str }, department_breakdown: open({}), ...common }),
+    response: open({ domain: nstr, company_name: nstr, recent_hires: { type: 'array', items: open({}) }, total: int, days_back: int, hiring_velocity: { type: 'number', description: 'hires per month' }, top_departments: { type: 'array', items: { type: 'string', enum: DEPARTMENTS } }, department_breakdown: open({}), ...common }),
   },
   'people/search': {
     summary: 'People at a company (2 credits per profile returned)',
     body: { domain: str, title_keywords: { type: 'array', items: str }, department: { type: 'string', enum: DEPARTMENTS }, seniority: { type: 'array', items: { type: 'string', enum: SENIORITIES } }, limit: { type: 'integer', minimum: 1, maximum: 50, default: 10 }, offset: { type: 'integer', minimum: 0, default: 0 } },
     required: ['domain'],
-    response: open({ people: { type: 'array', items: open({}) }, total: int, limit: int, offset: int, source_provider: str, credits_charged: int, latency_ms: int }),
+    response: open({ people: { type: 'array', items: open({}) }, total: int, limit: int, offset: int, source_provider: nstr, credits_charged: int, latency_ms: int }),
   },
   'people/lookup': {
     summary: "A person's LinkedIn profile from a name and a company (2 credits; 3 with enrich_profile)",
@@ -127,7 +150,7 @@ const DOCS: Record<DataEndpoint, { summary: string; body: Record<string, unknown
   'mobile/find': {
     summary: "A person's mobile number (2 credits if found)",
     body: { email: str, linkedin_url: str, first_name: str, last_name: str, company: str, domain: str },
-    response: open({ mobile: str, mobile_raw: str, country_code: str, carrier: str, line_type: { type: 'string', enum: ['mobile', 'landline', 'voip'] }, valid: bool, confidence: int, ...common }),
+    response: open({ mobile: { ...nstr, description: 'E.164' }, mobile_raw: nstr, country_code: nstr, carrier: nstr, line_type: { type: ['string', 'null'], enum: [...LINE_TYPES, null] }, valid: bool, confidence: int, email: str, ...common }),
   },
   'prospect/email-to-person': {
     summary: 'The person behind an email address (1 credit if found)',
@@ -191,16 +214,15 @@ export const dataRoutes: FastifyPluginAsync<{ services: ApiServices & { data: rq
   route('company/enrich/bulk', (req, account, c, record) => data.companyBulk(account, rq.parseCompanyBulk(req.body), `enr_${randomBytes(12).toString('hex')}`, c(record)));
   route('company/enrich-linkedin', (req, account, c, record) => data.companyByLinkedIn(account, rq.parseCompanyByLinkedIn(req.body).linkedin_url, c(record)));
   route('company/domain-to-linkedin', (req, account, c, record) => data.domainToLinkedIn(account, rq.parseDomainToLinkedIn(req.body).domain, c(record)));
-  // The families below have no native provider: with none configured they answer 503 before
-  // reading the body; a vendor adapter (People Data Labs) serves them when configured.
-  route('linkedin/company', async (req) => unreachable(rq.parseLinkedInCompany(req.body)));
-  route('linkedin/hires', async (req) => unreachable(rq.parseHires(req.body)));
-  route('people/search', async (req) => unreachable(rq.parsePeopleSearch(req.body)));
-  route('people/lookup', async (req) => unreachable(rq.parsePersonLookup(req.body)));
-  route('people/role', async (req) => unreachable(rq.parseRoleLookup(req.body)));
-  route('profile/enrich', async (req) => unreachable(rq.parseProfileEnrich(req.body)));
-  route('mobile/find', async (req) => unreachable(rq.parseMobileFind(req.body)));
-  route('prospect/email-to-person', async (req) => unreachable(rq.parseEmailToPerson(req.body)));
+  // The vendor families (People Data Labs): with no provider configured they answer 503 before reading the body.
+  route('linkedin/company', (req, account, c, record) => data.linkedinCompany(account, rq.parseLinkedInCompany(req.body), c(record)));
+  route('linkedin/hires', (req, account, c, record) => data.hires(account, rq.parseHires(req.body), c(record)));
+  route('people/search', (req, account, c, record) => data.peopleSearch(account, rq.parsePeopleSearch(req.body), c(record)));
+  route('people/lookup', (req, account, c, record) => data.personLookup(account, rq.parsePersonLookup(req.body), c(record)));
+  route('people/role', (req, account, c, record) => data.roleLookup(account, rq.parseRoleLookup(req.body), c(record)));
+  route('profile/enrich', (req, account, c, record) => data.profileEnrich(account, rq.parseProfileEnrich(req.body), c(record)));
+  route('mobile/find', (req, account, c, record) => data.mobileFind(account, rq.parseMobileFind(req.body), c(record)));
+  route('prospect/email-to-person', (req, account, c, record) => data.emailToPerson(account, rq.parseEmailToPerson(req.body).email, c(record)));
   route('find/bulk', (req, account, c, record) => data.findBulk(account, rq.parseFindBulk(req.body), `find_${randomBytes(12).toString('hex')}`, c(record)));
 };
 
@@ -211,9 +233,4 @@ function requireConfigured(data: rq.DataService, family: DataFamily, message?: s
     if (message && err instanceof ServiceError && err.code === 'feature_not_configured') throw new ServiceError('feature_not_configured', message);
     throw err;
   }
-}
-
-/** A family that has no provider implementation cannot be configured (start-up refuses it), so its work is never reached. */
-function unreachable(_parsed: unknown): never {
-  throw new ServiceError('internal_error', 'no provider serves this endpoint');
 }
