@@ -237,7 +237,7 @@ t.test('the README flow: `npm run sim`, then `npm start` with the variables it p
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-readme-'));
   t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
   const base = 20_000 + Math.floor(Math.random() * 20_000);
-  const simProc = spawn('npm', ['run', '--silent', 'sim'], { cwd: ROOT, env: { ...process.env, SIM_DNS_PORT: String(base), SIM_SMTP_PORT: String(base + 1), SIM_WEB_HTTP_PORT: String(base + 3), SIM_WEB_HTTPS_PORT: String(base + 4) }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  const simProc = spawn('npm', ['run', '--silent', 'sim'], { cwd: ROOT, env: { ...process.env, SIM_DNS_PORT: String(base), SIM_SMTP_PORT: String(base + 1), SIM_WEB_HTTP_PORT: String(base + 3), SIM_WEB_HTTPS_PORT: String(base + 4), SIM_PDL_PORT: String(base + 5) }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   t.teardown(() => {
     try {
       process.kill(-simProc.pid!, 'SIGTERM');
@@ -251,7 +251,7 @@ t.test('the README flow: `npm run sim`, then `npm start` with the variables it p
   const deadline = Date.now() + 30_000;
   while (!/SVC_READY_DOMAIN=/.test(simOut) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
   const vars = Object.fromEntries([...simOut.matchAll(/^(SVC_[A-Z_]+)=(\S+)$/gm)].map((m) => [m[1]!, m[2]!]));
-  t.same(Object.keys(vars).sort(), ['SVC_DNS_SERVERS', 'SVC_OUTBOUND_ALLOW_NETWORKS', 'SVC_READY_DOMAIN', 'SVC_SMTP_PORT', 'SVC_WEB_HTTPS_PORT', 'SVC_WEB_HTTP_PORT'], simOut);
+  t.same(Object.keys(vars).sort(), ['SVC_DNS_SERVERS', 'SVC_OUTBOUND_ALLOW_NETWORKS', 'SVC_PDL_API_KEY', 'SVC_PDL_BASE_URL', 'SVC_READY_DOMAIN', 'SVC_SMTP_PORT', 'SVC_WEB_HTTPS_PORT', 'SVC_WEB_HTTP_PORT'], simOut);
 
   const svc = spawn('npm', ['start'], { cwd: ROOT, env: { ...process.env, ...vars, PORT: String(base + 2), HOST: '127.0.0.1', SVC_DATA_DIR: dataDir, SVC_BOOTSTRAP_API_KEY: 'svc_test_readmeFlowKey000000000001' }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   let svcOut = '';

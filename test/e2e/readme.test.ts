@@ -12,6 +12,7 @@ import { promisify } from 'node:util';
 import t from 'tap';
 import { runAdmin } from '@svc/admin';
 import { CLUSTER_PROFILE, startStack } from '../helpers/stack.ts';
+import { PDL_STANDIN_KEY, startPdlStandin } from '../helpers/pdl-standin.ts';
 
 const run = promisify(execFile);
 const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -123,8 +124,11 @@ t.test('the README\'s test commands are the ones CI runs, in its order', async (
 for (const doc of docs) t.test(`every curl example of ${doc.file} answers what it shows`, async (t) => {
   // The service as the document starts it: its bootstrap key and the default 100 credits.
   // Signed URLs name the public URL a reader has (the service listens elsewhere here).
-  // The sim's websites are on loopback: outbound HTTP may reach it, as the documents' set-up says.
-  const stack = await startStack({ env: { SVC_BOOTSTRAP_API_KEY: doc.key!, SVC_BOOTSTRAP_CREDITS: '100', SVC_PUBLIC_URL: 'http://localhost:8080', SVC_OUTBOUND_ALLOW_NETWORKS: '127.0.0.0/8' } });
+  // As the documents' set-up has it: the sim's websites on loopback (outbound HTTP may reach it),
+  // and its People Data Labs stand-in.
+  const pdl = await startPdlStandin();
+  t.teardown(() => pdl.close());
+  const stack = await startStack({ env: { SVC_BOOTSTRAP_API_KEY: doc.key!, SVC_BOOTSTRAP_CREDITS: '100', SVC_PUBLIC_URL: 'http://localhost:8080', SVC_OUTBOUND_ALLOW_NETWORKS: '127.0.0.0/8', SVC_PDL_API_KEY: PDL_STANDIN_KEY, SVC_PDL_BASE_URL: pdl.url } });
   t.teardown(() => stack.close());
   const origin = stack.url.replace(/^http:\/\//, '');
   const vars: Record<string, string> = { KEY: doc.key! };

@@ -468,7 +468,7 @@ function companyEnrich(q: Record<string, string>): Reply {
 }
 
 /** Starts the stand-in on 127.0.0.1 (a free port). `now` dates the people's job starts (default: the real now). */
-export async function startPdlStandin(opts: { key?: string; now?: Date } = {}): Promise<PdlStandin> {
+export async function startPdlStandin(opts: { key?: string; now?: Date; /** 0 (default): any free port. */ port?: number } = {}): Promise<PdlStandin> {
   const key = opts.key ?? PDL_STANDIN_KEY;
   const now = opts.now ?? new Date();
   const requests: PdlStandinRequest[] = [];
@@ -523,7 +523,13 @@ export async function startPdlStandin(opts: { key?: string; now?: Date } = {}): 
       return send(error(404, 'not_found', `No endpoint ${req.method} ${url.pathname}`));
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port ?? 0, '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://127.0.0.1:${port}`,

@@ -4,7 +4,9 @@
 //
 // Environment (all optional): SIM_DNS_PORT (5354), SIM_SMTP_PORT (2525), SIM_GREYLIST_MS (300),
 // SIM_TARPIT_MS (30000), SIM_SLOW_BANNER_MS (400), SIM_REPLY_LATENCY_MS (0), SIM_ERROR_SLEEP_MS (1000),
-// SIM_IN_FLOW_DELAY_MS (1000), SIM_WEB_HTTP_PORT (8780), SIM_WEB_HTTPS_PORT (8743).
+// SIM_IN_FLOW_DELAY_MS (1000), SIM_WEB_HTTP_PORT (8780), SIM_WEB_HTTPS_PORT (8743), SIM_PDL_PORT (8790:
+// a stand-in for People Data Labs' API, test/helpers/pdl-standin.ts, so the vendor-backed data
+// endpoints work offline too).
 //
 // The websites' CA certificate (made anew at every start) is written to a temporary file, whose
 // path is printed; the file is removed when the sim stops.
@@ -12,6 +14,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { PDL_STANDIN_KEY, startPdlStandin, type PdlStandin } from '../helpers/pdl-standin.ts';
 import { SIM_DOMAINS, SIM_EXAMPLES, SIM_READY_DOMAIN, SIM_UNKNOWN_LOCAL, SIM_WEBSITES, startSim, type Sim, type SimExpectation, type SimOptions } from './index.ts';
 
 function intFromEnv(key: string, fallback: number, min: number, max: number): number {
@@ -37,9 +40,11 @@ const options: SimOptions = {
   webHttpPort: intFromEnv('SIM_WEB_HTTP_PORT', 8780, 1, 65_535),
   webHttpsPort: intFromEnv('SIM_WEB_HTTPS_PORT', 8743, 1, 65_535),
 };
+const pdlPort = intFromEnv('SIM_PDL_PORT', 8790, 1, 65_535);
 
 // Signal handlers first, so a Ctrl-C during start-up also ends cleanly.
 let sim: Sim | undefined;
+let pdl: PdlStandin | undefined;
 let caDir: string | undefined;
 let stopping = false;
 process.on('exit', () => {
@@ -49,7 +54,7 @@ const stop = (): void => {
   if (stopping) return;
   stopping = true;
   if (!sim) process.exit(0); // still starting: nothing to close yet, the sockets go with the process
-  sim.close().then(
+  Promise.all([sim.close(), pdl?.close()]).then(
     () => process.exit(0),
     err => {
       process.stderr.write(`sim: close failed: ${err instanceof Error ? err.message : String(err)}\n`);
@@ -62,6 +67,7 @@ process.on('SIGTERM', stop);
 
 try {
   sim = await startSim(options);
+  pdl = await startPdlStandin({ port: pdlPort });
 } catch (err) {
   process.stderr.write(`sim: cannot start: ${err instanceof Error ? err.message : String(err)}\n`);
   process.exit(1);
@@ -93,6 +99,8 @@ process.stdout.write(
     `SVC_WEB_HTTP_PORT=${sim.webHttpPort}`,
     `SVC_WEB_HTTPS_PORT=${sim.webHttpsPort}`,
     'SVC_OUTBOUND_ALLOW_NETWORKS=127.0.0.0/8',
+    `SVC_PDL_BASE_URL=${pdl.url}`,
+    `SVC_PDL_API_KEY=${PDL_STANDIN_KEY}`,
     '',
     '# Expected verdicts (every name not listed, e.g. gmial.com, is NXDOMAIN):',
     ...table,
@@ -101,6 +109,7 @@ process.stdout.write(
     `# Websites (company enrichment): HTTP on port ${sim.webHttpPort}, HTTPS on port ${sim.webHttpsPort}, each site also as www.<domain>.`,
     `# HTTPS certificates are signed by the sim's CA, made at this start: ${caFile}`,
     ...websites,
+    `# People Data Labs stand-in (people, profiles, mobiles, LinkedIn data; fictional people at acme-robotics.test and globex-meta.test): ${pdl.url}`,
     '# Ctrl-C to stop.',
     '',
   ].join('\n'),

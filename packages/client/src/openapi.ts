@@ -7962,22 +7962,42 @@ export interface paths {
                     };
                     content: {
                         "application/json": {
-                            name?: string;
-                            linkedin_url?: string;
-                            website?: string;
-                            industry?: string;
-                            company_type?: string;
-                            founded_year?: number;
-                            description?: string;
-                            tagline?: string;
+                            name?: string | null;
+                            linkedin_url?: string | null;
+                            website?: string | null;
+                            industry?: string | null;
+                            company_type?: string | null;
+                            founded_year?: number | null;
+                            description?: string | null;
+                            tagline?: string | null;
                             specialties?: string[];
-                            employee_count?: number;
-                            employee_count_range?: string;
-                            follower_count?: number;
-                            employee_growth_6m?: number;
-                            employee_growth_1y?: number;
-                            employee_growth_2y?: number;
-                            headquarters?: string;
+                            employee_count?: number | null;
+                            /** @enum {string|null} */
+                            employee_count_range?: "1-10" | "11-50" | "51-200" | "201-500" | "501-1000" | "1001-5000" | "5001+" | null;
+                            follower_count?: number | null;
+                            /** @description percent (8 = 8%) */
+                            employee_growth_6m?: number | null;
+                            employee_growth_1y?: number | null;
+                            employee_growth_2y?: number | null;
+                            headquarters?: string | null;
+                            locations?: ({
+                                city?: string | null;
+                                region?: string | null;
+                                country?: string | null;
+                                is_hq?: boolean;
+                                address?: string | null;
+                            } & {
+                                [key: string]: unknown;
+                            })[];
+                            funding?: {
+                                total_funding?: number | null;
+                                last_round?: string | null;
+                                last_round_date?: string | null;
+                                last_round_amount?: number | null;
+                                investors?: string[];
+                            } & {
+                                [key: string]: unknown;
+                            };
                             found?: boolean;
                             credits_charged?: number;
                             cache_hit?: boolean;
@@ -8327,15 +8347,16 @@ export interface paths {
                     };
                     content: {
                         "application/json": {
-                            domain?: string;
-                            company_name?: string;
+                            domain?: string | null;
+                            company_name?: string | null;
                             recent_hires?: {
                                 [key: string]: unknown;
                             }[];
                             total?: number;
                             days_back?: number;
+                            /** @description hires per month */
                             hiring_velocity?: number;
-                            top_departments?: string[];
+                            top_departments?: ("Sales" | "Engineering" | "Marketing" | "Finance" | "HR" | "Operations" | "Product" | "Legal" | "Executive")[];
                             department_breakdown?: {
                                 [key: string]: unknown;
                             };
@@ -8697,7 +8718,7 @@ export interface paths {
                             total?: number;
                             limit?: number;
                             offset?: number;
-                            source_provider?: string;
+                            source_provider?: string | null;
                             credits_charged?: number;
                             latency_ms?: number;
                         } & {
@@ -10105,14 +10126,16 @@ export interface paths {
                     };
                     content: {
                         "application/json": {
-                            mobile?: string;
-                            mobile_raw?: string;
-                            country_code?: string;
-                            carrier?: string;
-                            /** @enum {string} */
-                            line_type?: "mobile" | "landline" | "voip";
+                            /** @description E.164 */
+                            mobile?: string | null;
+                            mobile_raw?: string | null;
+                            country_code?: string | null;
+                            carrier?: string | null;
+                            /** @enum {string|null} */
+                            line_type?: "mobile" | "landline" | "voip" | null;
                             valid?: boolean;
                             confidence?: number;
+                            email?: string;
                             found?: boolean;
                             credits_charged?: number;
                             cache_hit?: boolean;
