@@ -6,17 +6,40 @@
 import { SvcApiError, SvcNetworkError, type ErrorBody } from './errors.ts';
 import { backoffDelay, DEFAULT_BACKOFF, type BackoffOptions } from './retry.ts';
 import type {
+  BulkCompanyEnrichment,
+  BulkFindResponse,
   BulkValidationResponse,
   CatchallRecovery,
+  CompanyEnrichment,
+  CompanyToEnrich,
+  ContactToFind,
   CreditBalance,
+  DomainLinkedIn,
   DownloadLink,
+  EmailToPerson,
+  HiresQuery,
   Job,
   JobCreated,
   JobPage,
   JobState,
+  LinkedInCompany,
+  LinkedInCompanyEnrichment,
+  LinkedInCompanyQuery,
+  LinkedInHires,
+  MobileLookup,
+  MobileQuery,
   OutcomeImportResult,
   OutcomeRow,
+  PeopleSearchQuery,
+  PeopleSearchResponse,
+  PersonLookup,
+  PersonLookupQuery,
   PreparedUpload,
+  ProfileEnrichment,
+  ProfileQuery,
+  RequestBody,
+  RoleLookup,
+  RoleLookupQuery,
   SubscriptionState,
   UploadReceipt,
   ValidationResult,
@@ -120,6 +143,10 @@ export interface WaitOptions extends CallOptions {
 export const FINAL_JOB_STATES: readonly JobState[] = ['completed', 'failed', 'canceled'];
 
 const MAX_BULK = 100;
+/** The most companies one POST /v1/company/enrich/bulk takes. */
+export const MAX_COMPANIES_PER_REQUEST = 25;
+/** The most contacts one POST /v1/find/bulk takes. */
+export const MAX_CONTACTS_PER_REQUEST = 100;
 
 export class SvcClient {
   readonly baseUrl: string;
@@ -290,6 +317,131 @@ export class SvcClient {
   /** POST /v1/subscriptions/reactivate: undo a pending cancellation (409 `subscription_not_canceling`). */
   async reactivateSubscription(options: CallOptions = {}): Promise<SubscriptionState> {
     return (await this.request<SubscriptionState>({ ...options, method: 'POST', path: '/v1/subscriptions/reactivate' })).body;
+  }
+
+  // ----------------------------------------------------------------------------------------------
+  // Data: company data, people data and the email finder (docs/api.md "Data endpoints"). The
+  // account needs the data product (403 `product_not_enabled` otherwise); a family without a
+  // provider answers 503 `feature_not_configured`, which is not retried. Each is a write: it may
+  // charge, so it carries an Idempotency-Key like validate.
+
+  /** POST /v1/company/enrich: company data from a domain (`data:company:read`; 1 credit if found, cache hits too). */
+  async enrichCompany(domain: string, options: WriteOptions & { companyName?: string; forceRefresh?: boolean } = {}): Promise<CompanyEnrichment> {
+    const { companyName, forceRefresh, ...call } = options;
+    const json: RequestBody<'/v1/company/enrich', 'post'> = { domain, company_name: companyName, force_refresh: forceRefresh };
+    return this.#post<CompanyEnrichment>('/v1/company/enrich', json, call);
+  }
+
+  /**
+   * POST /v1/company/enrich/bulk: up to 25 companies, a result each in order (an unusable one is a
+   * result with `error`). A string is a domain; an object is the API's item (`domain`,
+   * `company_name`, `force_refresh`). 1 credit per company found.
+   */
+  async enrichCompanies(companies: readonly (string | CompanyToEnrich)[], options: WriteOptions & { maxConcurrent?: number } = {}): Promise<BulkCompanyEnrichment> {
+    if (companies.length > MAX_COMPANIES_PER_REQUEST) throw new RangeError(`enrichCompanies takes at most ${MAX_COMPANIES_PER_REQUEST} companies (got ${companies.length}); split them`);
+    const { maxConcurrent, ...call } = options;
+    const json: RequestBody<'/v1/company/enrich/bulk', 'post'> = { companies: companies.map((c) => (typeof c === 'string' ? { domain: c } : c)), max_concurrent: maxConcurrent };
+    return this.#post<BulkCompanyEnrichment>('/v1/company/enrich/bulk', json, call);
+  }
+
+  /** POST /v1/company/enrich-linkedin: company data from its LinkedIn page URL (1 credit if found). */
+  async companyByLinkedIn(linkedinUrl: string, options: WriteOptions = {}): Promise<LinkedInCompanyEnrichment> {
+    const json: RequestBody<'/v1/company/enrich-linkedin', 'post'> = { company_linkedin_url: linkedinUrl };
+    return this.#post<LinkedInCompanyEnrichment>('/v1/company/enrich-linkedin', json, options);
+  }
+
+  /** POST /v1/company/domain-to-linkedin: the LinkedIn page of a domain's company (1 credit if found). */
+  async domainToLinkedIn(domain: string, options: WriteOptions = {}): Promise<DomainLinkedIn> {
+    const json: RequestBody<'/v1/company/domain-to-linkedin', 'post'> = { domain };
+    return this.#post<DomainLinkedIn>('/v1/company/domain-to-linkedin', json, options);
+  }
+
+  /** POST /v1/linkedin/company: LinkedIn company data, by domain or LinkedIn URL (a data vendor). */
+  async linkedInCompany(query: LinkedInCompanyQuery, options: WriteOptions = {}): Promise<LinkedInCompany> {
+    const json: RequestBody<'/v1/linkedin/company', 'post'> = { domain: query.domain, linkedin_url: query.linkedinUrl };
+    return this.#post<LinkedInCompany>('/v1/linkedin/company', json, options);
+  }
+
+  /** POST /v1/linkedin/hires: a company's recent hires (a data vendor). */
+  async linkedInHires(query: HiresQuery, options: WriteOptions = {}): Promise<LinkedInHires> {
+    const json: RequestBody<'/v1/linkedin/hires', 'post'> = { domain: query.domain, linkedin_url: query.linkedinUrl, days_back: query.daysBack, limit: query.limit };
+    return this.#post<LinkedInHires>('/v1/linkedin/hires', json, options);
+  }
+
+  /** POST /v1/people/search: people at a company (`data:people:read`; 2 credits per profile returned). */
+  async searchPeople(query: PeopleSearchQuery, options: WriteOptions = {}): Promise<PeopleSearchResponse> {
+    const json: RequestBody<'/v1/people/search', 'post'> = {
+      domain: query.domain,
+      title_keywords: query.titleKeywords === undefined ? undefined : [...query.titleKeywords],
+      department: query.department,
+      seniority: query.seniority,
+      limit: query.limit,
+      offset: query.offset,
+    };
+    return this.#post<PeopleSearchResponse>('/v1/people/search', json, options);
+  }
+
+  /** POST /v1/people/lookup: a person's LinkedIn profile from a name and a company domain. */
+  async lookupPerson(query: PersonLookupQuery, options: WriteOptions = {}): Promise<PersonLookup> {
+    const json: RequestBody<'/v1/people/lookup', 'post'> = {
+      first_name: query.firstName,
+      last_name: query.lastName,
+      company_domain: query.companyDomain,
+      title: query.title,
+      location: query.location,
+      enrich_profile: query.enrichProfile,
+    };
+    return this.#post<PersonLookup>('/v1/people/lookup', json, options);
+  }
+
+  /** POST /v1/people/role: who holds a role (`CEO`, `Head of Sales`) at a company. */
+  async lookupRole(query: RoleLookupQuery, options: WriteOptions = {}): Promise<RoleLookup> {
+    const json: RequestBody<'/v1/people/role', 'post'> = { role: query.role, company_name: query.companyName, enrich_profile: query.enrichProfile };
+    return this.#post<RoleLookup>('/v1/people/role', json, options);
+  }
+
+  /** POST /v1/profile/enrich: a person's profile from an email address or a LinkedIn profile URL. */
+  async enrichProfile(query: ProfileQuery, options: WriteOptions = {}): Promise<ProfileEnrichment> {
+    const json: RequestBody<'/v1/profile/enrich', 'post'> = { email: query.email, linkedin_url: query.linkedinUrl };
+    return this.#post<ProfileEnrichment>('/v1/profile/enrich', json, options);
+  }
+
+  /** POST /v1/mobile/find: a person's mobile number. */
+  async findMobile(query: MobileQuery, options: WriteOptions = {}): Promise<MobileLookup> {
+    const json: RequestBody<'/v1/mobile/find', 'post'> = {
+      email: query.email,
+      linkedin_url: query.linkedinUrl,
+      first_name: query.firstName,
+      last_name: query.lastName,
+      company: query.company,
+      domain: query.domain,
+    };
+    return this.#post<MobileLookup>('/v1/mobile/find', json, options);
+  }
+
+  /** POST /v1/prospect/email-to-person: the person behind an email address (1 credit if found). */
+  async emailToPerson(email: string, options: WriteOptions = {}): Promise<EmailToPerson> {
+    const json: RequestBody<'/v1/prospect/email-to-person', 'post'> = { email };
+    return this.#post<EmailToPerson>('/v1/prospect/email-to-person', json, options);
+  }
+
+  /**
+   * POST /v1/find/bulk: the email addresses of up to 100 contacts (`email:find`), a result each in
+   * order (a contact that cannot be used is a result with `error`). Contacts are in the API's
+   * shape: `first_name`, `last_name`, `domain` or `company`, and an optional `id` the result
+   * repeats. `validate` adds each found address's validation (and its credit when it is a
+   * High-Value Validation). 1 credit per address found with confidence 70 or more.
+   */
+  async findEmails(contacts: readonly ContactToFind[], options: WriteOptions & { validate?: boolean; maxConcurrent?: number } = {}): Promise<BulkFindResponse> {
+    if (contacts.length > MAX_CONTACTS_PER_REQUEST) throw new RangeError(`findEmails takes at most ${MAX_CONTACTS_PER_REQUEST} contacts (got ${contacts.length}); split them`);
+    const { validate, maxConcurrent, ...call } = options;
+    const json: RequestBody<'/v1/find/bulk', 'post'> = { contacts: [...contacts], validate, max_concurrent: maxConcurrent };
+    return this.#post<BulkFindResponse>('/v1/find/bulk', json, call);
+  }
+
+  /** A JSON POST that may charge: with an Idempotency-Key (fields left undefined are not sent). */
+  async #post<T>(path: string, json: unknown, options: WriteOptions): Promise<T> {
+    return (await this.request<T>({ ...options, method: 'POST', path, json, idempotent: true })).body;
   }
 
   // ----------------------------------------------------------------------------------------------

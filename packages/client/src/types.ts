@@ -25,6 +25,90 @@ export type PreparedUpload = ResponseBody<'/v1/csv/prepare-upload', 'post', 200>
 export type UploadReceipt = ResponseBody<'/v1/csv/uploads/{id}', 'put', 200>;
 export type DownloadLink = ResponseBody<'/v1/csv/jobs/{id}/download', 'get', 200>;
 export type OutcomeImportResult = ResponseBody<'/v1/outcomes/email/import', 'post', 200>;
+
+// The data endpoints (docs/api.md "Data endpoints"): company data, people data, the email finder.
+export type CompanyEnrichment = components['schemas']['CompanyEnrichment'];
+/** One company of POST /v1/company/enrich/bulk, in the API's own shape (`domain`, `company_name`, `force_refresh`). */
+export type CompanyToEnrich = RequestBody<'/v1/company/enrich/bulk', 'post'>['companies'][number];
+export type BulkCompanyEnrichment = ResponseBody<'/v1/company/enrich/bulk', 'post', 200>;
+export type LinkedInCompanyEnrichment = ResponseBody<'/v1/company/enrich-linkedin', 'post', 200>;
+export type DomainLinkedIn = ResponseBody<'/v1/company/domain-to-linkedin', 'post', 200>;
+export type LinkedInCompany = ResponseBody<'/v1/linkedin/company', 'post', 200>;
+export type LinkedInHires = ResponseBody<'/v1/linkedin/hires', 'post', 200>;
+export type PeopleSearchResponse = ResponseBody<'/v1/people/search', 'post', 200>;
+export type PersonLookup = ResponseBody<'/v1/people/lookup', 'post', 200>;
+export type RoleLookup = ResponseBody<'/v1/people/role', 'post', 200>;
+export type ProfileEnrichment = ResponseBody<'/v1/profile/enrich', 'post', 200>;
+export type MobileLookup = ResponseBody<'/v1/mobile/find', 'post', 200>;
+export type EmailToPerson = ResponseBody<'/v1/prospect/email-to-person', 'post', 200>;
+/** One contact of POST /v1/find/bulk, in the API's own shape (`first_name`, `last_name`, `domain` or `company`, an optional `id`). */
+export type ContactToFind = RequestBody<'/v1/find/bulk', 'post'>['contacts'][number];
+export type FindResult = components['schemas']['FindResult'];
+export type BulkFindResponse = ResponseBody<'/v1/find/bulk', 'post', 200>;
+
+// What the single data calls take, in the client's camelCase; each method maps it onto the
+// route's body, typed by the document, so a renamed field fails to compile here.
+type PeopleSearchBody = RequestBody<'/v1/people/search', 'post'>;
+
+/** POST /v1/linkedin/company: one of the two. */
+export interface LinkedInCompanyQuery {
+  domain?: string;
+  linkedinUrl?: string;
+}
+
+/** POST /v1/linkedin/hires. */
+export interface HiresQuery extends LinkedInCompanyQuery {
+  /** 1-180 (default 90). */
+  daysBack?: number;
+  /** 1-100 (default 20). */
+  limit?: number;
+}
+
+/** POST /v1/people/search. */
+export interface PeopleSearchQuery {
+  domain: string;
+  titleKeywords?: readonly string[];
+  department?: PeopleSearchBody['department'];
+  seniority?: PeopleSearchBody['seniority'];
+  /** 1-50 (default 10). */
+  limit?: number;
+  offset?: number;
+}
+
+/** POST /v1/people/lookup. */
+export interface PersonLookupQuery {
+  firstName: string;
+  lastName?: string;
+  companyDomain: string;
+  title?: string;
+  location?: string;
+  /** Add the full profile (one more credit). */
+  enrichProfile?: boolean;
+}
+
+/** POST /v1/people/role. */
+export interface RoleLookupQuery {
+  role: string;
+  companyName: string;
+  enrichProfile?: boolean;
+}
+
+/** POST /v1/profile/enrich: one of the two. */
+export interface ProfileQuery {
+  email?: string;
+  linkedinUrl?: string;
+}
+
+/** POST /v1/mobile/find: an email, a LinkedIn profile, or a name with a company or domain. */
+export interface MobileQuery {
+  email?: string;
+  linkedinUrl?: string;
+  firstName?: string;
+  lastName?: string;
+  company?: string;
+  domain?: string;
+}
+
 /** The error codes the service documents (docs/errors.md); a client must still expect others. */
 export type KnownErrorCode = components['schemas']['Error']['code'];
 
