@@ -273,7 +273,7 @@ t.test('--help on every command, exit 0; usage errors exit 2', async (t) => {
   });
   t.strictSame(await admin('account', 'list', '--help'), { code: 0, out: 'usage: admin account list\n\nLists every account, oldest first: id, credits (balance, reserved, available), number of keys, creation time, name.' });
   const commands = all.split('\n').filter((l) => l.startsWith('  admin ')).map((l) => l.trim().split(' ').slice(1, 3));
-  t.equal(commands.length, 20);
+  t.equal(commands.length, 21);
   for (const [noun, verb] of commands) {
     const res = await admin(noun!, verb!, '--help');
     t.equal(res.code, 0, `${noun} ${verb} --help exits 0`);

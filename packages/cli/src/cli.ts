@@ -23,7 +23,7 @@ export const USAGE = `Usage: svc [--json] [--base-url URL] COMMAND [ARGS] [OPTIO
 
 Commands:
 ${Object.entries(COMMANDS)
-  .map(([name, c]) => `  ${`${name} ${c.synopsis.replace(/\s*\[.*$/, '')}`.trim().padEnd(26)}  ${c.summary}`)
+  .map(([name, c]) => `  ${`${name} ${c.synopsis.split('\n')[0]!.replace(/\s*\[.*$/, '')}`.trim().padEnd(26)}  ${c.summary}`)
   .join('\n')}
 
 Options:
@@ -57,8 +57,11 @@ function findCommand(argv: readonly string[]): { name: string; command: Command 
 }
 
 function commandHelp(name: string, c: Command): string {
-  const opts = Object.entries(c.optionHelp ?? {}).map(([flag, text]) => `  ${flag.padEnd(24)} ${text}`);
-  return `Usage: svc ${name} ${c.synopsis}\n\n${c.summary}.${c.details ? `\n\n${c.details}` : ''}${opts.length ? `\n\nOptions:\n${opts.join('\n')}` : ''}\n`;
+  const width = Math.max(24, ...Object.keys(c.optionHelp ?? {}).map((flag) => flag.length + 1));
+  const opts = Object.entries(c.optionHelp ?? {}).map(([flag, text]) => `  ${flag.padEnd(width)} ${text}`);
+  // A command with two forms has a synopsis line for each.
+  const usage = c.synopsis.split('\n').map((form, i) => `${i === 0 ? 'Usage:' : '      '} svc ${name} ${form}`.trimEnd());
+  return `${usage.join('\n')}\n\n${c.summary}.${c.details ? `\n\n${c.details}` : ''}${opts.length ? `\n\nOptions:\n${opts.join('\n')}` : ''}\n`;
 }
 
 /** Runs one command line; answers the exit code. Never throws. */

@@ -1,11 +1,13 @@
 // The commands of `svc`: each reads its arguments, calls the client, and prints either lines for
-// people or, with --json, exactly one JSON document on stdout.
+// people or, with --json, exactly one JSON document on stdout. `find` and `enrich` also take a
+// CSV file and write it back with the answers' columns added.
 
 import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { BulkValidationResponse, Job, OutcomeRow, ValidationResult } from '@svc/client';
+import { MAX_COMPANIES_PER_REQUEST, MAX_CONTACTS_PER_REQUEST, SvcApiError, type BulkValidationResponse, type CompanyEnrichment, type CompanyToEnrich, type ContactToFind, type FindResult, type Job, type OutcomeRow, type ValidationResult, type WriteOptions } from '@svc/client';
+import { inBatches, type BatchOutcome } from './batches.ts';
 import type { Command, Context } from './context.ts';
-import { addressesOf } from './csv.ts';
+import { addressesOf, columnIndex, formatCsv, guessColumn, readTable, type Cell, type Table } from './csv.ts';
 import { CliError, EXIT, type ExitCode } from './exit.ts';
 import { ProgressReporter } from './progress.ts';
 import { printable as p, printableLines } from './text.ts';
@@ -315,6 +317,334 @@ const subscription = (action: 'cancel' | 'reactivate'): Command => ({
   },
 });
 
+// ------------------------------------------------------------------------------------------------
+// Data: `svc find` and `svc enrich` (docs/api.md "Data endpoints"). One contact or company from
+// the arguments, or a CSV file in and the same rows out, in order, with the answer's columns
+// added: to --out, or to stdout.
+
+/** Requests of one file in flight at once (each bulk request also bounds its own work on the service). */
+const DATA_PARALLEL = 4;
+/**
+ * The most one request of a file may take, its retries and waits included: long enough to wait
+ * out a 429's `retry_after` (60 s; the bulk company route takes 100 requests a minute per key),
+ * so a long file slows down to the limit instead of stopping at it.
+ */
+const BATCH_DEADLINE_MS = 180_000;
+
+// Column names tried when the option does not name one, in order; case, spaces, `_`, `-` and `.`
+// do not matter (csv.ts guessColumn).
+const FIRST_NAME_COLUMNS = ['first_name', 'firstname', 'first', 'given_name', 'fname', 'forename'];
+const LAST_NAME_COLUMNS = ['last_name', 'lastname', 'last', 'surname', 'family_name', 'lname'];
+const DOMAIN_COLUMNS = ['domain', 'company_domain', 'website', 'company_website', 'website_url', 'email_domain', 'url', 'web', 'site', 'homepage'];
+const COMPANY_COLUMNS = ['company', 'company_name', 'organization', 'organisation', 'organization_name', 'account', 'account_name', 'employer'];
+
+/** The options that only mean something with --file. */
+const FILE_ONLY = ['first-name-column', 'last-name-column', 'domain-column', 'company-column', 'out', 'output'];
+
+/** Checks the two forms: the arguments (exactly `names`) or --file, not both; answers the file, if any. */
+function dataForm(ctx: Context, command: string, names: readonly string[]): string | undefined {
+  const file = ctx.values.file;
+  if (typeof file === 'string') {
+    if (ctx.args.length > 0) throw new CliError(EXIT.usage, `${command} takes ${names.join(' ')} or --file FILE, not both; see: svc ${command} --help`);
+    return file;
+  }
+  if (ctx.args.length !== names.length) throw new CliError(EXIT.usage, `${command} takes ${names.join(' ')} (got ${ctx.args.length} argument${ctx.args.length === 1 ? '' : 's'}), or --file FILE; see: svc ${command} --help`);
+  const stray = FILE_ONLY.find((o) => ctx.values[o] !== undefined);
+  if (stray !== undefined) throw new CliError(EXIT.usage, `--${stray} goes with --file FILE; see: svc ${command} --help`);
+  return undefined;
+}
+
+/** The write options of a call: --idempotency-key as given, or with `:N` for the file's N-th request. */
+function keyOf(ctx: Context, batch?: number): WriteOptions {
+  const key = ctx.values['idempotency-key'];
+  if (typeof key !== 'string') return {};
+  return { idempotencyKey: batch === undefined ? key : `${key}:${batch}` };
+}
+
+async function readTableFile(ctx: Context, file: string): Promise<Table> {
+  const text = (await readInput(ctx, file)).toString('utf8');
+  let table: Table;
+  try {
+    table = readTable(text);
+  } catch (err) {
+    throw new CliError(EXIT.badInput, `${file}: ${(err as Error).message}`);
+  }
+  if (table.rows.length === 0) throw new CliError(EXIT.badInput, `${file}: no rows under the header`);
+  return table;
+}
+
+const headerList = (header: readonly string[]): string => header.map((h) => JSON.stringify(h)).join(', ');
+
+/** The column an option names (it must exist), else the first of `names` the header has. */
+function pickColumn(ctx: Context, file: string, table: Table, option: string, names: readonly string[]): number | undefined {
+  const named = ctx.values[option];
+  if (typeof named !== 'string') return guessColumn(table.header, names);
+  const i = columnIndex(table.header, named);
+  if (i === undefined) throw new CliError(EXIT.badInput, `${file}: no column ${JSON.stringify(named)} (--${option}) in the header (${headerList(table.header)})`);
+  return i;
+}
+
+function noColumn(file: string, table: Table, what: string, names: readonly string[], option: string): CliError {
+  return new CliError(EXIT.badInput, `${file}: no ${what} column (looked for ${names.join(', ')}; any case, spaces for _); name it with --${option} (the header: ${headerList(table.header)})`);
+}
+
+function failureText(err: unknown): string {
+  if (err instanceof SvcApiError) return `${err.status}${err.code ? ` ${err.code}` : ''}: ${err.message}`;
+  return (err as Error)?.message ?? String(err);
+}
+
+/** What one request of a file answers: the results in the order of its rows, and its counters. */
+interface BatchAnswer<R> {
+  results?: R[];
+  summary?: Record<string, unknown>;
+}
+
+interface FileSpec<R> {
+  /** What a row is: `contacts`, `companies`. */
+  noun: string;
+  /** Rows per request (the route's limit). */
+  size: number;
+  send(rows: string[][], batch: number): Promise<BatchAnswer<R>>;
+  /** The columns added after the input's. */
+  columns: readonly string[];
+  cells(result: R): Record<string, Cell>;
+  /** The summary's counters, summed over the requests. */
+  counters: readonly string[];
+  summaryLine(total: number, s: Record<string, number>): string;
+}
+
+/**
+ * A file through the batch runner: progress on stderr as a job's (a bar on a terminal), then the
+ * CSV (the input rows, in order, with `spec.columns` added) to --out or stdout, and the summary
+ * (stderr; with --json one document on stdout: `results`, `summary`, `out`). When a request
+ * fails, the rows already answered are still written (they may have been charged), the others
+ * say "not processed" in `error`, and the failure decides the exit code; when none was answered,
+ * nothing is written.
+ */
+async function runFile<R>(ctx: Context, file: string, table: Table, spec: FileSpec<R>): Promise<ExitCode> {
+  const total = table.rows.length;
+  const showProgress = ctx.io.stderr.isTTY || !ctx.json;
+  const reporter = new ProgressReporter(ctx.io.stderr, ctx.io.now);
+  const progress = (processed: number): void => {
+    if (showProgress) reporter.update({ id: file, status: processed === total ? 'completed' : 'processing', progress: { processed, total, percent: (processed * 100) / total } });
+  };
+  progress(0);
+  let outcome: BatchOutcome<BatchAnswer<R>>;
+  try {
+    outcome = await inBatches(table.rows, spec.size, DATA_PARALLEL, (rows, i) => spec.send(rows, i), progress);
+  } finally {
+    reporter.done();
+  }
+  const results: Array<R | null> = [];
+  const summary: Record<string, number> = Object.fromEntries(spec.counters.map((k) => [k, 0]));
+  let answered = 0;
+  outcome.answers.forEach((answer, b) => {
+    const rows = Math.min(spec.size, total - b * spec.size);
+    if (answer) answered += rows;
+    for (let j = 0; j < rows; j++) results.push(answer?.results?.[j] ?? null);
+    for (const k of spec.counters) summary[k]! += Number(answer?.summary?.[k] ?? 0);
+  });
+  if (outcome.failure !== undefined && answered === 0) throw outcome.failure;
+  const notProcessed = outcome.failure === undefined ? 'no result' : `not processed: ${failureText(outcome.failure)}`;
+  const lines = table.rows.map((row, i) => {
+    const r = results[i];
+    const cells = r === null || r === undefined ? { error: notProcessed } : spec.cells(r);
+    return [...row, ...spec.columns.map((c) => cells[c])];
+  });
+  const csv = formatCsv([[...table.header, ...spec.columns], ...lines], table.bom);
+  const raw = ctx.values.out ?? ctx.values.output;
+  const outFile = typeof raw === 'string' ? raw : undefined;
+  if (outFile !== undefined) {
+    try {
+      await writeFile(path.resolve(ctx.io.cwd, outFile), csv);
+    } catch (err) {
+      throw new CliError(EXIT.badInput, `cannot write ${outFile}: ${(err as Error).message}`);
+    }
+  } else if (!ctx.json) ctx.io.stdout.write(ctx.io.stdout.isTTY ? printableLines(csv) : csv);
+  if (outcome.failure !== undefined) {
+    if (!ctx.json) ctx.io.stderr.write(`svc: ${n(answered)} of ${n(total)} ${spec.noun} were processed (and charged for what was found) before this error${outFile !== undefined ? `; ${outFile} has them` : ''}; the others say "not processed"\n`);
+    throw outcome.failure;
+  }
+  if (ctx.json) out(ctx, { results, summary, ...(outFile !== undefined ? { out: outFile } : {}) }, '');
+  else ctx.io.stderr.write(`${spec.summaryLine(total, summary)}${outFile !== undefined ? `${outFile}: ${n(total)} rows\n` : ''}`);
+  return EXIT.ok;
+}
+
+/** The columns `svc find --file` adds (and, with --validate, FIND_VALIDATION_COLUMNS). */
+export const FIND_COLUMNS = ['email', 'confidence', 'pattern', 'source', 'not_found', 'credits_charged', 'error'] as const;
+export const FIND_VALIDATION_COLUMNS = ['validation_result', 'validation_reason_code'] as const;
+
+function findCells(r: FindResult): Record<string, Cell> {
+  return {
+    email: r.email,
+    confidence: r.confidence,
+    pattern: r.pattern,
+    source: r.source_provider,
+    not_found: r.not_found,
+    credits_charged: r.credits_charged,
+    error: r.error,
+    validation_result: r.validation?.result,
+    validation_reason_code: r.validation?.reason_code,
+  };
+}
+
+function findLine(r: FindResult, who: string): string {
+  const validation = r.validation ? `\n  validation: ${p(r.validation.result)} (${p(r.validation.reason_code)})` : '';
+  if (r.email) return `${p(r.email)}: confidence ${p(r.confidence)}, pattern ${p(r.pattern)}, source ${p(r.source_provider)}, credits charged ${p(r.credits_charged)}${validation}\n`;
+  return `${p(who)}: ${r.not_found ? 'not found' : 'no answer'}${r.error ? ` (${p(r.error)})` : ''}, credits charged ${p(r.credits_charged)}\n`;
+}
+
+const find: Command = {
+  args: ['FIRST?', 'LAST?', 'DOMAIN?'],
+  synopsis: 'FIRST LAST DOMAIN [--validate]\n--file FILE [--first-name-column NAME] [--last-name-column NAME] [--domain-column NAME] [--company-column NAME] [--validate] [--out FILE]',
+  summary: 'find the email address of a person at a company (1 credit per address found)',
+  details: [
+    'FIRST LAST DOMAIN: one contact; prints the address with its confidence (0-100), pattern and source, or why none was found.',
+    '',
+    'With --file: a CSV of contacts (a header row; `,` `;` or tab), 100 per request. Every row is written back in input order with the columns email, confidence, pattern, source, not_found, credits_charged and error added (with --validate also validation_result and validation_reason_code), to --out or stdout; a summary on stderr (with --json, one document of the results and the summary instead, the CSV only to --out). The columns are found by their usual names (First Name, first_name, firstname…; Last Name, surname…; domain, website, company_domain…; company, company_name…) unless named by the options. A contact needs a domain or a company (a company the service has not seen before is not resolved).',
+    '',
+    'Charged: 1 credit per address found with confidence 70 or more; --validate adds the validation of each address found, and its credit when it is a High-Value Validation.',
+  ].join('\n'),
+  options: {
+    file: { type: 'string' },
+    'first-name-column': { type: 'string' },
+    'last-name-column': { type: 'string' },
+    'domain-column': { type: 'string' },
+    'company-column': { type: 'string' },
+    validate: { type: 'boolean' },
+    out: { type: 'string', short: 'o' },
+    output: { type: 'string' },
+    'idempotency-key': { type: 'string' },
+  },
+  optionHelp: {
+    '--file FILE': 'a CSV of contacts',
+    '--first-name-column NAME': 'the column of first names',
+    '--last-name-column NAME': 'the column of last names',
+    '--domain-column NAME': 'the column of company domains or websites',
+    '--company-column NAME': 'the column of company names (for rows without a domain)',
+    '--validate': 'also validate each address found',
+    '-o, --out FILE': 'write the results CSV here (or --output), not to stdout',
+    '--idempotency-key KEY': 'a durable key: the same command again is answered, not charged, again (a file\u2019s requests get KEY:0, KEY:1, \u2026)',
+  },
+  async run(ctx) {
+    const validate = ctx.values.validate === true;
+    const file = dataForm(ctx, 'find', ['FIRST', 'LAST', 'DOMAIN']);
+    if (file === undefined) {
+      const [first_name, last_name, domain] = ctx.args as [string, string, string];
+      const answer = await ctx.client.findEmails([{ first_name, last_name, domain }], { ...keyOf(ctx), validate });
+      const r = answer.results?.[0];
+      if (!r) throw new Error('find/bulk answered no result');
+      out(ctx, r, findLine(r, `${first_name} ${last_name} at ${domain}`));
+      return EXIT.ok;
+    }
+    const table = await readTableFile(ctx, file);
+    const first = pickColumn(ctx, file, table, 'first-name-column', FIRST_NAME_COLUMNS);
+    if (first === undefined) throw noColumn(file, table, 'first-name', FIRST_NAME_COLUMNS, 'first-name-column');
+    const last = pickColumn(ctx, file, table, 'last-name-column', LAST_NAME_COLUMNS);
+    if (last === undefined) throw noColumn(file, table, 'last-name', LAST_NAME_COLUMNS, 'last-name-column');
+    const domain = pickColumn(ctx, file, table, 'domain-column', DOMAIN_COLUMNS);
+    const company = pickColumn(ctx, file, table, 'company-column', COMPANY_COLUMNS);
+    if (domain === undefined && company === undefined) {
+      throw new CliError(EXIT.badInput, `${file}: no domain or company column (looked for ${DOMAIN_COLUMNS.join(', ')}; ${COMPANY_COLUMNS.join(', ')}; any case, spaces for _); name one with --domain-column or --company-column (the header: ${headerList(table.header)})`);
+    }
+    const cell = (row: string[], i: number | undefined): string | undefined => (i === undefined ? undefined : row[i]!.trim() || undefined);
+    return runFile<FindResult>(ctx, file, table, {
+      noun: 'contacts',
+      size: MAX_CONTACTS_PER_REQUEST,
+      send: (rows, batch) => {
+        // Empty cells are left out: the service answers such a row with its `error`.
+        const contacts: ContactToFind[] = rows.map((row) => ({ first_name: cell(row, first), last_name: cell(row, last), domain: cell(row, domain), company: cell(row, company) }));
+        return ctx.client.findEmails(contacts, { ...keyOf(ctx, batch), validate, deadlineMs: BATCH_DEADLINE_MS });
+      },
+      columns: validate ? [...FIND_COLUMNS, ...FIND_VALIDATION_COLUMNS] : FIND_COLUMNS,
+      cells: findCells,
+      counters: ['total', 'found', 'not_found', 'errors', 'credits_charged'],
+      summaryLine: (total, s) => `${n(total)} ${total === 1 ? 'contact' : 'contacts'}: found ${n(s.found!)}, not found ${n(s.not_found!)}, errors ${n(s.errors!)}; credits charged ${n(s.credits_charged!)}\n`,
+    });
+  },
+};
+
+/** The columns `svc enrich --file` adds. */
+export const ENRICH_COLUMNS = ['company_name', 'description', 'website', 'employee_count', 'employee_range', 'founded_year', 'company_type', 'city', 'region', 'country', 'country_code', 'linkedin_url', 'twitter_url', 'facebook_url', 'phone', 'technologies', 'confidence', 'found', 'credits_charged', 'error'] as const;
+
+function companyCells(r: CompanyEnrichment): Record<string, Cell> {
+  return {
+    company_name: r.company_name,
+    description: r.description,
+    website: r.website,
+    employee_count: r.employee_count,
+    employee_range: r.employee_range,
+    founded_year: r.founded_year,
+    company_type: r.company_type,
+    city: r.location?.city,
+    region: r.location?.region,
+    country: r.location?.country,
+    country_code: r.location?.country_code,
+    linkedin_url: r.linkedin_url,
+    twitter_url: r.twitter_url,
+    facebook_url: r.facebook_url,
+    phone: r.phone,
+    technologies: r.technologies?.join('; '),
+    confidence: r.confidence,
+    found: r.found,
+    credits_charged: r.credits_charged,
+    error: r.error,
+  };
+}
+
+function companyText(r: CompanyEnrichment): string {
+  const head = `${p(r.domain)}: ${r.found ? `found, confidence ${p(r.confidence)}` : `not found${r.error ? ` (${p(r.error)})` : ''}`}, credits charged ${p(r.credits_charged)}${r.cache_hit ? ' (from the cache)' : ''}\n`;
+  const cells = companyCells(r);
+  const shown = ENRICH_COLUMNS.filter((c) => !['confidence', 'found', 'credits_charged', 'error'].includes(c) && cells[c] !== null && cells[c] !== undefined && cells[c] !== '');
+  return head + shown.map((c) => `  ${c.padEnd(16)}${p(String(cells[c]))}\n`).join('');
+}
+
+const enrich: Command = {
+  args: ['DOMAIN?'],
+  synopsis: 'DOMAIN [--force-refresh]\n--file FILE [--domain-column NAME] [--force-refresh] [--out FILE]',
+  summary: 'company data from a domain: name, size, place, links, technologies (1 credit if found)',
+  details: [
+    'DOMAIN: one company (a domain or a website URL); prints what was found, field by field.',
+    '',
+    `With --file: a CSV with a column of domains or websites (domain, company_domain, website…, or --domain-column), 25 per request. Every row is written back in input order with the columns ${ENRICH_COLUMNS.join(', ')} added (technologies joined with "; "), to --out or stdout; a summary on stderr (with --json, one document of the results and the summary instead, the CSV only to --out).`,
+    '',
+    'Charged: 1 credit per company found, answers from the 30-day cache included; nothing for a company not found.',
+  ].join('\n'),
+  options: { file: { type: 'string' }, 'domain-column': { type: 'string' }, 'force-refresh': { type: 'boolean' }, out: { type: 'string', short: 'o' }, output: { type: 'string' }, 'idempotency-key': { type: 'string' } },
+  optionHelp: {
+    '--file FILE': 'a CSV of companies',
+    '--domain-column NAME': 'the column of domains or websites',
+    '--force-refresh': 'read the website again rather than the cache',
+    '-o, --out FILE': 'write the results CSV here (or --output), not to stdout',
+    '--idempotency-key KEY': 'a durable key: the same command again is answered, not charged, again (a file\u2019s requests get KEY:0, KEY:1, \u2026)',
+  },
+  async run(ctx) {
+    const forceRefresh = ctx.values['force-refresh'] === true;
+    const file = dataForm(ctx, 'enrich', ['DOMAIN']);
+    if (file === undefined) {
+      const r = await ctx.client.enrichCompany(ctx.args[0]!, { ...keyOf(ctx), ...(forceRefresh ? { forceRefresh } : {}) });
+      out(ctx, r, companyText(r));
+      return EXIT.ok;
+    }
+    const table = await readTableFile(ctx, file);
+    const domain = pickColumn(ctx, file, table, 'domain-column', DOMAIN_COLUMNS);
+    if (domain === undefined) throw noColumn(file, table, 'domain', DOMAIN_COLUMNS, 'domain-column');
+    return runFile<CompanyEnrichment>(ctx, file, table, {
+      noun: 'companies',
+      size: MAX_COMPANIES_PER_REQUEST,
+      send: (rows, batch) => {
+        // A row without a domain is sent as is: the service answers it with its `error`.
+        const companies: CompanyToEnrich[] = rows.map((row) => ({ domain: row[domain]!.trim() || undefined, ...(forceRefresh ? { force_refresh: true } : {}) }));
+        return ctx.client.enrichCompanies(companies, { ...keyOf(ctx, batch), deadlineMs: BATCH_DEADLINE_MS });
+      },
+      columns: ENRICH_COLUMNS,
+      cells: companyCells,
+      counters: ['total', 'found', 'not_found', 'errors', 'cache_hits', 'credits_charged'],
+      summaryLine: (total, s) => `${n(total)} ${total === 1 ? 'company' : 'companies'}: found ${n(s.found!)}, not found ${n(s.not_found!)}, errors ${n(s.errors!)}, cache hits ${n(s.cache_hits!)}; credits charged ${n(s.credits_charged!)}\n`,
+    });
+  },
+};
+
 export const COMMANDS: Record<string, Command> = {
   validate,
   bulk,
@@ -326,6 +656,8 @@ export const COMMANDS: Record<string, Command> = {
   'job list': jobList,
   credits,
   'outcomes import': outcomesImport,
+  find,
+  enrich,
   'subscription cancel': subscription('cancel'),
   'subscription reactivate': subscription('reactivate'),
 };

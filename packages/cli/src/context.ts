@@ -31,6 +31,7 @@ export interface Context {
 export interface Command {
   /** Arguments after the command words; a name ending in `?` is optional. */
   args: string[];
+  /** What follows `svc NAME`; a command with two forms (arguments, or --file) has a line for each. */
   synopsis: string;
   summary: string;
   details?: string;

@@ -1,6 +1,9 @@
 // Reading the address files `svc bulk` takes: one address per line, or a CSV with a header row
 // (RFC 4180 quoting; `,` `;` or tab, guessed from the header as the service does). Only what
-// the command needs: the addresses of one column, in order.
+// the command needs: the addresses of one column, in order. And the tables `svc find` and
+// `svc enrich` read and write back with columns added: written as the service writes a job's
+// results (comma, CRLF, RFC 4180 quoting, a formula cell behind a `'`, a BOM when the input had
+// one), so both kinds of results open the same way in a spreadsheet.
 
 /** Splits CSV text into rows of cells (RFC 4180: quoted fields may hold the delimiter, quotes and line breaks). */
 export function parseCsv(text: string, delimiter: string): string[][] {
@@ -75,4 +78,75 @@ export function addressesOf(text: string, column?: string): string[] {
   return parseCsv(text, delimiter)
     .slice(1)
     .map((r) => (r[index] ?? '').trim());
+}
+
+/** A CSV file read as a table: its header, and its data rows, each exactly as wide as the header. */
+export interface Table {
+  header: string[];
+  rows: string[][];
+  /** Whether the file started with a UTF-8 BOM (written back when it did). */
+  bom: boolean;
+}
+
+/**
+ * The table of a CSV text (the delimiter guessed from the header). A short row is padded with
+ * empty cells; a long one loses its extra cells only when they are empty (a spreadsheet's
+ * trailing commas), otherwise it is an error: its cells would land under the wrong names.
+ */
+export function readTable(text: string): Table {
+  const bom = text.charCodeAt(0) === 0xfeff;
+  const [header, ...rows] = parseCsv(text, guessDelimiter(text.replace(/^\uFEFF/, '')));
+  if (!header) throw new Error('the file is empty (a header row is needed)');
+  const width = header.length;
+  return {
+    header,
+    bom,
+    rows: rows.map((row, i) => {
+      if (row.length > width && row.slice(width).some((c) => c.trim() !== '')) throw new Error(`row ${i + 1} has ${row.length} cells, the header ${width}`);
+      return row.length >= width ? row.slice(0, width) : [...row, ...Array<string>(width - row.length).fill('')];
+    }),
+  };
+}
+
+/** The column named `name`: exactly, else ignoring case and surrounding spaces. */
+export function columnIndex(header: readonly string[], name: string): number | undefined {
+  const exact = header.indexOf(name);
+  if (exact >= 0) return exact;
+  const loose = header.findIndex((h) => h.trim().toLowerCase() === name.trim().toLowerCase());
+  return loose >= 0 ? loose : undefined;
+}
+
+const squash = (s: string): string => s.toLowerCase().replace(/[\s_.-]+/g, '');
+
+/**
+ * The first column whose name is one of `aliases` once case, spaces, `_`, `-` and `.` are
+ * ignored (`First Name`, `first_name` and `firstname` are one name); the aliases are tried in
+ * order, so the first one the header has wins.
+ */
+export function guessColumn(header: readonly string[], aliases: readonly string[]): number | undefined {
+  const names = header.map(squash);
+  for (const alias of aliases) {
+    const i = names.indexOf(squash(alias));
+    if (i >= 0) return i;
+  }
+  return undefined;
+}
+
+export type Cell = string | number | boolean | null | undefined;
+
+/**
+ * One cell as a results CSV writes it: nothing for null; a string starting with `=`, `+`, `-`,
+ * `@`, tab or CR behind a `'` (a spreadsheet would run it as a formula); quoted when it holds a
+ * comma, a quote, CR or LF (quotes doubled). Numbers and booleans as they print.
+ */
+export function csvCell(value: Cell): string {
+  if (value === null || value === undefined) return '';
+  if (typeof value !== 'string') return String(value);
+  const s = /^[=+\-@\t\r]/.test(value) ? `'${value}` : value;
+  return /[",\r\n]/.test(s) ? `"${s.replaceAll('"', '""')}"` : s;
+}
+
+/** Lines (each ending CRLF) of cells, comma-delimited; a UTF-8 BOM first when `bom`. */
+export function formatCsv(lines: ReadonlyArray<readonly Cell[]>, bom = false): string {
+  return (bom ? '\uFEFF' : '') + lines.map((cells) => `${cells.map(csvCell).join(',')}\r\n`).join('');
 }

@@ -121,7 +121,8 @@ export class ProgressReporter {
     readonly now: () => number = Date.now,
   ) {}
 
-  update(job: Job): void {
+  /** A job's status read, or the same shape for other work counted in items (`svc find --file`). */
+  update(job: Pick<Job, 'id' | 'status' | 'progress'>): void {
     this.#samples.push({ at: this.now(), processed: job.progress.processed });
     trimSamples(this.#samples);
     if (this.out.isTTY) {

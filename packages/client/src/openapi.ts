@@ -6909,16 +6909,16 @@ export interface paths {
                     };
                     content: {
                         "application/json": {
-                            id?: string;
-                            results?: components["schemas"]["CompanyEnrichment"][];
-                            summary?: {
-                                total?: number;
-                                found?: number;
-                                not_found?: number;
-                                errors?: number;
-                                cache_hits?: number;
-                                credits_charged?: number;
-                                total_latency_ms?: number;
+                            id: string;
+                            results: components["schemas"]["CompanyEnrichment"][];
+                            summary: {
+                                total: number;
+                                found: number;
+                                not_found: number;
+                                errors: number;
+                                cache_hits: number;
+                                credits_charged: number;
+                                total_latency_ms: number;
                             } & {
                                 [key: string]: unknown;
                             };
@@ -10834,15 +10834,15 @@ export interface paths {
                     };
                     content: {
                         "application/json": {
-                            id?: string;
-                            results?: components["schemas"]["FindResult"][];
-                            summary?: {
-                                total?: number;
-                                found?: number;
-                                not_found?: number;
-                                errors?: number;
-                                credits_charged?: number;
-                                total_latency_ms?: number;
+                            id: string;
+                            results: components["schemas"]["FindResult"][];
+                            summary: {
+                                total: number;
+                                found: number;
+                                not_found: number;
+                                errors: number;
+                                credits_charged: number;
+                                total_latency_ms: number;
                             } & {
                                 [key: string]: unknown;
                             };

@@ -1,7 +1,8 @@
 // The client against the whole service (startStack: the embedded service on the simulated
 // internet): every method once, with the exact answers, errors as typed errors with the
-// service's request id, an Idempotency-Key that replays instead of charging twice, and a JSON and
-// a CSV job from creation to download.
+// service's request id, an Idempotency-Key that replays instead of charging twice, a JSON and
+// a CSV job from creation to download, and the data endpoints (company data from the sim's
+// websites, the finder on its mail servers; the vendor families answer 503, not retried).
 
 import t from 'tap';
 import { SvcApiError, SvcClient, type Job } from '../src/index.ts';
@@ -11,8 +12,17 @@ import { makeKey, startStack } from '../../../test/helpers/stack.ts';
 // A fixed port, so the signed upload URLs the service makes (SVC_PUBLIC_URL) lead back to it.
 const port = await freePort();
 // Timeouts with room for a busy machine (an SMTP timeout would make an accepted mailbox `unknown`).
+// The sim's websites (company data) live on loopback: the outbound guard lets that network through.
 const stack = await startStack({
-  env: { PORT: String(port), SVC_PUBLIC_URL: `http://127.0.0.1:${port}`, SVC_JOB_GREYLIST_DELAY_MS: '500', SVC_SECRET: 'client-e2e-secret-0123456789abcdef', SVC_SMTP_TIMEOUT_MS: '4000', SVC_DNS_TIMEOUT_MS: '2000' },
+  env: {
+    PORT: String(port),
+    SVC_PUBLIC_URL: `http://127.0.0.1:${port}`,
+    SVC_JOB_GREYLIST_DELAY_MS: '500',
+    SVC_SECRET: 'client-e2e-secret-0123456789abcdef',
+    SVC_SMTP_TIMEOUT_MS: '4000',
+    SVC_DNS_TIMEOUT_MS: '2000',
+    SVC_OUTBOUND_ALLOW_NETWORKS: '127.0.0.0/8',
+  },
 });
 t.teardown(() => stack.close());
 
@@ -134,6 +144,117 @@ t.test('outcome imports (JSON and CSV) and catch-all recovery', async (t) => {
   await svc.waitForJob(job.id, { intervalMs: 100, timeoutMs: 30_000 });
   const recovery = await svc.recoverCatchalls(job.id);
   t.match(recovery, { job_id: job.id, status: 'completed', rows: 1, upgraded: 1, credits_charged: 1, recovered: [{ email: 'john.smith@catchall.test', previous_result: 'risky', result: 'valid', reason_code: 'recovered_delivery' }] });
+});
+
+/** A key of a new account with the data product turned on. */
+async function dataKey(credits: number): Promise<{ key: string; accountId: string }> {
+  const k = await makeKey(stack, { credits });
+  await stack.store.accounts.setDataProduct(k.accountId, true);
+  return k;
+}
+
+t.test('company data: one domain, a replayed Idempotency-Key, a bulk in order, the LinkedIn page both ways', async (t) => {
+  const { key } = await dataKey(20);
+  const svc = clientFor(key);
+  const acme = await svc.enrichCompany('https://www.Acme-Robotics.test/about', { companyName: 'Acme Robotics', idempotencyKey: 'acme-1' });
+  t.match(acme, {
+    domain: 'acme-robotics.test',
+    company_name: 'Acme Robotics',
+    description: 'Acme Robotics designs autonomous picking robots for mid-sized warehouses.',
+    website: 'https://acme-robotics.test',
+    employee_count: 120,
+    employee_range: '51-200',
+    founded_year: 2011,
+    location: { city: 'Austin', region: 'TX', country: 'United States', country_code: 'US' },
+    linkedin_url: 'https://www.linkedin.com/company/acme-robotics',
+    twitter_url: 'https://twitter.com/acmerobotics',
+    facebook_url: null,
+    phone: '+15125550142',
+    found: true,
+    credits_charged: 1,
+    source_provider: 'website',
+  });
+  for (const tech of ['Google Workspace', 'SendGrid', 'Google Search Console', 'Atlassian']) t.ok(acme.technologies.includes(tech), `technologies name ${tech}`);
+  t.strictSame(await svc.enrichCompany('https://www.Acme-Robotics.test/about', { companyName: 'Acme Robotics', idempotencyKey: 'acme-1' }), acme, 'the replay is the stored answer');
+  t.match(await svc.getCredits(), { balance: 19 }, 'charged once');
+  const fresh = await svc.enrichCompany('acme-robotics.test', { forceRefresh: true });
+  t.strictSame([fresh.found, fresh.cache_hit, fresh.credits_charged], [true, false, 1], 'forceRefresh fetches again');
+
+  const bulk = await svc.enrichCompanies(['acme-robotics.test', { domain: 'error-site.test' }, { company_name: 'No Domain Inc' }, 'globex-meta.test'], { maxConcurrent: 2 });
+  t.match(bulk.id, /^enr_[0-9a-f]{24}$/);
+  t.strictSame(
+    bulk.results?.map((r) => [r.domain, r.company_name, r.found, r.credits_charged, r.error === undefined]),
+    [
+      ['acme-robotics.test', 'Acme Robotics', true, 1, true],
+      ['error-site.test', null, false, 0, false],
+      ['', null, false, 0, false],
+      ['globex-meta.test', 'Globex Meta', true, 1, true],
+    ],
+    'a result per company, in order; the unusable one says why',
+  );
+  t.equal(bulk.results?.[2]?.error, 'domain is required');
+  t.match(bulk.summary, { total: 4, found: 2, not_found: 1, errors: 1, credits_charged: 2 });
+
+  t.strictSame(await svc.domainToLinkedIn('acme-robotics.test'), { linkedin_url: 'https://www.linkedin.com/company/acme-robotics', found: true, credits_charged: 1 });
+  const byUrl = await svc.companyByLinkedIn('linkedin.com/company/Acme-Robotics/');
+  t.match(byUrl, { found: true, credits_charged: 1, company: { name: 'Acme Robotics', domain: 'acme-robotics.test', hq_city: 'Austin' } });
+  t.match(await svc.getCredits(), { balance: 14, reserved: 0 }, '1 + 1 + 2 + 1 + 1 more');
+});
+
+t.test('the finder: addresses proven on the mail server, in order, with their validation', async (t) => {
+  const { key } = await dataKey(20);
+  const svc = clientFor(key);
+  const r = await svc.findEmails(
+    [
+      { first_name: 'Jane', last_name: 'Doe', domain: 'accept.test' },
+      { id: 'crm-42', first_name: 'Maria', last_name: 'Garcia', domain: 'people.test' },
+      { first_name: 'Nobody', last_name: 'Here', domain: 'people.test' },
+      { first_name: 'Jane', domain: 'people.test' },
+    ],
+    { validate: true, maxConcurrent: 4 },
+  );
+  t.match(r.id, /^find_[0-9a-f]{24}$/);
+  t.strictSame(
+    r.results?.map((x) => [x.id, x.email, x.pattern, x.confidence, x.source_provider, x.not_found, x.credits_charged, x.validation?.result ?? null]),
+    [
+      ['0', 'jane.doe@accept.test', '{first}.{last}', 95, 'smtp', false, 2, 'valid'],
+      ['crm-42', 'mgarcia@people.test', '{f}{last}', 95, 'smtp', false, 2, 'valid'],
+      ['2', null, null, 0, null, true, 0, null],
+      ['3', null, null, 0, null, false, 0, null],
+    ],
+    'found (1 credit, and 1 for the High-Value Validation), not found, unusable',
+  );
+  t.equal(r.results?.[3]?.error, 'last_name is required');
+  t.match(r.summary, { total: 4, found: 2, not_found: 1, errors: 1, credits_charged: 4 });
+  t.match(await svc.getCredits(), { balance: 16 });
+});
+
+t.test('data calls: the product gate, unconfigured vendor families (503, not retried), the limits', async (t) => {
+  const { key: plain } = await makeKey(stack, { credits: 10 });
+  const gate = await rejection(clientFor(plain).enrichCompany('acme-robotics.test'));
+  t.strictSame([gate.status, gate.code, gate.attempts], [403, 'product_not_enabled', 1], 'no data product: 403');
+  const { key } = await dataKey(10);
+  const svc = clientFor(key);
+  const calls: Array<[string, () => Promise<unknown>, string]> = [
+    ['linkedInCompany', () => svc.linkedInCompany({ domain: 'acme-robotics.test' }), 'LinkedIn company data not configured'],
+    ['linkedInHires', () => svc.linkedInHires({ linkedinUrl: 'https://www.linkedin.com/company/acme-robotics', daysBack: 30 }), 'LinkedIn company data not configured'],
+    ['searchPeople', () => svc.searchPeople({ domain: 'acme-robotics.test', seniority: ['VP'] }), 'employee search not configured'],
+    ['lookupPerson', () => svc.lookupPerson({ firstName: 'Jane', lastName: 'Doe', companyDomain: 'acme-robotics.test' }), 'person lookup not configured'],
+    ['lookupRole', () => svc.lookupRole({ role: 'CFO', companyName: 'Acme Robotics' }), 'role lookup not configured'],
+    ['enrichProfile', () => svc.enrichProfile({ email: 'jane.doe@acme-robotics.test' }), 'profile enrichment not configured'],
+    ['findMobile', () => svc.findMobile({ firstName: 'Jane', lastName: 'Doe', domain: 'acme-robotics.test' }), 'mobile finder not configured'],
+    ['emailToPerson', () => svc.emailToPerson('jane.doe@acme-robotics.test'), 'profile enrichment not configured'],
+  ];
+  for (const [name, call, message] of calls) {
+    const err = await rejection(call());
+    t.strictSame([err.status, err.code, err.message, err.attempts, err.isRetryable], [503, 'feature_not_configured', message, 1, false], `${name}: 503 with the family's message, one attempt`);
+    t.match(err.requestId, REQUEST_ID);
+  }
+  const input = await rejection(svc.enrichCompany('not a domain'));
+  t.strictSame([input.status, input.code], [400, 'invalid_domain']);
+  await t.rejects(svc.enrichCompanies(Array(26).fill('acme-robotics.test')), { name: 'RangeError' }, 'more than 25 companies: refused before sending');
+  await t.rejects(svc.findEmails(Array(101).fill({ first_name: 'a', last_name: 'b', domain: 'accept.test' })), { name: 'RangeError' }, 'more than 100 contacts');
+  t.match(await svc.getCredits(), { balance: 10 }, 'nothing charged');
 });
 
 const served = ((await (await fetch(`${stack.url}/openapi.json`)).json()) as { paths: Record<string, unknown> }).paths;

@@ -1,12 +1,12 @@
 // The client's retry rule (docs/errors.md) against a fault-injecting local server: every status and
 // code, as a table, with the number of attempts, the Idempotency-Key of every attempt, and the
 // request id the error keeps (the last answer's; none after a network-only failure). Then the
-// deadline, the per-attempt timeout, the back-off bounds, the caller's signal, and which methods
-// send a key.
+// deadline, the per-attempt timeout, the back-off bounds, the caller's signal, which methods
+// send a key, and the exact bodies of the data calls.
 
 import t from 'tap';
 import { ERRORS, type ErrorSpec } from '@svc/contracts';
-import { backoffDelay, isRetryable, retryAfterHeader, SvcApiError, SvcClient, SvcNetworkError, type ClientOptions, type RetryEvent } from '../src/index.ts';
+import { backoffDelay, isRetryable, retryAfterHeader, SvcApiError, SvcClient, SvcNetworkError, type ClientOptions, type RetryEvent, type WriteOptions } from '../src/index.ts';
 import { fail, requestIdOf, startFaultServer, type Step } from '../../../test/helpers/fault-server.ts';
 
 const server = await startFaultServer();
@@ -27,6 +27,23 @@ async function settle<T>(p: Promise<T>): Promise<{ ok: true; value: T } | { ok: 
     return { ok: false, error };
   }
 }
+
+/** Every data call: its route, the exact JSON it sends, and the call (docs/api.md "Data endpoints"). */
+const DATA_CALLS: Array<[string, string, (c: SvcClient, o: WriteOptions) => Promise<unknown>]> = [
+  ['POST /v1/company/enrich', '{"domain":"acme-robotics.test","company_name":"Acme Robotics","force_refresh":true}', (c, o) => c.enrichCompany('acme-robotics.test', { ...o, companyName: 'Acme Robotics', forceRefresh: true })],
+  ['POST /v1/company/enrich/bulk', '{"companies":[{"domain":"acme-robotics.test"},{"domain":"globex-meta.test","force_refresh":true}],"max_concurrent":3}', (c, o) => c.enrichCompanies(['acme-robotics.test', { domain: 'globex-meta.test', force_refresh: true }], { ...o, maxConcurrent: 3 })],
+  ['POST /v1/company/enrich-linkedin', '{"company_linkedin_url":"https://www.linkedin.com/company/acme-robotics"}', (c, o) => c.companyByLinkedIn('https://www.linkedin.com/company/acme-robotics', o)],
+  ['POST /v1/company/domain-to-linkedin', '{"domain":"acme-robotics.test"}', (c, o) => c.domainToLinkedIn('acme-robotics.test', o)],
+  ['POST /v1/linkedin/company', '{"linkedin_url":"https://www.linkedin.com/company/acme-robotics"}', (c, o) => c.linkedInCompany({ linkedinUrl: 'https://www.linkedin.com/company/acme-robotics' }, o)],
+  ['POST /v1/linkedin/hires', '{"domain":"acme-robotics.test","days_back":30,"limit":5}', (c, o) => c.linkedInHires({ domain: 'acme-robotics.test', daysBack: 30, limit: 5 }, o)],
+  ['POST /v1/people/search', '{"domain":"acme-robotics.test","title_keywords":["sales"],"department":"Sales","seniority":["VP","Director"],"limit":5,"offset":10}', (c, o) => c.searchPeople({ domain: 'acme-robotics.test', titleKeywords: ['sales'], department: 'Sales', seniority: ['VP', 'Director'], limit: 5, offset: 10 }, o)],
+  ['POST /v1/people/lookup', '{"first_name":"Jane","last_name":"Doe","company_domain":"acme-robotics.test","title":"VP Sales","location":"Austin","enrich_profile":true}', (c, o) => c.lookupPerson({ firstName: 'Jane', lastName: 'Doe', companyDomain: 'acme-robotics.test', title: 'VP Sales', location: 'Austin', enrichProfile: true }, o)],
+  ['POST /v1/people/role', '{"role":"CFO","company_name":"Acme Robotics"}', (c, o) => c.lookupRole({ role: 'CFO', companyName: 'Acme Robotics' }, o)],
+  ['POST /v1/profile/enrich', '{"email":"jane.doe@acme-robotics.test"}', (c, o) => c.enrichProfile({ email: 'jane.doe@acme-robotics.test' }, o)],
+  ['POST /v1/mobile/find', '{"linkedin_url":"https://www.linkedin.com/in/jane-doe","first_name":"Jane","last_name":"Doe","company":"Acme Robotics","domain":"acme-robotics.test"}', (c, o) => c.findMobile({ linkedinUrl: 'https://www.linkedin.com/in/jane-doe', firstName: 'Jane', lastName: 'Doe', company: 'Acme Robotics', domain: 'acme-robotics.test' }, o)],
+  ['POST /v1/prospect/email-to-person', '{"email":"jane.doe@acme-robotics.test"}', (c, o) => c.emailToPerson('jane.doe@acme-robotics.test', o)],
+  ['POST /v1/find/bulk', '{"contacts":[{"id":"crm-1","first_name":"Jane","last_name":"Doe","domain":"accept.test"},{"first_name":"Maria","last_name":"Garcia","company":"People Co"}],"validate":true,"max_concurrent":2}', (c, o) => c.findEmails([{ id: 'crm-1', first_name: 'Jane', last_name: 'Doe', domain: 'accept.test' }, { first_name: 'Maria', last_name: 'Garcia', company: 'People Co' }], { ...o, validate: true, maxConcurrent: 2 })],
+];
 
 const keysSent = (): Array<string | undefined> => server.received.map((r) => r.headers['idempotency-key'] as string | undefined);
 
@@ -230,6 +247,7 @@ t.test('Idempotency-Key: on every write, the same on every retry of one call, a 
     ['POST /v1/csv/prepare-upload', (k) => c.prepareUpload('leads.csv', k ? { idempotencyKey: k } : {})],
     ['POST /v1/csv/start-processing', (k) => c.startProcessing('job_1', 'email', k ? { idempotencyKey: k } : {})],
     ['POST /v1/csv/jobs/job_1/recover-catchalls', (k) => c.recoverCatchalls('job_1', k ? { idempotencyKey: k } : {})],
+    ...DATA_CALLS.map(([route, , call]): [string, (key?: string) => Promise<unknown>] => [route, (k) => call(c, k ? { idempotencyKey: k } : {})]),
     ['POST /v1/outcomes/email/import', (k) => c.importOutcomes([{ email: 'jane.doe@accept.test', outcome: 'delivered' }], k ? { idempotencyKey: k } : {})],
     ['POST /v1/outcomes/email/import', (k) => c.importOutcomes({ csv: 'email,outcome\njane.doe@accept.test,delivered\n' }, k ? { idempotencyKey: k } : {})],
   ];
@@ -261,6 +279,25 @@ t.test('Idempotency-Key: on every write, the same on every retry of one call, a 
     t.strictSame(keysSent(), [undefined, undefined], `${route}: retried, without a key`);
     t.equal(server.received[0]!.headers['x-api-key'], 'svc_test_faultServerKey000000001', `${route}: X-API-Key`);
   }
+});
+
+t.test('the data calls: each route with its exact body (camelCase options become the API\'s fields), retried like validate', async (t) => {
+  const c = client();
+  for (const [route, body, call] of DATA_CALLS) {
+    server.script([fail(503, 'provider_unavailable'), { status: 200, body: { found: true } }]);
+    t.strictSame(await call(c, {}), { found: true }, `${route}: the answer after a retry`);
+    t.strictSame(
+      server.received.map((x) => [`${x.method} ${x.url}`, x.body, x.headers['content-type']]),
+      Array(2).fill([route, body, 'application/json']),
+      `${route}: the body, the same on the retry`,
+    );
+  }
+  server.script([fail(503, 'feature_not_configured'), OK]);
+  t.match(await settle(c.lookupRole({ role: 'CFO', companyName: 'Acme Robotics' })), { ok: false, error: { status: 503, code: 'feature_not_configured', attempts: 1 } }, 'feature_not_configured: not retried');
+  server.script([OK]);
+  await t.rejects(c.enrichCompanies(Array(26).fill('acme-robotics.test')), { name: 'RangeError', message: /at most 25 companies \(got 26\)/ });
+  await t.rejects(c.findEmails(Array(101).fill({ first_name: 'Jane', last_name: 'Doe', domain: 'accept.test' })), { name: 'RangeError', message: /at most 100 contacts \(got 101\)/ });
+  t.equal(server.received.length, 0, 'too many: nothing sent');
 });
 
 t.test('subscriptions: POST cancel and reactivate, no body', async (t) => {

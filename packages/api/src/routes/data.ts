@@ -62,7 +62,7 @@ const nnum = nullable('number');
 const common = { found: bool, credits_charged: int, cache_hit: bool, source_provider: nullable('string'), latency_ms: int, error: str } as const;
 
 
-const open = (properties: Record<string, unknown>, description?: string) => ({ type: 'object', additionalProperties: true, properties, ...(description && { description }) });
+const open = (properties: Record<string, unknown>, required?: string[]) => ({ type: 'object', additionalProperties: true, properties, ...(required && { required }) });
 
 /** Each endpoint's documented body and answer. */
 const DOCS: Record<DataEndpoint, { summary: string; body: Record<string, unknown>; required?: string[]; response: Record<string, unknown> }> = {
@@ -79,8 +79,8 @@ const DOCS: Record<DataEndpoint, { summary: string; body: Record<string, unknown
     response: open({
       id: str,
       results: { type: 'array', items: { $ref: 'CompanyEnrichment#' } },
-      summary: open({ total: int, found: int, not_found: int, errors: int, cache_hits: int, credits_charged: int, total_latency_ms: int }),
-    }),
+      summary: open({ total: int, found: int, not_found: int, errors: int, cache_hits: int, credits_charged: int, total_latency_ms: int }, ['total', 'found', 'not_found', 'errors', 'cache_hits', 'credits_charged', 'total_latency_ms']),
+    }, ['id', 'results', 'summary']),
   },
   'company/enrich-linkedin': {
     summary: 'Company data from its LinkedIn page (1 credit if found)',
@@ -162,7 +162,10 @@ const DOCS: Record<DataEndpoint, { summary: string; body: Record<string, unknown
     summary: `Find the email addresses of up to ${DATA_LIMITS.contactsPerFind} contacts (1 credit per address found with confidence 70 or more)`,
     body: { contacts: { type: 'array', maxItems: DATA_LIMITS.contactsPerFind, items: open({ first_name: str, last_name: str, domain: str, company: str, linkedin_url: str }) }, validate: bool, max_concurrent: { type: 'integer', minimum: 1, maximum: 10, default: 5 } },
     required: ['contacts'],
-    response: open({ id: str, results: { type: 'array', items: { $ref: 'FindResult#' } }, summary: open({ total: int, found: int, not_found: int, errors: int, credits_charged: int, total_latency_ms: int }) }),
+    response: open(
+      { id: str, results: { type: 'array', items: { $ref: 'FindResult#' } }, summary: open({ total: int, found: int, not_found: int, errors: int, credits_charged: int, total_latency_ms: int }, ['total', 'found', 'not_found', 'errors', 'credits_charged', 'total_latency_ms']) },
+      ['id', 'results', 'summary'],
+    ),
   },
 };
 
