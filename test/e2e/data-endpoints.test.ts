@@ -339,3 +339,16 @@ t.test('find/bulk: limits and the per-key rate', async (t) => {
     t.strictSame([r.status, r.body.code, r.body.message], [400, code, message]);
   }
 });
+
+t.test('the OpenAPI document: valid 3.1, every data route with its statuses and the enumerations of the contract', async (t) => {
+  const { Validator } = await import('@seriousme/openapi-schema-validator');
+  const doc = (await (await fetch(`${stack.url}/openapi.json`)).json()) as { paths: Record<string, { post: { responses: Record<string, unknown> } }>; components: { schemas: Record<string, { properties: Record<string, { enum?: unknown[] }> }> } };
+  const result = await new Validator().validate(doc as unknown as Record<string, unknown>);
+  t.equal(result.valid, true, JSON.stringify(result.errors ?? ''));
+  for (const route of ROUTES) t.strictSame(Object.keys(doc.paths[route]!.post.responses).sort(), ['200', '400', '401', '402', '403', '409', '413', '415', '429', '500', '503'], route);
+  const schemas = doc.components.schemas;
+  t.strictSame(schemas.CompanyEnrichment!.properties.employee_range!.enum, ['1-10', '11-50', '51-200', '201-500', '501-1000', '1001-5000', '5001+', null]);
+  t.strictSame(schemas.CompanyEnrichment!.properties.company_type!.enum, ['private', 'public', 'nonprofit', 'government', null]);
+  t.strictSame(schemas.PersonProfile!.properties.seniority!.enum, ['C-Level', 'VP', 'Director', 'Manager', 'Senior', 'Individual', 'Intern', null]);
+  t.strictSame(schemas.PersonProfile!.properties.department!.enum, ['Sales', 'Engineering', 'Marketing', 'Finance', 'HR', 'Operations', 'Product', 'Legal', 'Executive', null]);
+});

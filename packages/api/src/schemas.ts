@@ -1,7 +1,7 @@
 // JSON schemas of the public resources. They validate requests, serialise responses fast and
 // generate the OpenAPI 3.1 document (GET /openapi.json). Enumerations come from @svc/contracts.
 
-import { CHARGE_REASONS, COMPANY_TYPES, CONFIDENCES, EMPLOYEE_RANGES, ERROR_CODES, ERRORS, JOB_RESULT_FIELDS, JOB_STATES, LAYERS, QUALITIES, REASON_CODES, VALIDATION_RESULTS, type ErrorCode, type Scope } from '@svc/contracts';
+import { CHARGE_REASONS, COMPANY_TYPES, CONFIDENCES, DEPARTMENTS, EMPLOYEE_RANGES, ERROR_CODES, PROFILE_SENIORITIES, ERRORS, JOB_RESULT_FIELDS, JOB_STATES, LAYERS, QUALITIES, REASON_CODES, VALIDATION_RESULTS, type ErrorCode, type Scope } from '@svc/contracts';
 import { BILLABLE_GATE_CODES, GATE_CODES } from './plugins/auth.ts';
 
 export const errorSchema = {
@@ -233,7 +233,77 @@ export const findResultSchema = {
   },
 } as const;
 
-export const sharedSchemas = [errorSchema, validationResultSchema, bulkResponseSchema, creditsSchema, jobStatusSchema, jobCreatedSchema, companyEnrichmentSchema, findResultSchema];
+const nullableInt = { type: ['integer', 'null'] } as const;
+const seniority = { type: ['string', 'null'], enum: [...PROFILE_SENIORITIES, null] } as const;
+const department = { type: ['string', 'null'], enum: [...DEPARTMENTS, null] } as const;
+
+/** A person, as the people, profile and role endpoints answer it (a vendor's data, normalised). */
+export const personProfileSchema = {
+  $id: 'PersonProfile',
+  type: 'object',
+  required: [
+    'first_name', 'last_name', 'full_name', 'email', 'personal_email', 'mobile', 'linkedin_url', 'twitter_url', 'profile_picture', 'title', 'headline',
+    'department', 'seniority', 'company', 'company_domain', 'company_size', 'industry', 'location', 'city', 'region', 'country', 'country_code', 'skills',
+    'experience', 'education', 'connections', 'followers', 'recent_job_change', 'job_change_date', 'previous_company', 'previous_title',
+  ],
+  properties: {
+    first_name: nullableString,
+    last_name: nullableString,
+    full_name: nullableString,
+    email: nullableString,
+    personal_email: nullableString,
+    mobile: { ...nullableString, description: 'E.164' },
+    linkedin_url: nullableString,
+    twitter_url: nullableString,
+    profile_picture: nullableString,
+    title: nullableString,
+    headline: nullableString,
+    department,
+    seniority,
+    company: nullableString,
+    company_domain: nullableString,
+    company_size: { type: ['string', 'null'], enum: [...EMPLOYEE_RANGES, null] },
+    industry: nullableString,
+    location: nullableString,
+    city: nullableString,
+    region: nullableString,
+    country: nullableString,
+    country_code: { ...nullableString, description: 'ISO 3166-1 alpha-2' },
+    skills: { type: 'array', items: { type: 'string' } },
+    experience: {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['company', 'title', 'department', 'location', 'start_date', 'end_date', 'is_current', 'description'],
+        properties: { company: nullableString, title: nullableString, department, location: nullableString, start_date: nullableString, end_date: nullableString, is_current: { type: 'boolean' }, description: nullableString },
+      },
+    },
+    education: {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['school', 'degree', 'field', 'start_year', 'end_year'],
+        properties: { school: nullableString, degree: nullableString, field: nullableString, start_year: nullableInt, end_year: nullableInt },
+      },
+    },
+    connections: nullableInt,
+    followers: nullableInt,
+    recent_job_change: { type: 'boolean' },
+    job_change_date: nullableString,
+    previous_company: nullableString,
+    previous_title: nullableString,
+  },
+} as const;
+
+/** One recent hire of linkedin/hires. */
+export const hireSchema = {
+  $id: 'Hire',
+  type: 'object',
+  required: ['first_name', 'last_name', 'full_name', 'title', 'seniority', 'department', 'linkedin_url', 'location', 'start_date'],
+  properties: { first_name: nullableString, last_name: nullableString, full_name: nullableString, title: nullableString, seniority, department, linkedin_url: nullableString, location: nullableString, start_date: nullableString },
+} as const;
+
+export const sharedSchemas = [errorSchema, validationResultSchema, bulkResponseSchema, creditsSchema, jobStatusSchema, jobCreatedSchema, companyEnrichmentSchema, findResultSchema, personProfileSchema, hireSchema];
 
 /** What decides a route's error codes: its gates (scope, billable) and its own `errors`. */
 export interface RouteErrors {

@@ -8349,9 +8349,7 @@ export interface paths {
                         "application/json": {
                             domain?: string | null;
                             company_name?: string | null;
-                            recent_hires?: {
-                                [key: string]: unknown;
-                            }[];
+                            recent_hires?: components["schemas"]["Hire"][];
                             total?: number;
                             days_back?: number;
                             /** @description hires per month */
@@ -8712,9 +8710,7 @@ export interface paths {
                     };
                     content: {
                         "application/json": {
-                            people?: {
-                                [key: string]: unknown;
-                            }[];
+                            people?: components["schemas"]["PersonProfile"][];
                             total?: number;
                             limit?: number;
                             offset?: number;
@@ -9065,9 +9061,7 @@ export interface paths {
                     content: {
                         "application/json": {
                             linkedin_url?: string;
-                            profile?: {
-                                [key: string]: unknown;
-                            };
+                            profile?: components["schemas"]["PersonProfile"];
                             similarity_scores?: {
                                 name?: number;
                                 company?: number;
@@ -9424,9 +9418,7 @@ export interface paths {
                     content: {
                         "application/json": {
                             linkedin_url?: string;
-                            profile?: {
-                                [key: string]: unknown;
-                            };
+                            profile?: components["schemas"]["PersonProfile"];
                             confidence?: number;
                             found?: boolean;
                             credits_charged?: number;
@@ -9773,9 +9765,7 @@ export interface paths {
                     };
                     content: {
                         "application/json": {
-                            profile?: {
-                                [key: string]: unknown;
-                            } | null;
+                            profile?: components["schemas"]["PersonProfile"] | null;
                             confidence?: number;
                             found?: boolean;
                             credits_charged?: number;
@@ -11339,6 +11329,73 @@ export interface components {
             latency_ms: number;
             error?: string;
             validation?: components["schemas"]["ValidationResult"];
+        };
+        PersonProfile: {
+            first_name: string | null;
+            last_name: string | null;
+            full_name: string | null;
+            email: string | null;
+            personal_email: string | null;
+            /** @description E.164 */
+            mobile: string | null;
+            linkedin_url: string | null;
+            twitter_url: string | null;
+            profile_picture: string | null;
+            title: string | null;
+            headline: string | null;
+            /** @enum {string|null} */
+            department: "Sales" | "Engineering" | "Marketing" | "Finance" | "HR" | "Operations" | "Product" | "Legal" | "Executive" | null;
+            /** @enum {string|null} */
+            seniority: "C-Level" | "VP" | "Director" | "Manager" | "Senior" | "Individual" | "Intern" | null;
+            company: string | null;
+            company_domain: string | null;
+            /** @enum {string|null} */
+            company_size: "1-10" | "11-50" | "51-200" | "201-500" | "501-1000" | "1001-5000" | "5001+" | null;
+            industry: string | null;
+            location: string | null;
+            city: string | null;
+            region: string | null;
+            country: string | null;
+            /** @description ISO 3166-1 alpha-2 */
+            country_code: string | null;
+            skills: string[];
+            experience: {
+                company: string | null;
+                title: string | null;
+                /** @enum {string|null} */
+                department: "Sales" | "Engineering" | "Marketing" | "Finance" | "HR" | "Operations" | "Product" | "Legal" | "Executive" | null;
+                location: string | null;
+                start_date: string | null;
+                end_date: string | null;
+                is_current: boolean;
+                description: string | null;
+            }[];
+            education: {
+                school: string | null;
+                degree: string | null;
+                field: string | null;
+                start_year: number | null;
+                end_year: number | null;
+            }[];
+            connections: number | null;
+            followers: number | null;
+            recent_job_change: boolean;
+            job_change_date: string | null;
+            previous_company: string | null;
+            previous_title: string | null;
+        };
+        Hire: {
+            first_name: string | null;
+            last_name: string | null;
+            full_name: string | null;
+            title: string | null;
+            /** @enum {string|null} */
+            seniority: "C-Level" | "VP" | "Director" | "Manager" | "Senior" | "Individual" | "Intern" | null;
+            /** @enum {string|null} */
+            department: "Sales" | "Engineering" | "Marketing" | "Finance" | "HR" | "Operations" | "Product" | "Legal" | "Executive" | null;
+            linkedin_url: string | null;
+            location: string | null;
+            start_date: string | null;
         };
     };
     responses: never;

@@ -122,30 +122,30 @@ const DOCS: Record<DataEndpoint, { summary: string; body: Record<string, unknown
   'linkedin/hires': {
     summary: 'Recent hires of a company (2 credits fresh, 0 from the 24-hour cache)',
     body: { domain: str, linkedin_url: str, days_back: { type: 'integer', minimum: 1, maximum: 180, default: 90 }, limit: { type: 'integer', minimum: 1, maximum: 100, default: 20 } },
-    response: open({ domain: nstr, company_name: nstr, recent_hires: { type: 'array', items: open({}) }, total: int, days_back: int, hiring_velocity: { type: 'number', description: 'hires per month' }, top_departments: { type: 'array', items: { type: 'string', enum: DEPARTMENTS } }, department_breakdown: open({}), ...common }),
+    response: open({ domain: nstr, company_name: nstr, recent_hires: { type: 'array', items: { $ref: 'Hire#' } }, total: int, days_back: int, hiring_velocity: { type: 'number', description: 'hires per month' }, top_departments: { type: 'array', items: { type: 'string', enum: DEPARTMENTS } }, department_breakdown: open({}), ...common }),
   },
   'people/search': {
     summary: 'People at a company (2 credits per profile returned)',
     body: { domain: str, title_keywords: { type: 'array', items: str }, department: { type: 'string', enum: DEPARTMENTS }, seniority: { type: 'array', items: { type: 'string', enum: SENIORITIES } }, limit: { type: 'integer', minimum: 1, maximum: 50, default: 10 }, offset: { type: 'integer', minimum: 0, default: 0 } },
     required: ['domain'],
-    response: open({ people: { type: 'array', items: open({}) }, total: int, limit: int, offset: int, source_provider: nstr, credits_charged: int, latency_ms: int }),
+    response: open({ people: { type: 'array', items: { $ref: 'PersonProfile#' } }, total: int, limit: int, offset: int, source_provider: nstr, credits_charged: int, latency_ms: int }),
   },
   'people/lookup': {
     summary: "A person's LinkedIn profile from a name and a company (2 credits; 3 with enrich_profile)",
     body: { first_name: str, last_name: str, company_domain: str, title: str, location: str, enrich_profile: bool },
     required: ['first_name', 'company_domain'],
-    response: open({ linkedin_url: str, profile: open({}), similarity_scores: open({ name: num, company: num, title: num, location: num }), confidence: int, ...common }),
+    response: open({ linkedin_url: str, profile: { $ref: 'PersonProfile#' }, similarity_scores: open({ name: num, company: num, title: num, location: num }), confidence: int, ...common }),
   },
   'people/role': {
     summary: 'Who holds a role at a company (3 credits; 4 with enrich_profile)',
     body: { role: str, company_name: str, enrich_profile: bool },
     required: ['role', 'company_name'],
-    response: open({ linkedin_url: str, profile: open({}), confidence: int, ...common }),
+    response: open({ linkedin_url: str, profile: { $ref: 'PersonProfile#' }, confidence: int, ...common }),
   },
   'profile/enrich': {
     summary: 'A person profile from an email or a LinkedIn URL (3 credits if found)',
     body: { email: str, linkedin_url: str },
-    response: open({ profile: { type: ['object', 'null'], additionalProperties: true }, confidence: int, ...common }),
+    response: open({ profile: { anyOf: [{ $ref: 'PersonProfile#' }, { type: 'null' }] }, confidence: int, ...common }),
   },
   'mobile/find': {
     summary: "A person's mobile number (2 credits if found)",
