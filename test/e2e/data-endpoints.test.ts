@@ -326,6 +326,24 @@ t.test('find/bulk: validate adds the validation and its credit; company resolves
   t.equal(await balance(accountId), 8, 'an unresolved company charges nothing');
 });
 
+t.test("find/bulk honours the account's suppression list: a mailbox that hard-bounced for it is never its find", async (t) => {
+  const { key, accountId } = await dataKey({ credits: 10 });
+  const writer = (await stack.store.keys.create({ accountId, kind: 'test', scopes: ['email:outcomes:write'] })).key;
+  const imp = await stack.call('POST', '/v1/outcomes/email/import', {
+    key: writer,
+    body: { outcomes: [{ email: 'mgarcia@people.test', outcome: 'bounced', source: 'smtp_log', external_id: 'find-bounce-1', action: 'failed', smtp_enhanced_code: '5.1.1', occurred_at: new Date(Date.now() - 60_000).toISOString() }] },
+  });
+  t.equal(imp.body.suppressed, 1);
+  const r = await post('/v1/find/bulk', key, { contacts: [{ first_name: 'Maria', last_name: 'Garcia', domain: 'people.test' }] });
+  t.strictSame([r.body.results[0].email, r.body.results[0].not_found, r.body.results[0].credits_charged], [null, true, 0], 'its only accepted candidate is suppressed for this account');
+  t.equal(r.body.results[0].error, "every candidate address was rejected by the mail server or is on the account's suppression list");
+  t.equal(await balance(accountId), 10);
+  // Another account has no such evidence: found as before.
+  const other = await dataKey({ credits: 10 });
+  const theirs = await post('/v1/find/bulk', other.key, { contacts: [{ first_name: 'Maria', last_name: 'Garcia', domain: 'people.test' }] });
+  t.equal(theirs.body.results[0].email, 'mgarcia@people.test');
+});
+
 t.test('find/bulk: limits and the per-key rate', async (t) => {
   const { key } = await dataKey();
   const cases: Array<[unknown, string, string]> = [

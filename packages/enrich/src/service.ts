@@ -247,7 +247,7 @@ export class DataService {
     const maxCost = q.items.filter((i) => i.ok).length * (q.validate ? 2 : 1);
     return chargeData(this.store, accountId, 'find/bulk', maxCost, async () => {
       const gate = new Semaphore(q.max_concurrent);
-      const rows = await Promise.all(q.items.map((item) => gate.run(() => this.#findOne(item, q.validate, finder))));
+      const rows = await Promise.all(q.items.map((item) => gate.run(() => this.#findOne(accountId, item, q.validate, finder))));
       const summary = {
         total: rows.length,
         found: rows.filter((r) => r.email !== null).length,
@@ -260,7 +260,7 @@ export class DataService {
     }, completion);
   }
 
-  async #findOne(item: FindBulkQuery['items'][number], validate: boolean, finder: ProviderChain<FinderProvider>): Promise<FindRow> {
+  async #findOne(accountId: string, item: FindBulkQuery['items'][number], validate: boolean, finder: ProviderChain<FinderProvider>): Promise<FindRow> {
     const t0 = this.#now();
     const base = { id: item.input, email: null, confidence: 0, source_provider: null, providers_tried: [] as string[], pattern: null, not_found: false, credits_charged: 0 };
     const latency = () => Math.max(0, Math.round(this.#now() - t0));
@@ -268,7 +268,7 @@ export class DataService {
     const c = item.query;
     const domain = c.domain ?? (c.company ? await this.store.enrichCache.domainOfCompany(c.company, CACHE_TTL_MS.company) : undefined);
     if (!domain) return { ...base, latency_ms: latency(), error: 'the domain of this company is not known; give the contact\'s domain' };
-    const r: ChainResult<FoundEmail> = await finder.run((p, signal) => p.find({ first_name: c.first_name, last_name: c.last_name, domain }, signal), { accepts: (f) => f.confidence >= FINDER_CHARGE_CONFIDENCE });
+    const r: ChainResult<FoundEmail> = await finder.run((p, signal) => p.find({ first_name: c.first_name, last_name: c.last_name, domain, account_id: accountId }, signal), { accepts: (f) => f.confidence >= FINDER_CHARGE_CONFIDENCE });
     if ('failed' in r) return { ...base, providers_tried: r.tried, latency_ms: latency(), error: r.errors.join('; ') };
     if (!r.found) return { ...base, providers_tried: r.tried, not_found: true, latency_ms: latency(), ...(r.error && { error: r.error }) };
     const f = r.value;

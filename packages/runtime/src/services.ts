@@ -13,7 +13,7 @@ import { Verifier, verifierConfig, type CachePort } from '@svc/verifier';
 import { HostedMcp } from '@svc/mcp';
 import { DataService, NativeCompanyProvider, NativeFinder, PdlProvider, ProviderChain, webDns } from '@svc/enrich';
 import { createNetSmtpConnector, nodeDns, tcpReachable } from '@svc/verifier/adapters';
-import { isConnectionFailure, LocalProcessor, StripeProcessor, SubscriptionService } from '@svc/billing';
+import { applySuppressions, isConnectionFailure, LocalProcessor, StripeProcessor, SubscriptionService } from '@svc/billing';
 import { ConfigError, redactUrl, type Config } from './config.ts';
 import { clickhouseSelect1, Readiness } from './readiness.ts';
 
@@ -325,7 +325,7 @@ export function dataService(config: Config, store: Store, verifier: Verifier, ca
     throw new ConfigError('SVC_COMPANY_PROVIDERS', `names ${name}, which this build does not have`);
   });
   const finder = config.finderProviders.map((name) => {
-    if (name === 'native') return new NativeFinder({ prober: verifier, evidence: store.finderPatterns, maxCandidates: config.finderMaxCandidates });
+    if (name === 'native') return new NativeFinder({ prober: verifier, evidence: store.finderPatterns, maxCandidates: config.finderMaxCandidates, suppress: (accountId, plan) => applySuppressions(store, accountId, plan) });
     throw new ConfigError('SVC_FINDER_PROVIDERS', `names ${name}, which this build does not have`);
   });
   return new DataService(

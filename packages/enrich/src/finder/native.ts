@@ -10,7 +10,7 @@
 // - on a catch-all domain no answer proves anything: the best-ranked candidate is the answer, its
 //   confidence what the domain's evidence gives the pattern (below 70, so not charged, when there
 //   is none), source `pattern`;
-// - every candidate rejected: not found;
+// - every candidate rejected (or suppressed by the asking account's own evidence): not found;
 // - otherwise (greylisting, timeouts, a policy block: no answer either way) the find fails, so
 //   the next provider is asked and nothing is charged.
 
@@ -34,6 +34,8 @@ export interface FindQuery {
   first_name: string;
   last_name: string;
   domain: string;
+  /** The asking account: its suppression list answers its own suppressed candidates (never "found"). */
+  account_id?: string;
 }
 
 export interface FinderProvider {
@@ -67,6 +69,12 @@ export class NativeFinder implements FinderProvider {
       evidence: PatternEvidence;
       /** SVC_FINDER_MAX_CANDIDATES (8). */
       maxCandidates: number;
+      /**
+       * Answers the account's suppressed addresses in the plan from its own evidence (billing's
+       * applySuppressions), as a validation would: a mailbox that hard-bounced for the account is
+       * never its find.
+       */
+      suppress?: (accountId: string, plan: Plan) => Promise<unknown>;
     },
   ) {}
 
@@ -75,6 +83,7 @@ export class NativeFinder implements FinderProvider {
     const list = candidates(q.first_name, q.last_name, q.domain, { order: rankPatterns(counts), max: this.o.maxCandidates });
     if (list.length === 0) return { found: false, error: 'no address can be made from this name and domain' };
     const plan = await this.o.prober.plan(list.map((c) => c.email));
+    if (q.account_id && this.o.suppress) await this.o.suppress(q.account_id, plan);
     if (signal.aborted) throw new ProviderError('the find was cancelled', false);
     const verdicts = await this.o.prober.run(plan);
     const byEmail = new Map(verdicts.map((v) => [v.email, v]));
@@ -86,13 +95,17 @@ export class NativeFinder implements FinderProvider {
       return { found: true, value: { email: proven.c.email, confidence: PROVEN_CONFIDENCE, pattern: proven.c.pattern, source_provider: 'smtp', verdict: proven.v } };
     }
     const catchAll = pairs.find((p) => p.v.is_catchall);
-    if (catchAll) {
-      const best = pairs[0]!;
+    // On a catch-all domain the best-ranked candidate the account has not suppressed.
+    const best = pairs.find((p) => p.v.validation_layer !== 'suppression');
+    if (catchAll && best) {
       return { found: true, value: { email: best.c.email, confidence: patternConfidence(counts, best.c.pattern), pattern: best.c.pattern, source_provider: 'pattern', verdict: best.v } };
     }
     if (pairs.length > 0 && pairs.every((p) => p.v.result === 'invalid')) {
       const reason = pairs[0]!.v.reason_code;
-      return { found: false, error: pairs.every((p) => p.v.reason_code === 'mailbox_not_found') ? 'every candidate address was rejected by the mail server' : `the domain cannot receive these addresses (${reason})` };
+      const suppressed = pairs.some((p) => p.v.validation_layer === 'suppression');
+      const rejected = pairs.every((p) => p.v.reason_code === 'mailbox_not_found' || p.v.validation_layer === 'suppression');
+      if (rejected) return { found: false, error: suppressed ? "every candidate address was rejected by the mail server or is on the account's suppression list" : 'every candidate address was rejected by the mail server' };
+      return { found: false, error: `the domain cannot receive these addresses (${reason})` };
     }
     const why = pairs.find((p) => p.v.result !== 'invalid')?.v;
     throw new ProviderError(`the mail server did not say whether the addresses exist (${why?.reason_code ?? 'no verdict'})`, false);
