@@ -344,6 +344,26 @@ t.test("find/bulk honours the account's suppression list: a mailbox that hard-bo
   t.equal(theirs.body.results[0].email, 'mgarcia@people.test');
 });
 
+t.test("find/bulk on a catch-all domain: a candidate the account confirmed delivery to is found (source outcome, charged)", async (t) => {
+  const { key, accountId } = await dataKey({ credits: 10 });
+  const writer = (await stack.store.keys.create({ accountId, kind: 'test', scopes: ['email:outcomes:write'] })).key;
+  const imp = await stack.call('POST', '/v1/outcomes/email/import', {
+    key: writer,
+    body: { outcomes: [{ email: 'rjones@catchall.test', outcome: 'replied', source: 'api', external_id: 'find-reply-1', occurred_at: new Date(Date.now() - 60_000).toISOString() }] },
+  });
+  t.equal(imp.body.accepted, 1);
+  const r = await post('/v1/find/bulk', key, { contacts: [{ first_name: 'Rita', last_name: 'Jones', domain: 'catchall.test' }] });
+  t.strictSame(
+    [r.body.results[0].email, r.body.results[0].pattern, r.body.results[0].source_provider, r.body.results[0].confidence, r.body.results[0].credits_charged],
+    ['rjones@catchall.test', '{f}{last}', 'outcome', 90, 1],
+  );
+  t.equal(await balance(accountId), 9);
+  // Another account, without that evidence, gets the pattern's guess (not charged).
+  const other = await dataKey({ credits: 10 });
+  const guess = await post('/v1/find/bulk', other.key, { contacts: [{ first_name: 'Rita', last_name: 'Jones', domain: 'catchall.test' }] });
+  t.equal(guess.body.results[0].source_provider, 'pattern');
+});
+
 t.test('find/bulk: limits and the per-key rate', async (t) => {
   const { key } = await dataKey();
   const cases: Array<[unknown, string, string]> = [

@@ -325,7 +325,9 @@ export function dataService(config: Config, store: Store, verifier: Verifier, ca
     throw new ConfigError('SVC_COMPANY_PROVIDERS', `names ${name}, which this build does not have`);
   });
   const finder = config.finderProviders.map((name) => {
-    if (name === 'native') return new NativeFinder({ prober: verifier, evidence: store.finderPatterns, maxCandidates: config.finderMaxCandidates, suppress: (accountId, plan) => applySuppressions(store, accountId, plan) });
+    if (name === 'native') return new NativeFinder({ prober: verifier, evidence: store.finderPatterns, maxCandidates: config.finderMaxCandidates, suppress: (accountId, plan) => applySuppressions(store, accountId, plan),
+        delivered: async (accountId, mailboxes) => new Set([...(await store.outcomes.evidenceFor(accountId, mailboxes))].flatMap(([m, e]) => (e.label === 'delivered' ? [m] : []))),
+      });
     throw new ConfigError('SVC_FINDER_PROVIDERS', `names ${name}, which this build does not have`);
   });
   return new DataService(

@@ -7,9 +7,10 @@
 // is known to use first (the finder_patterns evidence: every address proven here before). Then:
 // - an accepted candidate on a domain that is not catch-all is found (confidence 95, source
 //   `smtp`), and its pattern becomes evidence for the domain;
-// - on a catch-all domain no answer proves anything: the best-ranked candidate is the answer, its
-//   confidence what the domain's evidence gives the pattern (below 70, so not charged, when there
-//   is none), source `pattern`;
+// - on a catch-all domain no RCPT proves anything: a candidate the asking account has confirmed
+//   delivery to (its own imported outcomes) is found (confidence 90, source `outcome`); else
+//   the best-ranked candidate is the answer, its confidence what the domain's evidence gives the
+//   pattern (below 70, so not charged, when there is none), source `pattern`;
 // - every candidate rejected (or suppressed by the asking account's own evidence): not found;
 // - otherwise (greylisting, timeouts, a policy block: no answer either way) the find fails, so
 //   the next provider is asked and nothing is charged.
@@ -57,6 +58,8 @@ export interface PatternEvidence {
 
 /** An accepted RCPT on a domain that does not accept everything. */
 export const PROVEN_CONFIDENCE = 95;
+/** A catch-all domain's candidate the account has confirmed delivery to (its own outcomes). */
+export const DELIVERED_CONFIDENCE = 90;
 
 const accepted = (v: Verdict): boolean => (v.result === 'valid' || v.result === 'valid_role_based') && !v.is_catchall;
 
@@ -75,6 +78,12 @@ export class NativeFinder implements FinderProvider {
        * never its find.
        */
       suppress?: (accountId: string, plan: Plan) => Promise<unknown>;
+      /**
+       * The mailboxes (plan keys) among these that the account has confirmed delivery to (its own
+       * outcome imports: a reply, a delivery): on a catch-all domain, where no RCPT proves
+       * anything, that is the proof.
+       */
+      delivered?: (accountId: string, mailboxes: string[]) => Promise<Set<string>>;
     },
   ) {}
 
@@ -95,6 +104,16 @@ export class NativeFinder implements FinderProvider {
       return { found: true, value: { email: proven.c.email, confidence: PROVEN_CONFIDENCE, pattern: proven.c.pattern, source_provider: 'smtp', verdict: proven.v } };
     }
     const catchAll = pairs.find((p) => p.v.is_catchall);
+    if (catchAll && q.account_id && this.o.delivered) {
+      // The account's own delivery evidence for one of the candidates proves it (and its pattern).
+      const keyOf = new Map(plan.items.flatMap((i) => (i.key === undefined ? [] : [[i.email, i.key] as const])));
+      const delivered = await this.o.delivered(q.account_id, [...keyOf.values()]);
+      const proof = pairs.find((p) => p.v.validation_layer !== 'suppression' && delivered.has(keyOf.get(p.c.email) ?? ''));
+      if (proof) {
+        await this.o.evidence.confirm(q.domain, proof.c.pattern);
+        return { found: true, value: { email: proof.c.email, confidence: DELIVERED_CONFIDENCE, pattern: proof.c.pattern, source_provider: 'outcome', verdict: proof.v } };
+      }
+    }
     // On a catch-all domain the best-ranked candidate the account has not suppressed.
     const best = pairs.find((p) => p.v.validation_layer !== 'suppression');
     if (catchAll && best) {
