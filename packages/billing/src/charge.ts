@@ -35,7 +35,8 @@ export interface ChargeOptions {
   decisions?: SyncDecisionContext;
 }
 
-function insufficient(required: number, available: number): ServiceError {
+/** 402 insufficient_credits: the most the request can cost, and what is available. */
+export function insufficient(required: number, available: number): ServiceError {
   return new ServiceError('insufficient_credits', `This request needs up to ${required} credits; ${available} available`, { required, available });
 }
 

@@ -7,7 +7,7 @@
 
 import { ServiceError } from '@svc/contracts';
 import type { IdempotentCompletion, Store } from '@svc/store';
-import { refusal } from './charge.ts';
+import { insufficient, refusal } from './charge.ts';
 import { upstream } from './failures.ts';
 
 export interface DataCompletion<T> {
@@ -23,13 +23,16 @@ export interface DataWork<T> {
   credits: number;
 }
 
+/** The Idempotency-Key's completion of a response, recorded with its charge. */
+const completionOf = <T>(accountId: string, completion: DataCompletion<T> | undefined, response: T): IdempotentCompletion | undefined =>
+  completion ? { accountId, key: completion.key, owner: completion.owner, status: completion.status, body: completion.render(response) } : undefined;
+
 /**
  * Runs `work` with up to `maxCost` credits held for `endpoint`, then charges what it says. With
  * `maxCost` 0 nothing is held or charged (a cache hit that is free, a request that cannot find).
  */
 export async function chargeData<T>(store: Pick<Store, 'ledger' | 'idempotency'>, accountId: string, endpoint: string, maxCost: number, work: () => Promise<DataWork<T>>, completion?: DataCompletion<T>): Promise<T> {
-  const record = (response: T): IdempotentCompletion | undefined =>
-    completion ? { accountId, key: completion.key, owner: completion.owner, status: completion.status, body: completion.render(response) } : undefined;
+  const record = (response: T) => completionOf(accountId, completion, response);
   if (maxCost <= 0) {
     const { response, credits } = await work();
     if (credits !== 0) throw new Error(`a data request without a hold charged ${credits}`);
@@ -39,7 +42,7 @@ export async function chargeData<T>(store: Pick<Store, 'ledger' | 'idempotency'>
   }
   const hold = await upstream(store.ledger.reserve(accountId, maxCost, `data:${endpoint}`));
   if (!hold.ok) {
-    throw await refusal(store, accountId, new ServiceError('insufficient_credits', `This request needs up to ${maxCost} credits; ${hold.available} available`, { required: maxCost, available: hold.available }));
+    throw await refusal(store, accountId, insufficient(maxCost, hold.available));
   }
   let charged = 0;
   let completes: IdempotentCompletion | undefined;
@@ -67,10 +70,10 @@ export async function chargeData<T>(store: Pick<Store, 'ledger' | 'idempotency'>
  * same transaction as its stored response. Too few credits: 402, nothing answered.
  */
 export async function chargeKnownData<T>(store: Pick<Store, 'ledger' | 'idempotency'>, accountId: string, endpoint: string, credits: number, response: T, completion?: DataCompletion<T>): Promise<T> {
-  const completes = completion ? { accountId, key: completion.key, owner: completion.owner, status: completion.status, body: completion.render(response) } : undefined;
+  const completes = completionOf(accountId, completion, response);
   if (credits > 0) {
     const d = await upstream(store.ledger.debit(accountId, credits, `data:${endpoint}`, completes));
-    if (!d.ok) throw await refusal(store, accountId, new ServiceError('insufficient_credits', `This request needs up to ${credits} credits; ${d.available} available`, { required: credits, available: d.available }));
+    if (!d.ok) throw await refusal(store, accountId, insufficient(credits, d.available));
   } else if (completes) {
     await upstream(store.idempotency.complete(completes));
   }

@@ -9,7 +9,7 @@ export { dnsSignals } from './company/dns-signals.ts';
 export { normalisePhone } from './phone.ts';
 export { canonicalLinkedInCompanyUrl } from './linkedin-url.ts';
 export * from './requests.ts';
-export { CACHE_TTL_MS, DataService, type CompanyBulkResponse, type CompanyByLinkedInResponse, type CompanyResponse, type DataFamilies, type DomainToLinkedInResponse, type FindBulkResponse, type FindRow, type HiresResponse, type LinkedInCompanyResponse, type MobileResponse, type PeopleSearchResponse, type PersonLookupResponse, type ProfileResponse, type RoleLookupResponse, type EmailToPersonResponse } from './service.ts';
+export { CACHE_TTL_MS, ENRICH_CACHE_MAX_TTL_MS, DataService, type CompanyBulkResponse, type CompanyByLinkedInResponse, type CompanyResponse, type DataFamilies, type DomainToLinkedInResponse, type FindBulkResponse, type FindRow, type HiresResponse, type LinkedInCompanyResponse, type MobileResponse, type PeopleSearchResponse, type PersonLookupResponse, type ProfileResponse, type RoleLookupResponse, type EmailToPersonResponse } from './service.ts';
 export type * from './ports.ts';
 export { PdlProvider } from './vendors/pdl.ts';
 export { NativeFinder, PROVEN_CONFIDENCE, DELIVERED_CONFIDENCE, type FinderProvider, type FindQuery, type FoundEmail, type PatternEvidence, type Prober } from './finder/native.ts';

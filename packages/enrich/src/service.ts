@@ -30,6 +30,9 @@ export const CACHE_TTL_MS = {
   mobile: 7 * DAY_MS,
 } as const;
 
+/** The longest time to live of the data endpoints' caches: older rows are never read again (the sweep prunes them). */
+export const ENRICH_CACHE_MAX_TTL_MS = Math.max(...Object.values(CACHE_TTL_MS));
+
 export interface DataFamilies {
   company: ProviderChain<CompanyProvider>;
   finder?: ProviderChain<FinderProvider>;

@@ -7,6 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from '@svc/api';
 import { DirBlobStore, keyKindOf, hashKey, type Store } from '@svc/store';
 import { adminSocketPath, serveAdminSocket } from '@svc/admin';
+import { ENRICH_CACHE_MAX_TTL_MS } from '@svc/enrich';
 import { releaseOrphanedHolds, releaseStaleSyncHolds, SYNC_HOLD_ORPHANED_MS } from '@svc/billing';
 import { listenConfigError, type Config } from './config.ts';
 import { createServices, type Services } from './services.ts';
@@ -149,6 +150,8 @@ export async function startService(config: Config, opts: StartOptions = {}): Pro
     void releaseStaleSyncHolds(store).catch((err: unknown) => log.error({ err }, 'stale reservation sweep failed'));
     void store.idempotency.sweepExpired().catch((err: unknown) => log.error({ err }, 'expired idempotency record sweep failed'));
     void store.oauth.sweepExpired().catch((err: unknown) => log.error({ err }, 'expired OAuth code and token sweep failed'));
+    // The data endpoints' cached answers past the longest time to live are never read again.
+    void store.enrichCache.prune(ENRICH_CACHE_MAX_TTL_MS).catch((err: unknown) => log.error({ err }, 'enrich cache sweep failed'));
     // The local payment processor renews (or ends) the subscriptions whose period has ended.
     void services.localProcessor?.renewDue().catch((err: unknown) => log.error({ err }, 'subscription renewal sweep failed'));
   }, 60_000);
