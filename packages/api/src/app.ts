@@ -1,7 +1,7 @@
 // The thin Fastify front: request ids, the auth gates, one error handler, OpenAPI, and one plugin
 // per resource. It receives its services and settings; it never reads the environment.
 
-import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import swagger from '@fastify/swagger';
 import type { DestinationStream } from 'pino';
 import { ServiceError } from '@svc/contracts';
@@ -60,6 +60,9 @@ export async function buildApp(services: ApiServices, settings: ApiSettings, opt
     // The HTTP/1 server: what never reaches a route (parser errors, a missing Host, another
     // HTTP version) is answered there with the catalogue body and a request id. Its listener
     // replaces Fastify's clientErrorHandler, which would otherwise answer too.
+    // Nothing is logged at `silent` (the level is fixed at start): every request shares the one
+    // logger instead of building a child of its own (pino stringifies a child's bindings).
+    ...(settings.logLevel === 'silent' && { childLoggerFactory: (logger: FastifyBaseLogger) => logger }),
     serverFactory: httpServerFactory(() => app.log),
     clientErrorHandler: () => {},
     bodyLimit: settings.bodyLimitBytes,

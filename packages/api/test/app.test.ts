@@ -7,7 +7,8 @@
 import net from 'node:net';
 import t from 'tap';
 import { nextRequestId } from '../src/request-id.ts';
-import { buildFakeApp, KEYS, LogCapture } from './fakes.ts';
+import { buildApp } from '../src/app.ts';
+import { buildFakeApp, fakeServices, KEYS, LogCapture, settings } from './fakes.ts';
 
 const ID = /^req_[0-9a-f]{32}$/;
 
@@ -126,3 +127,28 @@ t.test('a client that hangs up mid-body is not a database outage: nothing at err
   t.strictSame(levels.filter((l) => l.level >= 50).map((l) => l.msg), [], 'no error-level line (it was "dependency failed")');
 });
 
+
+t.test('requests that miss the key cache together share one lookup (a found key and an unknown one)', async (t) => {
+  const services = fakeServices();
+  const real = services.store.keys;
+  const lookups: string[] = [];
+  (services.store as { keys: unknown }).keys = {
+    findByHash: async (hash: string) => {
+      lookups.push(hash);
+      await new Promise((r) => setTimeout(r, 10)); // a database round trip
+      return real.findByHash(hash);
+    },
+    touch: async () => {},
+  };
+  const app = await buildApp(services, settings);
+  t.teardown(() => app.close());
+  const many = (key: string) => Promise.all(Array.from({ length: 20 }, () => app.inject({ method: 'GET', url: '/v1/credits', headers: { 'x-api-key': key } })));
+  const [found, unknown] = await Promise.all([many(KEYS.full), many('svc_test_notAKeyAnyoneHas0000000000')]);
+  t.strictSame(found.map((r) => r.statusCode), Array(20).fill(200));
+  t.strictSame(unknown.map((r) => [r.statusCode, r.json().code]), Array(20).fill([401, 'invalid_api_key']));
+  t.equal(lookups.length, 2, 'one lookup per key, not one per request');
+  // The unknown key is not cached: a later request looks it up again; the found one is cached.
+  await many('svc_test_notAKeyAnyoneHas0000000000');
+  await many(KEYS.full);
+  t.equal(lookups.length, 3);
+});

@@ -49,27 +49,31 @@ export async function refusal(store: Partial<Pick<Store, 'ledger'>>, accountId: 
   return b?.subscription_status === 'canceled' ? new ServiceError('subscription_inactive') : insufficient;
 }
 
+/** The idempotent response to record with the charge. */
+function completed(completion: Completion, accountId: string, results: ChargedResult[]): IdempotentCompletion {
+  return { accountId, key: completion.key, owner: completion.owner, status: completion.status, body: completion.render(results) };
+}
+
+/** Hands the results' decisions to analytics (when asked for), and returns the results. */
+function decided(d: SyncDecisionContext | undefined, accountId: string, results: ChargedResult[]): ChargedResult[] {
+  if (d) recordDecisions(d.sink, () => syncDecisions(results, accountId, d.requestId, d.source), d.log, { request_id: d.requestId });
+  return results;
+}
+
 export async function validateAndCharge(store: Store, verifier: Verifier, accountId: string, emails: readonly string[], opts: ChargeOptions = {}): Promise<ChargedResult[]> {
   const { ledger, idempotency } = store;
   const purpose = opts.purpose ?? 'sync';
   const completion = opts.completion;
-  const decided = (results: ChargedResult[]): ChargedResult[] => {
-    const d = opts.decisions;
-    if (d) recordDecisions(d.sink, () => syncDecisions(results, accountId, d.requestId, d.source), d.log, { request_id: d.requestId });
-    return results;
-  };
   const plan = await verifier.plan(emails);
   // The account's suppressed addresses are answered from its own evidence, never probed or charged.
   await upstream(applySuppressions(store, accountId, plan));
   // With an Idempotency-Key the response is recorded in the same transaction as the money, so a
   // crash can never leave a charge without its stored response (and a later retry re-charging).
-  const record = (results: ChargedResult[]): IdempotentCompletion | undefined =>
-    completion ? { accountId, key: completion.key, owner: completion.owner, status: completion.status, body: completion.render(results) } : undefined;
   if (plan.settled) {
     // Every verdict is known already (syntax, cache): the cost is exact, so take it in one
     // statement instead of a reservation and a settlement.
     const results = priced(await verifier.run(plan), plan);
-    const completes = record(results);
+    const completes = completion && completed(completion, accountId, results);
     // Exactly what the results say was charged (never more than the plan priced).
     const cost = creditsOf(results);
     if (cost > 0) {
@@ -78,7 +82,7 @@ export async function validateAndCharge(store: Store, verifier: Verifier, accoun
     } else if (completes) {
       await upstream(idempotency.complete(completes));
     }
-    return decided(results);
+    return decided(opts.decisions, accountId, results);
   }
   let reservationId: string | undefined;
   if (plan.maxCost > 0) {
@@ -92,7 +96,7 @@ export async function validateAndCharge(store: Store, verifier: Verifier, accoun
   try {
     out = priced(await verifier.run(plan), plan);
     // Render first: if that throws, nothing is charged (the key is freed and a retry pays once).
-    completes = record(out);
+    completes = completion && completed(completion, accountId, out);
     charged = creditsOf(out);
   } finally {
     if (reservationId) {
@@ -101,5 +105,5 @@ export async function validateAndCharge(store: Store, verifier: Verifier, accoun
       if (!(await upstream(ledger.settle(reservationId, charged, completes)))) throw new ServiceError('validation_upstream_failed', 'The credit hold expired before the validation finished; retry');
     } else if (completes) await upstream(idempotency.complete(completes));
   }
-  return decided(out);
+  return decided(opts.decisions, accountId, out);
 }

@@ -24,11 +24,11 @@ function sqlAdapter(name: string, open: () => Promise<{ db: Db; cleanup: () => P
     async fresh(t: Tap) {
       const { db, cleanup } = await open();
       let down = false;
-      const switched: Queryable = {
-        query: (sql, params) => {
-          if (down) return Promise.reject(Object.assign(new Error('connect ECONNREFUSED (test: backend down)'), { code: 'ECONNREFUSED' }));
-          return db.query(sql, params);
-        },
+      const refused = () => Promise.reject(Object.assign(new Error('connect ECONNREFUSED (test: backend down)'), { code: 'ECONNREFUSED' }));
+      // The adapter's own write path: COPY where the Db has it (PGlite), INSERT where not.
+      const switched: Queryable & Pick<Db, 'copyIn'> = {
+        query: (sql, params) => (down ? refused() : db.query(sql, params)),
+        ...(db.copyIn && { copyIn: (table, columns, rows) => (down ? refused() : db.copyIn!(table, columns, rows)) }),
       };
       const opened: Analytics[] = [];
       t.teardown(async () => {

@@ -136,6 +136,26 @@ function suite(t: Tap, open: (t: Tap) => Promise<Db>): void {
     t.equal(await other.mayHaveSuppressions(a), true, 'then reads it again');
   });
 
+  t.test('mayHaveSuppressions: requests that find the flag stale share one query', async (t) => {
+    const { db, a } = await setup(t);
+    let asked = 0;
+    const counting = Object.assign(Object.create(db) as typeof db, {
+      query: (sql: string, params?: unknown[]) => {
+        if (/FROM suppressions/.test(sql)) asked++;
+        return db.query(sql, params);
+      },
+    });
+    let now = Date.now();
+    const repo = new OutcomesRepo(counting, () => now);
+    t.strictSame(await Promise.all(Array.from({ length: 20 }, () => repo.mayHaveSuppressions(a))), Array(20).fill(false));
+    t.equal(asked, 1, '20 concurrent readers, one query');
+    t.equal(await repo.mayHaveSuppressions(a), false);
+    t.equal(asked, 1, 'then answered from the flag');
+    now += SUPPRESSION_FLAG_TTL_MS;
+    await Promise.all(Array.from({ length: 20 }, () => repo.mayHaveSuppressions(a)));
+    t.equal(asked, 2, 'stale again: one more query for all of them');
+  });
+
   t.test('a failing step keeps nothing, and the same import then succeeds', async (t) => {
     const { db, repo, a } = await setup(t);
     const batch = [ev('p@d.example', 'p1'), ev('q@d.example', 'q1', { suppresses: null, label: 'bounced_soft' })];

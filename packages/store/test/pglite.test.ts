@@ -5,7 +5,7 @@ import t from 'tap';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import type { Db } from '../src/db/db.ts';
+import type { CopyValue, Db } from '../src/db/db.ts';
 import { openPglite } from '../src/db/pglite.ts';
 import { storeConformance, type Adapter } from './conformance.ts';
 import { freshPglite } from '../../../test/helpers/pglite.ts';
@@ -88,4 +88,21 @@ t.test('errors cross the thread with their Postgres fields; a closed database re
   await db.close();
   await t.rejects(db.query('SELECT 1'), /^PGlite is closed/);
   await db.close(); // a second close is a no-op
+});
+
+t.test('copyIn: every value back exactly as written (escapes, NULL, numbers, Unicode); a duplicate key writes nothing', async (t) => {
+  const db = await freshPglite();
+  t.teardown(() => db.close());
+  await db.exec('CREATE TABLE c (k text PRIMARY KEY, v text, n integer, at timestamptz)');
+  const values = ['plain', 'back\\slash', 'tab\there', 'new\nline', 'cr\rhere', '\\N', '\\.', 'ünïcödé 名前 🙂', '', 'end\\'];
+  const rows: CopyValue[][] = values.map((v, i) => [`k${i}`, v, i * 1000 - 3, new Date(Date.UTC(2026, 10, 27, 12, 0, i)).toISOString()]);
+  rows.push(['null', null, null, null]);
+  await db.copyIn!('c', ['k', 'v', 'n', 'at'], rows);
+  const got = await db.query<{ k: string; v: string | null; n: number | null; at: Date | null }>('SELECT k, v, n, at FROM c ORDER BY k COLLATE "C"');
+  const want = rows.map(([k, v, n, at]) => ({ k, v, n, at: at === null ? null : new Date(at as string) })).sort((a, b) => ((a.k as string) < (b.k as string) ? -1 : 1));
+  t.same(got, want);
+  // One duplicate in a COPY: the statement fails with 23505 and none of its rows lands.
+  await t.rejects(db.copyIn!('c', ['k', 'v'], [['new1', 'x'], ['k0', 'again']]), { code: '23505' });
+  t.same(await db.query("SELECT count(*)::int AS n FROM c WHERE k = 'new1' OR v = 'again'"), [{ n: 0 }]);
+  t.same(await db.query('SELECT count(*)::int AS n FROM c'), [{ n: rows.length }]);
 });

@@ -110,7 +110,31 @@ export const auth = fp<AuthOptions>(
   async (app, opts) => {
     const { keys, rateLimiter, rateLimitPerIp, rateLimitPerKey, isDraining, touch } = opts;
     const keyCache = new KeyCache();
-    app.decorate('clearKeyCache', () => keyCache.clear());
+    const inflight = new Map<string, Promise<KeyRecord>>();
+    const lookUp = (key: string): Promise<KeyRecord> => {
+      const done = () => {
+        if (inflight.get(key) === p) inflight.delete(key);
+      };
+      const p: Promise<KeyRecord> = keys.findByHash(hashKey(key)).then(
+        (found) => {
+          done();
+          if (!found) throw new ServiceError('invalid_api_key');
+          keyCache.set(key, found);
+          touch?.(found.id);
+          return found;
+        },
+        (err: unknown) => {
+          done();
+          throw err;
+        },
+      );
+      inflight.set(key, p);
+      return p;
+    };
+    app.decorate('clearKeyCache', () => {
+      keyCache.clear();
+      inflight.clear();
+    });
     app.decorateRequest('principal', null);
 
     // Every response of a gated route carries the RateLimit headers (the OpenAPI document says
@@ -127,14 +151,8 @@ export const auth = fp<AuthOptions>(
         if (key.length > 256) throw new ServiceError('invalid_api_key');
         // The short-lived cache is keyed by the presented key itself (process memory only, like
         // the request that carries it), which spares a SHA-256 per request; the store sees only the hash.
-        const lookup =
-          keyCache.get(key) ??
-          keys.findByHash(hashKey(key)).then((found) => {
-            if (!found) throw new ServiceError('invalid_api_key');
-            keyCache.set(key, found);
-            touch?.(found.id);
-            return found;
-          });
+        // Requests that miss the cache together share one lookup.
+        const lookup = keyCache.get(key) ?? inflight.get(key) ?? lookUp(key);
         return then(lookup, (rec) => {
           const refused = keyRefusal(rec, Date.now());
           if (refused) throw new ServiceError(refused);

@@ -11,6 +11,7 @@
 //   { op: 'begin' }                    -> { id, tx }          (the transaction is open)
 //   { op: 'end', tx, commit }          -> { id }              (COMMIT, or ROLLBACK when !commit)
 //   { op: 'exec', sql }                -> { id }
+//   { op: 'copy', sql, text }          -> { id }              (COPY ... FROM '/dev/blob', `text` its data)
 //   { op: 'close' }                    -> { id }              (then the thread ends)
 // A failure replies { id, error }: the error's message, name and Postgres fields (code, detail,
 // constraint, ...), which the caller puts back on an Error of its own.
@@ -110,6 +111,10 @@ async function handle(m) {
       const r = await target.query(m.sql, m.params);
       return { rows: r.rows };
     }
+    case 'copy':
+      // PGlite reads COPY FROM '/dev/blob' from the blob option: the rows as one text, no parameters.
+      await pg.query(m.sql, [], { blob: new Blob([m.text]) });
+      return {};
     case 'exec':
       // A script that fails after its own BEGIN leaves the one connection in an aborted
       // transaction: roll it back before anyone else's statement runs.

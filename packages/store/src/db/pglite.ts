@@ -12,6 +12,7 @@ import path from 'node:path';
 import v8 from 'node:v8';
 import { Worker } from 'node:worker_threads';
 import type { Db, Queryable, Row } from './db.ts';
+import { copyText } from './text.ts';
 
 export class DataDirLockedError extends OperatorError {
   constructor(readonly dir: string, readonly pid: number) {
@@ -302,6 +303,11 @@ export async function openPglite(dataDir: string | undefined, opts: PgliteOption
         await thread.call({ op: 'end', tx, commit: true });
         return out;
       }),
+    copyIn: (table, columns, rows) => {
+      const sql = `COPY ${table} (${columns.join(', ')}) FROM '/dev/blob'`;
+      const text = copyText(rows);
+      return exclusive(async () => void (await thread.call({ op: 'copy', sql, text })));
+    },
     exec: (sql) => exclusive(async () => void (await thread.call({ op: 'exec', sql }))),
     close: () =>
       exclusive(async () => {

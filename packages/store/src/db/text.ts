@@ -29,3 +29,28 @@ export function dbJson(value: unknown): string {
   const plain = JSON.stringify(value);
   return plain !== undefined && ESCAPE_TO_CLEAN.test(plain) ? JSON.stringify(value, (_k, v: unknown) => (typeof v === 'string' ? dbText(v) : v)) : plain;
 }
+
+/** What COPY's text format escapes in a value: the backslash, and the row and column separators. */
+const COPY_SPECIAL = /[\\\n\r\t]/g;
+const COPY_ESCAPES: Record<string, string> = { '\\': '\\\\', '\n': '\\n', '\r': '\\r', '\t': '\\t' };
+
+/**
+ * Rows in COPY's text format (PostgreSQL's "COPY ... FROM" with the default options): columns
+ * separated by a tab, rows ended by a newline, NULL as `\N`, and a backslash, tab, newline or
+ * carriage return inside a value escaped. Strings should have passed dbText (COPY refuses a NUL
+ * as INSERT does).
+ */
+export function copyText(rows: ReadonlyArray<ReadonlyArray<string | number | null>>): string {
+  let out = '';
+  for (const row of rows) {
+    for (let i = 0; i < row.length; i++) {
+      const v = row[i];
+      if (i > 0) out += '\t';
+      if (v === null || v === undefined) out += '\\N';
+      else if (typeof v === 'number') out += String(v);
+      else out += v.replace(COPY_SPECIAL, (c) => COPY_ESCAPES[c]!);
+    }
+    out += '\n';
+  }
+  return out;
+}

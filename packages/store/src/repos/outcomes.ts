@@ -119,6 +119,8 @@ export const SUPPRESSION_FLAG_TTL_MS = 1000;
 export class OutcomesRepo {
   /** Per account: whether it has any suppression, and until when that reading is trusted. */
   readonly #flags = new Map<string, { has: boolean; until: number }>();
+  /** The flag queries under way, by account. */
+  readonly #refreshing = new Map<string, Promise<boolean>>();
 
   constructor(
     private readonly db: Db,
@@ -136,10 +138,25 @@ export class OutcomesRepo {
     const now = this.now();
     const f = this.#flags.get(accountId);
     if (f && (f.has || f.until > now)) return f.has;
-    const has = await this.hasSuppressions(accountId);
-    if (this.#flags.size >= 100_000) this.#flags.clear();
-    this.#flags.set(accountId, { has, until: now + SUPPRESSION_FLAG_TTL_MS });
-    return has;
+    // Requests that find the flag stale together share one query (not one each).
+    let refresh = this.#refreshing.get(accountId);
+    if (!refresh) {
+      refresh = this.hasSuppressions(accountId).then(
+        (has) => {
+          this.#refreshing.delete(accountId);
+          if (this.#flags.size >= 100_000) this.#flags.clear();
+          // An import that set the flag meanwhile wins (it is newer than this query's answer).
+          if (!this.#flags.get(accountId)?.has) this.#flags.set(accountId, { has, until: now + SUPPRESSION_FLAG_TTL_MS });
+          return has || this.#flags.get(accountId)!.has;
+        },
+        (err: unknown) => {
+          this.#refreshing.delete(accountId);
+          throw err;
+        },
+      );
+      this.#refreshing.set(accountId, refresh);
+    }
+    return refresh;
   }
 
   /**
