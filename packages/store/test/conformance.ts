@@ -654,6 +654,21 @@ export function storeConformance(t: Tap, adapter: Adapter): void {
       t.strictSame(kinds, [{ kind: 'debit', n: 15, total: 15 }, { kind: 'grant', n: 1, total: 15 }], 'ledger totals');
     });
 
+    t.test('debits arriving over many turns while batches are written (batches overlap): exact to the credit', async (t) => {
+      const acc = await store.accounts.create({ credits: 150 });
+      const pending: Array<Promise<unknown>> = [];
+      for (let turn = 0; turn < 20; turn++) {
+        for (let i = 0; i < 10; i++) pending.push(store.ledger.debit(acc, 1, 'sync'));
+        await new Promise((r) => setTimeout(r, turn % 3)); // some turns inside a batch's gap, some after it
+      }
+      const out = (await Promise.all(pending)) as Array<{ ok: boolean }>;
+      t.equal(out.filter((r) => r.ok).length, 150, '150 of 200 debits of 1 taken on 150 credits');
+      t.equal(out.filter((r) => !r.ok).length, 50, 'the other 50 refused');
+      await money(t, acc, 0, 0, 'balance 0, nothing reserved');
+      const [sum] = await db.query<{ n: number }>("SELECT coalesce(sum(amount), 0)::int AS n FROM credit_ledger WHERE account_id = $1 AND kind = 'debit'", [acc]);
+      t.equal(sum?.n, 150, 'the ledger holds exactly what was taken');
+    });
+
     t.test('group-commit fallback: the sum does not fit, some do, in arrival order', async (t) => {
       const acc = await store.accounts.create({ credits: 10 });
       const out = await Promise.all([4, 5, 3, 1, 2].map((n) => store.ledger.debit(acc, n, `take ${n}`)));

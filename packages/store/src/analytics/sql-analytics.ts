@@ -14,6 +14,7 @@ const COLUMNS = ['id', 'account_id', 'email_hash', 'domain', 'result', 'reason_c
  * where one of 1,000 held it 40-70 ms, and a debit or a job's results waits behind it.
  */
 const ROWS_PER_STATEMENT = 250;
+const ROWS_PER_COPY = 100;
 
 /**
  * Writes checked decisions to validation_decisions on `db` (a connection or a transaction), in
@@ -87,8 +88,8 @@ export class SqlAnalytics extends BufferedAnalytics {
   protected async write(batch: readonly Decision[]): Promise<void> {
     const copyIn = this.#db.copyIn?.bind(this.#db);
     if (!copyIn) return insertDecisionRows(this.#db, batch);
-    for (let start = 0; start < batch.length; start += ROWS_PER_STATEMENT) {
-      const rows = batch.slice(start, start + ROWS_PER_STATEMENT);
+    for (let start = 0; start < batch.length; start += ROWS_PER_COPY) {
+      const rows = batch.slice(start, start + ROWS_PER_COPY);
       try {
         await copyIn('validation_decisions', COLUMNS, rows.map(decisionValues));
       } catch (err) {
