@@ -7,7 +7,7 @@ export { fetchHomePage, type FetchPageOptions, type PageResult } from './company
 export { parseHomePage, type WebsiteSignals } from './company/website.ts';
 export { dnsSignals } from './company/dns-signals.ts';
 export { normalisePhone } from './phone.ts';
-export { canonicalLinkedInCompanyUrl } from './linkedin-url.ts';
+export { canonicalLinkedInCompanyUrl, canonicalLinkedInProfileUrl } from './linkedin-url.ts';
 export * from './requests.ts';
 export { CACHE_TTL_MS, ENRICH_CACHE_MAX_TTL_MS, DataService, type CompanyBulkResponse, type CompanyByLinkedInResponse, type CompanyResponse, type DataFamilies, type DomainToLinkedInResponse, type FindBulkResponse, type FindRow, type HiresResponse, type LinkedInCompanyResponse, type MobileResponse, type PeopleSearchResponse, type PersonLookupResponse, type ProfileResponse, type RoleLookupResponse, type EmailToPersonResponse } from './service.ts';
 export type * from './ports.ts';

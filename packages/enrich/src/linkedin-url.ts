@@ -1,18 +1,24 @@
-// LinkedIn company page URLs in one canonical form, so that the same company found through a
-// request field, a website's footer link or its schema.org sameAs compares equal, and so that
-// nothing that merely looks like LinkedIn (a person's /in/ page, linkedin.com.evil.test, a
-// javascript: URL) is ever taken for a company page.
+// LinkedIn page URLs in one canonical form: company pages (/company/<slug>) and people's profiles
+// (/in/<slug>), one parser for both. The same company or person found through a request field, a
+// website's footer link, a schema.org sameAs or a vendor's record compares equal, and nothing that
+// merely looks like LinkedIn (the other kind of page, linkedin.com.evil.test, a javascript: URL)
+// is ever taken for one.
 //
 // Accepted: http or https, no credentials, no port, the host linkedin.com, www., m. or a
-// two-letter country subdomain (uk.linkedin.com), then /company/<slug> with anything after it
-// (/about, ?trk=..., #fragment). The scheme may be left out ("linkedin.com/company/acme").
-// The answer is https://www.linkedin.com/company/<slug>: the slug percent-decoded, lower-cased
-// and percent-encoded again, so every spelling of one slug gives one string.
+// two-letter country subdomain (uk.linkedin.com), then /company/<slug> (or /in/<slug>) with
+// anything after it (/about, ?trk=..., #fragment). The scheme may be left out
+// ("linkedin.com/company/acme"). The answer is https://www.linkedin.com/company/<slug> (or
+// /in/<slug>): the slug percent-decoded, lower-cased and percent-encoded again, so every spelling
+// of one slug gives one string.
 
 /** Inputs longer than this are refused outright (the longest URL the API takes). */
 const MAX_INPUT = 2048;
-/** LinkedIn's own company slugs are far shorter; this only refuses absurd ones. */
-const MAX_SLUG = 200;
+/**
+ * The longest slug of each kind of page. LinkedIn's own company slugs are far shorter (this only
+ * refuses absurd ones); a profile's custom URL is at most 100 characters.
+ */
+const KINDS = { company: { maxSlug: 200 }, in: { maxSlug: 100 } } as const;
+type Kind = keyof typeof KINDS;
 
 const HOST = /^(?:(?:www|m|[a-z]{2})\.)?linkedin\.com$/;
 /** Letters and digits of any script, and the punctuation company slugs use. */
@@ -23,10 +29,22 @@ const SLUG = /^[\p{L}\p{N}\p{M}_.~&'-]+$/u;
  * undefined when the input is not one.
  */
 export function canonicalLinkedInCompanyUrl(input: string): string | undefined {
+  return canonical(input, 'company');
+}
+
+/**
+ * The canonical `https://www.linkedin.com/in/<slug>` of a LinkedIn profile URL, or undefined when
+ * the input is not one.
+ */
+export function canonicalLinkedInProfileUrl(input: string): string | undefined {
+  return canonical(input, 'in');
+}
+
+function canonical(input: string, kind: Kind): string | undefined {
   const url = parseLenient(input);
   if (!url || !HOST.test(url.hostname)) return undefined;
-  const slug = companySlug(url.pathname);
-  return slug === undefined ? undefined : `https://www.linkedin.com/company/${encodeURIComponent(slug)}`;
+  const slug = pathSlug(url.pathname, kind);
+  return slug === undefined ? undefined : `https://www.linkedin.com/${kind}/${encodeURIComponent(slug)}`;
 }
 
 /**
@@ -59,11 +77,11 @@ function parseLenient(input: string): URL | undefined {
   return url;
 }
 
-/** The decoded, lower-cased slug of a `/company/<slug>[/...]` path, or undefined. */
-function companySlug(pathname: string): string | undefined {
+/** The decoded, lower-cased slug of a `/<kind>/<slug>[/...]` path, or undefined. */
+function pathSlug(pathname: string, kind: Kind): string | undefined {
   const segments = pathname.split('/');
   // segments[0] is the empty string before the leading slash.
-  if (segments[1]?.toLowerCase() !== 'company') return undefined;
+  if (segments[1]?.toLowerCase() !== kind) return undefined;
   const encoded = segments[2];
   if (!encoded) return undefined;
   let slug: string;
@@ -72,6 +90,6 @@ function companySlug(pathname: string): string | undefined {
   } catch {
     return undefined;
   }
-  if (slug.length > MAX_SLUG || slug === '.' || slug === '..' || !SLUG.test(slug)) return undefined;
+  if (slug.length > KINDS[kind].maxSlug || slug === '.' || slug === '..' || !SLUG.test(slug)) return undefined;
   return slug;
 }

@@ -10,7 +10,7 @@
 
 import { domainToASCII } from 'node:url';
 import { DATA_LIMITS, DEPARTMENTS, SENIORITIES, ServiceError, type Department, type ErrorCode, type Seniority } from '@svc/contracts';
-import { canonicalLinkedInCompanyUrl } from './linkedin-url.ts';
+import { canonicalLinkedInCompanyUrl, canonicalLinkedInProfileUrl } from './linkedin-url.ts';
 
 type Body = Record<string, unknown>;
 
@@ -94,28 +94,6 @@ function companyUrl(b: Body, field: string): string | undefined {
 }
 
 /** A LinkedIn profile (person) URL, canonical `https://www.linkedin.com/in/<slug>`. */
-export function canonicalLinkedInProfileUrl(input: string): string | undefined {
-  let u: URL;
-  try {
-    u = new URL(/^[a-z][a-z0-9+.-]*:\/\//i.test(input.trim()) ? input.trim() : `https://${input.trim()}`);
-  } catch {
-    return undefined;
-  }
-  if (u.protocol !== 'https:' && u.protocol !== 'http:') return undefined;
-  const host = u.hostname.toLowerCase();
-  if (host !== 'linkedin.com' && !/^[a-z]{2,3}\.linkedin\.com$/.test(host) && host !== 'www.linkedin.com') return undefined;
-  const m = /^\/in\/([^/]+)\/?/.exec(u.pathname);
-  if (!m) return undefined;
-  let slug: string;
-  try {
-    slug = decodeURIComponent(m[1]!).toLowerCase();
-  } catch {
-    return undefined;
-  }
-  if (slug.length === 0 || slug.length > 100) return undefined;
-  return `https://www.linkedin.com/in/${encodeURIComponent(slug)}`;
-}
-
 function profileUrl(b: Body, field: string): string | undefined {
   const raw = text(b, field, 2048);
   if (raw === undefined) return undefined;

@@ -1,10 +1,10 @@
-// LinkedIn company URLs with exact answers: every accepted spelling of one company page gives the
+// LinkedIn company and profile URLs (one parser) with exact answers: every accepted spelling of one company page gives the
 // same canonical URL (scheme, host, country subdomain, trailing path, query, case, percent
 // escapes), and everything else gives undefined (people pages, look-alike hosts, other schemes,
 // credentials, empty or malformed slugs, over-long input). All companies are made up.
 
 import t from 'tap';
-import { canonicalLinkedInCompanyUrl, linkedInSlug } from '../src/linkedin-url.ts';
+import { canonicalLinkedInCompanyUrl, canonicalLinkedInProfileUrl, linkedInSlug } from '../src/linkedin-url.ts';
 
 const ACME = 'https://www.linkedin.com/company/acme-corp';
 
@@ -97,4 +97,48 @@ t.test('inputs that are not strings give undefined instead of throwing', async (
   for (const input of [undefined, null, 42, {}, ['https://www.linkedin.com/company/acme-corp']]) {
     t.equal(canonicalLinkedInCompanyUrl(input as unknown as string), undefined, String(input));
   }
+});
+
+const JANE = 'https://www.linkedin.com/in/jane-example-123';
+
+t.test('profiles: spellings of one profile give one canonical URL, by the company pages\' rules', async (t) => {
+  const same = [
+    'https://www.linkedin.com/in/jane-example-123/',
+    'http://linkedin.com/in/jane-example-123',
+    'linkedin.com/in/Jane-Example-123/details/experience/?trk=x',
+    '//www.linkedin.com/in/jane-example-123',
+    'https://uk.linkedin.com/in/Jane-Example-123/',
+    'https://m.linkedin.com/in/jane-example-123',
+    'HTTPS://WWW.LINKEDIN.COM/IN/JANE-EXAMPLE-123',
+    'https://www.linkedin.com/in/jane%2Dexample-123#about',
+    '  https://www.linkedin.com/in/jane-example-123  ',
+  ];
+  for (const input of same) t.equal(canonicalLinkedInProfileUrl(input), JANE, input);
+  t.equal(canonicalLinkedInProfileUrl('https://www.linkedin.com/in/j%C3%BCrgen-beispiel'), 'https://www.linkedin.com/in/j%C3%BCrgen-beispiel');
+  t.equal(canonicalLinkedInProfileUrl(`https://www.linkedin.com/in/${'a'.repeat(100)}`), `https://www.linkedin.com/in/${'a'.repeat(100)}`);
+});
+
+t.test('profiles: anything that is not a profile gives undefined (company pages, look-alikes, credentials, ports)', async (t) => {
+  const refused = [
+    '',
+    'jane-example-123',
+    ACME,
+    'https://www.linkedin.com/in/',
+    'https://www.linkedin.com/in//jane',
+    'https://www.linkedin.com/pub/jane-example/1/2/3',
+    'https://linkedin.com.evil.test/in/jane-example-123',
+    'https://evil.test/linkedin.com/in/jane-example-123',
+    'https://user:pass@www.linkedin.com/in/jane-example-123',
+    'https://www.linkedin.com:8443/in/jane-example-123',
+    'https://api.www.linkedin.com/in/jane-example-123',
+    'https://abc.linkedin.com/in/jane-example-123',
+    'javascript:alert(1)//www.linkedin.com/in/jane-example-123',
+    'https://www.linkedin.com/in/jane%2Fexample',
+    'https://www.linkedin.com/in/jane%20example',
+    'https://www.linkedin.com/in/<script>',
+    'https://www.linkedin.com/in/..',
+    `https://www.linkedin.com/in/${'a'.repeat(101)}`,
+  ];
+  for (const input of refused) t.equal(canonicalLinkedInProfileUrl(input), undefined, JSON.stringify(input.slice(0, 80)));
+  for (const input of [undefined, null, 42, {}]) t.equal(canonicalLinkedInProfileUrl(input as unknown as string), undefined, String(input));
 });

@@ -40,10 +40,10 @@ import { request, type Dispatcher } from 'undici';
 import type { CompanyType, Department, EmployeeRange, Seniority } from '@svc/contracts';
 import { ProviderError, type ProviderAnswer } from '../chain.ts';
 import type { Company, CompanyProvider } from '../company/native.ts';
-import { canonicalLinkedInCompanyUrl, linkedInSlug } from '../linkedin-url.ts';
+import { canonicalLinkedInCompanyUrl, canonicalLinkedInProfileUrl, linkedInSlug } from '../linkedin-url.ts';
 import { normalisePhone } from '../phone.ts';
 import type { Education, Experience, Hire, LinkedInCompany, LinkedInProvider, MobileProvider, PeopleProvider, PersonProfile, ProfileProvider } from '../ports.ts';
-import { canonicalLinkedInProfileUrl, normaliseDomain } from '../requests.ts';
+import { normaliseDomain } from '../requests.ts';
 import type { HiresQuery, LinkedInCompanyQuery, MobileQuery, PeopleSearchQuery, PersonLookupQuery, ProfileQuery, RoleLookupQuery } from '../requests.ts';
 
 export const PDL_DEFAULT_BASE_URL = 'https://api.peopledatalabs.com';
