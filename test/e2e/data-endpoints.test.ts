@@ -300,6 +300,55 @@ t.test('find/bulk: each B2B pattern proven on the mail server, 1 credit each; no
   t.strictSame(await stack.store.finderPatterns.counts('people.test'), { '{f}{last}': 1, '{first}': 1, '{first}_{last}': 1, '{last}.{first}': 1, '{first}.{last}': 2, '{f}.{last}': 1 });
 });
 
+t.test("find/bulk on a catch-all domain: the shapes of the account's delivered addresses are evidence (3 make a charged answer, 1 does not)", async (t) => {
+  // Runs before the tests that add proven patterns for catchall.test (evidence every account shares);
+  // delivered addresses are the account's own.
+  const outcomes = async (accountId: string, locals: string[]) => {
+    const writer = (await stack.store.keys.create({ accountId, kind: 'test', scopes: ['email:outcomes:write'] })).key;
+    const at = new Date(Date.now() - 60_000).toISOString();
+    const imp = await stack.call('POST', '/v1/outcomes/email/import', {
+      key: writer,
+      body: { outcomes: locals.map((l, i) => ({ email: `${l}@catchall.test`, outcome: 'replied', source: 'api', external_id: `shape-${accountId}-${i}`, occurred_at: at })) },
+    });
+    t.equal(imp.body.accepted, locals.length);
+  };
+  const row = (r: { body: { results: Array<Record<string, unknown>> } }) => {
+    const x = r.body.results[0]!;
+    return [x.email, x.pattern, x.source_provider, x.confidence, x.credits_charged];
+  };
+  const three = await dataKey({ credits: 10 });
+  await outcomes(three.accountId, ['k.ito', 'r.okafor', 'j.novak']);
+  const found = await post('/v1/find/bulk', three.key, { contacts: [{ first_name: 'Ana', last_name: 'Lima', domain: 'catchall.test' }] });
+  t.strictSame(row(found), ['a.lima@catchall.test', '{f}.{last}', 'pattern', 79, 1], 'three initial.word addresses: {f}.{last}, confidence 79, charged');
+  t.equal(await balance(three.accountId), 9);
+  const one = await dataKey({ credits: 10 });
+  await outcomes(one.accountId, ['k.ito']);
+  const weak = await post('/v1/find/bulk', one.key, { contacts: [{ first_name: 'Ana', last_name: 'Lima', domain: 'catchall.test' }] });
+  t.strictSame(row(weak), ['a.lima@catchall.test', '{f}.{last}', 'pattern', 59, 0], 'one: the same pattern first, below 70, not charged');
+  const none = await dataKey({ credits: 10 });
+  const guess = await post('/v1/find/bulk', none.key, { contacts: [{ first_name: 'Ana', last_name: 'Lima', domain: 'catchall.test' }] });
+  t.strictSame(row(guess), ['ana.lima@catchall.test', '{first}.{last}', 'pattern', 50, 0], 'another account without them: the default guess');
+});
+
+t.test('every fresh valid verdict adds its address shape to the domain (only the shape is kept); cached, invalid and shapeless ones add nothing', async (t) => {
+  const { key } = await dataKey({ credits: 10 });
+  // A domain no other test here validates: its verdict cache is cold.
+  const shapes = async () => {
+    await stack.svc.services.finderShapes.flush();
+    return stack.store.finderPatterns.shapeCounts('multimx.test');
+  };
+  t.strictSame(await shapes(), {});
+  const validate = (email: string) => stack.call('POST', '/v1/validate', { key, body: { email } });
+  t.equal((await validate('john.smith@multimx.test')).body.result, 'valid');
+  t.strictSame(await shapes(), { 'word.word': 1 });
+  t.equal((await validate('john.smith@multimx.test')).body.result, 'valid', 'again: from the cache');
+  t.equal((await validate('no.such.user@multimx.test')).body.result, 'invalid');
+  t.equal((await validate('info@multimx.test')).body.result, 'valid_role_based');
+  t.strictSame(await shapes(), { 'word.word': 1 }, 'nothing more');
+  const stored = await stack.db.query<Record<string, unknown>>("SELECT * FROM finder_shapes WHERE domain = 'multimx.test'");
+  t.strictSame(stored.map((r) => [r.domain, r.shape, r.seen]), [['multimx.test', 'word.word', 1]], 'the row holds the domain, the shape and a count: no address');
+});
+
 t.test('find/bulk on a catch-all domain: the pattern, not charged without evidence, charged once evidence exists', async (t) => {
   const { key, accountId } = await dataKey({ credits: 10 });
   const guess = await post('/v1/find/bulk', key, { contacts: [{ first_name: 'Pat', last_name: 'Quinn', domain: 'catchall.test' }] });

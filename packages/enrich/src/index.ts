@@ -14,3 +14,4 @@ export type * from './ports.ts';
 export { PdlProvider } from './vendors/pdl.ts';
 export { NativeFinder, PROVEN_CONFIDENCE, DELIVERED_CONFIDENCE, type FinderProvider, type FindQuery, type FoundEmail, type PatternEvidence, type Prober } from './finder/native.ts';
 export { candidates, normaliseName, patternConfidence, patternOf, PATTERNS, rankPatterns, type Candidate } from './finder/patterns.ts';
+export { findEvidence, shapeEvidence, shapeOf, shapesOf, ShapeLearner, SHAPES, SHAPE_WEIGHT, type ShapeLearnerOptions, type ShapeSink } from './finder/shapes.ts';

@@ -102,6 +102,7 @@ export async function startService(config: Config, opts: StartOptions = {}): Pro
     await services.closeCache();
     // Every decision recorded so far is written (the requests and job results above are done)
     // before the store, whose connection the SQL adapter uses, closes. A failure loses only them.
+    await services.finderShapes.flush();
     await services.analytics.close().catch((err: unknown) => app?.log.warn({ err, component: 'analytics' }, 'analytics: decisions not written at shutdown'));
     if (!opts.store) await store.close();
   };

@@ -11,7 +11,7 @@ import { CatchallRecovery, createCsvPool, CsvJobs, enqueueJobWebhook, JobsServic
 import { Engine, ENGINE_DEFAULTS, type MxThrottle } from '@svc/engine';
 import { Verifier, verifierConfig, type CachePort } from '@svc/verifier';
 import { HostedMcp } from '@svc/mcp';
-import { DataService, NativeCompanyProvider, NativeFinder, PdlProvider, ProviderChain, webDns } from '@svc/enrich';
+import { DataService, NativeCompanyProvider, NativeFinder, PdlProvider, ProviderChain, ShapeLearner, webDns } from '@svc/enrich';
 import { createNetSmtpConnector, nodeDns, tcpReachable } from '@svc/verifier/adapters';
 import { applySuppressions, isConnectionFailure, LocalProcessor, StripeProcessor, SubscriptionService } from '@svc/billing';
 import { ConfigError, redactUrl, type Config } from './config.ts';
@@ -62,6 +62,8 @@ export interface Services {
   data: DataService;
   /** Where the job pipeline logs (silent until the API's logger is set). */
   setJobsLogger: (log: JobsLogger) => void;
+  /** The shapes of existing addresses the email finder learns from fresh verdicts; flushed before the store closes. */
+  finderShapes: ShapeLearner;
 }
 
 /**
@@ -178,10 +180,14 @@ export async function createServices(config: Config, opts: { store?: Store } = {
       idleMs: config.smtpIdleMs,
     },
   });
+  // The email finder learns the shapes of existing addresses from every fresh verdict (validations,
+  // jobs, finds): shapes only, never addresses (packages/enrich/src/finder/shapes.ts).
+  const finderShapes = new ShapeLearner(store.finderPatterns, { warn: (err, lost) => log.warn({ err, lost, component: 'finder' }, 'finder: address shapes not recorded') });
   const verifier = new Verifier({
     dns,
     probe: engine,
     cache,
+    observe: (f) => finderShapes.verdict(f.domain, f.local, f.verdict),
     config: verifierConfig({
       smtpRetries: config.smtpRetries,
       resultCacheTtlMs: config.resultCacheTtlMs,
@@ -294,7 +300,7 @@ export async function createServices(config: Config, opts: { store?: Store } = {
   const payments = subscriptionsOf(store, config);
   const data = dataService(config, store, verifier, cache);
   const mcp = new HostedMcp({ store, verifier, jobs, analytics, data, publicUrl: config.publicUrl, accessTokenTtlS: config.mcpAccessTokenTtlS });
-  return { config, store, mcp, data, verifier, rateLimiter, readiness, closeCache, blobs, bus, jobs, csvJobs, webhooks, outcomes, ...payments, reports: analytics, recovery: new CatchallRecovery({ store, blobs, ...(csvPool ? { renderer: csvPool } : {}) }), closeCsvPool: async () => void (await csvPool?.close()), secret, analytics, setJobsLogger: (l) => (jobsLog = l) };
+  return { config, store, mcp, data, verifier, rateLimiter, readiness, closeCache, blobs, bus, jobs, csvJobs, webhooks, outcomes, ...payments, reports: analytics, recovery: new CatchallRecovery({ store, blobs, ...(csvPool ? { renderer: csvPool } : {}) }), closeCsvPool: async () => void (await csvPool?.close()), secret, analytics, setJobsLogger: (l) => (jobsLog = l), finderShapes };
 }
 
 /** The data endpoints' families from the configuration (docs/api.md, "Data endpoints"). */
@@ -327,6 +333,7 @@ export function dataService(config: Config, store: Store, verifier: Verifier, ca
   const finder = config.finderProviders.map((name) => {
     if (name === 'native') return new NativeFinder({ prober: verifier, evidence: store.finderPatterns, maxCandidates: config.finderMaxCandidates, suppress: (accountId, plan) => applySuppressions(store, accountId, plan),
         delivered: async (accountId, mailboxes) => new Set([...(await store.outcomes.evidenceFor(accountId, mailboxes))].flatMap(([m, e]) => (e.label === 'delivered' ? [m] : []))),
+        deliveredOn: (accountId, domain) => store.outcomes.deliveredMailboxes(accountId, domain),
       });
     throw new ConfigError('SVC_FINDER_PROVIDERS', `names ${name}, which this build does not have`);
   });

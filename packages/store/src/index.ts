@@ -32,7 +32,7 @@ export {
 } from './repos/jobs.ts';
 export { SettingsRepo } from './repos/settings.ts';
 export { EnrichCacheRepo, type CachedAnswer } from './repos/enrich-cache.ts';
-export { FinderPatternsRepo } from './repos/finder-patterns.ts';
+export { FinderPatternsRepo, type ShapeSighting } from './repos/finder-patterns.ts';
 export { DeadLettersRepo, type DeadLetterRow } from './repos/dead-letters.ts';
 export { DecisionOutboxRepo } from './repos/decision-outbox.ts';
 export { WebhookSecretsRepo, WEBHOOK_SECRET_PATTERN, MAX_GRACE_MS, type WebhookSecretInfo, type RotatedSecret } from './repos/webhook-secrets.ts';

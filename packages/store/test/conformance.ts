@@ -42,7 +42,7 @@ export interface Adapter {
 const MIGRATIONS = readdirSync(new URL('../../../infra/migrations/', import.meta.url))
   .filter((f) => f.endsWith('.sql'))
   .sort();
-const TABLES = ['accounts', 'api_keys', 'blob_chunks', 'blob_objects', 'catchall_recoveries', 'catchall_recovery_rows', 'credit_ledger', 'credit_reservations', 'dead_letters', 'decision_outbox', 'enrich_cache', 'finder_patterns', 'idempotency_keys', 'job_results', 'jobs', 'oauth_clients', 'oauth_codes', 'oauth_grants', 'oauth_tokens', 'outcome_connectors', 'outcome_events', 'outcome_facts', 'plans', 'schema_migrations', 'service_settings', 'subscription_events', 'subscriptions', 'suppressions', 'validation_decisions', 'webhook_events', 'webhook_secrets'];
+const TABLES = ['accounts', 'api_keys', 'blob_chunks', 'blob_objects', 'catchall_recoveries', 'catchall_recovery_rows', 'credit_ledger', 'credit_reservations', 'dead_letters', 'decision_outbox', 'enrich_cache', 'finder_patterns', 'finder_shapes', 'idempotency_keys', 'job_results', 'jobs', 'oauth_clients', 'oauth_codes', 'oauth_grants', 'oauth_tokens', 'outcome_connectors', 'outcome_events', 'outcome_facts', 'plans', 'schema_migrations', 'service_settings', 'subscription_events', 'subscriptions', 'suppressions', 'validation_decisions', 'webhook_events', 'webhook_secrets'];
 
 const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex');
 
@@ -814,6 +814,17 @@ export function storeConformance(t: Tap, adapter: Adapter): void {
     await Promise.all(Array.from({ length: 5 }, () => evidence.confirm('acme.test', '{first}')));
     t.strictSame(await evidence.counts('acme.test'), { '{first}.{last}': 2, '{f}{last}': 1, '{first}': 5 }, 'concurrent confirmations all count');
     t.strictSame(await evidence.counts('other.test'), {});
+    t.strictSame(await evidence.shapeCounts('acme.test'), {});
+    await evidence.addShapes([
+      { domain: 'acme.test', shape: 'initial.word', n: 2 },
+      { domain: 'acme.test', shape: 'word.word', n: 1 },
+      { domain: 'acme.test', shape: 'initial.word', n: 1 },
+    ]);
+    await Promise.all([evidence.addShapes([{ domain: 'acme.test', shape: 'word.word', n: 4 }]), evidence.addShapes([{ domain: 'other.test', shape: 'word_word', n: 1 }])]);
+    await evidence.addShapes([]);
+    t.strictSame(await evidence.shapeCounts('acme.test'), { 'initial.word': 3, 'word.word': 5 }, 'sightings add up, in one call and across calls');
+    t.strictSame(await evidence.shapeCounts('other.test'), { word_word: 1 });
+    await t.rejects(evidence.addShapes([{ domain: 'acme.test', shape: 'word.word', n: 0 }]), RangeError);
 
     const data = await store.ledger.reserve(acc, 3, 'data:company/enrich');
     const sync = await store.ledger.reserve(acc, 2, 'sync');

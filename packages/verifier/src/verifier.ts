@@ -40,6 +40,12 @@ export interface VerifierDeps {
   probe: ProbePort;
   cache: CachePort;
   config: VerifierConfig;
+  /**
+   * Told of every fresh verdict (DNS or SMTP, not the cache's): the email finder learns the shapes
+   * of existing addresses from it. Called synchronously, so it must only note the verdict; what
+   * it throws is ignored.
+   */
+  observe?: (fresh: { domain: string; local: string; verdict: Omit<Verdict, 'email'> }) => void;
 }
 
 type Stored = Omit<Verdict, 'email'>;
@@ -271,6 +277,13 @@ export class Verifier {
     }
     const { email: _drop, ...stored } = verdict;
     if (stored.result !== 'unknown') await this.deps.cache.set(`v:${key}`, stored, this.deps.config.resultCacheTtlMs);
+    if (this.deps.observe) {
+      try {
+        this.deps.observe({ domain: ok.asciiDomain, local: ok.local, verdict: stored });
+      } catch {
+        // An observer's failure is not the verdict's.
+      }
+    }
     return { stored, mxHost, ...(catchallDeferred ? { catchallDeferred } : {}) };
   }
 

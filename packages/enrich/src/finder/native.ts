@@ -4,7 +4,9 @@
 // domain's), with no data vendor.
 //
 // Candidates come from the name by the common B2B patterns (patterns.ts), the patterns this domain
-// is known to use first (the finder_patterns evidence: every address proven here before). Then:
+// is known to use first: the finder_patterns evidence (every address proven here before) and the
+// shapes of the domain's addresses known to exist (shapes.ts: valid verdicts of validations, jobs
+// and finds; the asking account's delivered addresses). Then:
 // - an accepted candidate on a domain that is not catch-all is found (confidence 95, source
 //   `smtp`), and its pattern becomes evidence for the domain;
 // - on a catch-all domain no RCPT proves anything: a candidate the asking account has confirmed
@@ -18,6 +20,7 @@
 import type { Plan, Verdict } from '@svc/verifier';
 import { ProviderError, type ProviderAnswer } from '../chain.ts';
 import { candidates, patternConfidence, rankPatterns } from './patterns.ts';
+import { findEvidence } from './shapes.ts';
 
 /** A proven (or, on a catch-all domain, the likeliest) address of a person. */
 export interface FoundEmail {
@@ -54,6 +57,8 @@ export interface Prober {
 export interface PatternEvidence {
   counts(domain: string): Promise<Record<string, number>>;
   confirm(domain: string, pattern: string): Promise<void>;
+  /** Shapes of the domain's addresses known to exist (shapes.ts). */
+  shapeCounts?(domain: string): Promise<Record<string, number>>;
 }
 
 /** An accepted RCPT on a domain that does not accept everything. */
@@ -84,11 +89,21 @@ export class NativeFinder implements FinderProvider {
        * anything, that is the proof.
        */
       delivered?: (accountId: string, mailboxes: string[]) => Promise<Set<string>>;
+      /**
+       * The domain's mailboxes the account has confirmed delivery to (its own outcome imports):
+       * their shapes are evidence of the domain's convention (shapes.ts).
+       */
+      deliveredOn?: (accountId: string, domain: string) => Promise<string[]>;
     },
   ) {}
 
   async find(q: FindQuery, signal: AbortSignal): Promise<ProviderAnswer<FoundEmail>> {
-    const counts = await this.o.evidence.counts(q.domain);
+    const [named, shapes, deliveredHere] = await Promise.all([
+      this.o.evidence.counts(q.domain),
+      this.o.evidence.shapeCounts?.(q.domain) ?? {},
+      q.account_id && this.o.deliveredOn ? this.o.deliveredOn(q.account_id, q.domain) : [],
+    ]);
+    const counts = findEvidence(named, shapes, deliveredHere);
     const list = candidates(q.first_name, q.last_name, q.domain, { order: rankPatterns(counts), max: this.o.maxCandidates });
     if (list.length === 0) return { found: false, error: 'no address can be made from this name and domain' };
     const plan = await this.o.prober.plan(list.map((c) => c.email));
