@@ -128,7 +128,11 @@ t.test('company/enrich: the website and DNS of a company, charged 1; the cache; 
     credits_charged: 1,
     source_provider: 'website',
   });
-  for (const tech of ['Google Workspace', 'SendGrid', 'Google Search Console', 'Atlassian']) t.ok(r.body.technologies.includes(tech), `technologies name ${tech}`);
+  t.strictSame(
+    r.body.technologies,
+    ['Google Workspace', 'SendGrid', 'Google Search Console', 'Atlassian', 'Cloudflare', 'WordPress', 'Google Tag Manager', 'HubSpot'],
+    'what the DNS says, then what the response headers and the page show',
+  );
   t.ok(r.body.confidence >= 0.9 && r.body.confidence <= 0.99, `structured data, OpenGraph, links, MX, SPF, TXT and the name hint agree: ${r.body.confidence}`);
   t.equal(await balance(accountId), 9);
   t.ok((stack.sim.webRequests()['acme-robotics.test/'] ?? 0) > before, 'the home page was fetched');

@@ -307,7 +307,7 @@ export async function startWeb(sites: readonly SimWebsite[], ports: WebPorts): P
         return;
       case 'html': {
         const send = (): void => {
-          res.writeHead(page.status, { 'content-type': HTML, 'content-length': Buffer.byteLength(page.html) });
+          res.writeHead(page.status, { ...page.headers, 'content-type': HTML, 'content-length': Buffer.byteLength(page.html) });
           res.end(page.html);
         };
         if (!page.delayMs) return send();

@@ -17,7 +17,7 @@
 /** What one route answers. Bodies are UTF-8 HTML unless said otherwise. */
 export type SimPage =
   /** A fixed page; with `delayMs`, the response (headers included) only starts after that long. */
-  | { kind: 'html'; status: number; html: string; delayMs?: number }
+  | { kind: 'html'; status: number; html: string; delayMs?: number; headers?: Record<string, string> }
   /** A redirect: the status and the Location header, nothing else that matters. */
   | { kind: 'redirect'; status: 301 | 302 | 303 | 307 | 308; location: string }
   /** A 200 page of exactly `bytes` bytes, streamed chunk by chunk (chunked encoding, no Content-Length). */
@@ -69,7 +69,7 @@ export const SIM_HUGE_PAGE_BYTES = 20 * MiB;
 /** How long slow-site.test's home page takes to start answering. */
 export const SIM_SLOW_PAGE_MS = 10_000;
 
-const ok = (html: string): SimPage => ({ kind: 'html', status: 200, html });
+const ok = (html: string, headers?: Record<string, string>): SimPage => ({ kind: 'html', status: 200, html, ...(headers && { headers }) });
 const home = (page: SimPage): SimRoute => ({ host: 'any', path: '/', page });
 const everywhere = (page: SimPage): SimRoute => ({ host: 'any', path: '*', page });
 
@@ -112,6 +112,10 @@ const ACME_HOME = `<!doctype html>
 <meta property="og:url" content="https://acme-robotics.test/">
 <meta property="og:image" content="https://acme-robotics.test/static/og-card.png">
 <link rel="canonical" href="https://acme-robotics.test/">
+<meta name="generator" content="WordPress 6.6.2">
+<link rel="stylesheet" href="/wp-content/themes/acme/style.css">
+<script async src="https://www.googletagmanager.com/gtag/js?id=G-SIMTEST01"></script>
+<script src="//js.hs-scripts.com/0000000.js" async defer></script>
 ${jsonLd(ACME_JSON_LD)}
 </head>
 <body>
@@ -258,7 +262,8 @@ export const SIM_WEBSITES: readonly SimWebsite[] = [
       { exchange: 'alt1.aspmx.l.google.com', priority: 5, ip: mxIp(2) },
       { exchange: 'alt2.aspmx.l.google.com', priority: 5, ip: mxIp(3) },
     ],
-    pages: [home(ok(ACME_HOME))],
+    // Served behind Cloudflare, as many company sites are (the enrichment reads the headers).
+    pages: [home(ok(ACME_HOME, { server: 'cloudflare', 'cf-ray': '8d0000000000-AUS' }))],
   },
   {
     domain: 'globex-meta.test',

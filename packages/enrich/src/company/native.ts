@@ -111,7 +111,7 @@ export class NativeCompanyProvider implements CompanyProvider {
       dns.mx(q.domain).catch(() => []),
       dns.txt(q.domain).catch(() => []),
     ]);
-    const site: WebsiteSignals | undefined = page.ok ? parseHomePage(page.html, page.url) : undefined;
+    const site: WebsiteSignals | undefined = page.ok ? parseHomePage(page.html, page.url, page.headers) : undefined;
     const fromDns = dnsSignals({ mx, txt });
     const name = site?.name ?? site?.display_name;
     if (!site || !name) return { found: false, error: page.ok ? 'the website does not name the company' : `no website: ${page.detail}` };
@@ -122,6 +122,8 @@ export class NativeCompanyProvider implements CompanyProvider {
     for (const e of evidence) confidence += SIGNAL_WEIGHTS[e] ?? 0;
     confidence = Math.round(Math.min(0.99, confidence) * 100) / 100;
 
+    // What the DNS says (mail, SaaS verifications), then what the page and its headers show.
+    const technologies = [...new Set([...fromDns.technologies, ...(site.technologies ?? [])])];
     const country = site.location?.country_code;
     const phone = site.phone_raw ? normalisePhone(site.phone_raw, country) : undefined;
     return {
@@ -143,8 +145,8 @@ export class NativeCompanyProvider implements CompanyProvider {
         twitter_url: site.twitter_url ?? null,
         facebook_url: site.facebook_url ?? null,
         phone: phone?.valid ? phone.e164 : null,
-        technologies: fromDns.technologies,
-        technology_count: fromDns.technologies.length,
+        technologies,
+        technology_count: technologies.length,
         funding: { total_raised: null, last_round: null, last_round_date: null },
         confidence,
         source_provider: 'website',

@@ -17,6 +17,7 @@
 import { Tokenizer, TokenizerMode, type Token, type TokenHandler } from 'parse5';
 import type { CompanyType, EmployeeRange } from '@svc/contracts';
 import { canonicalLinkedInCompanyUrl } from '../linkedin-url.ts';
+import { MAX_RESOURCES, webTechnologies } from './web-tech.ts';
 
 /** The kinds of source a page's signals come from, in the order `evidence` lists them. */
 export const WEBSITE_EVIDENCE = ['jsonld', 'opengraph', 'meta', 'title', 'links'] as const;
@@ -58,6 +59,8 @@ export interface WebsiteSignals {
   logo?: string;
   /** The Organization's sameAs URLs (http and https only). */
   same_as: string[];
+  /** Software the page and its response headers show (web-tech.ts); absent when none. */
+  technologies?: string[];
   /** Each kind of source (a WebsiteEvidence) that yielded at least one usable value, in a fixed order. */
   evidence: string[];
 }
@@ -74,13 +77,17 @@ const MAX_SHORT = 128;
 const MAX_SAME_AS = 50;
 
 /** The meta names and properties read (lower-cased); any other is ignored. */
-const META_KEYS = new Set(['og:site_name', 'og:title', 'og:description', 'og:url', 'description', 'twitter:site']);
+const META_KEYS = new Set(['og:site_name', 'og:title', 'og:description', 'og:url', 'description', 'twitter:site', 'generator']);
+/** The <link rel> values whose href is a resource the page loads (what web-tech.ts reads). */
+const RESOURCE_RELS = ['stylesheet', 'preload', 'modulepreload', 'preconnect', 'dns-prefetch'];
 
 /** Reads the signals of a company's home page; `pageUrl` is where it was fetched from. */
-export function parseHomePage(html: string, pageUrl: string): WebsiteSignals {
+export function parseHomePage(html: string, pageUrl: string, headers: Readonly<Record<string, string>> = {}): WebsiteSignals {
   const page = httpUrl(pageUrl, undefined);
   const scan = new PageScanner().read(typeof html === 'string' ? html : '');
   const base = httpUrl(scan.base, page) ?? page;
+  const resources = scan.resources.flatMap((r) => httpUrl(r, base)?.href ?? []);
+  const technologies = webTechnologies({ headers, generator: scan.meta.get('generator'), resources, ...(page && { pageUrl: page.href }) });
   const org = chooseOrganization(scan.jsonLd, base);
   const facts = org ? organizationFacts(org, base) : undefined;
   const tags = readTags(scan, base);
@@ -107,6 +114,7 @@ export function parseHomePage(html: string, pageUrl: string): WebsiteSignals {
     facebook_url: pickSocial('facebook', sameAs, undefined, links.tally),
     logo: facts?.logo,
     same_as: sameAs,
+    technologies: technologies.length > 0 ? technologies : undefined,
     evidence: WEBSITE_EVIDENCE.filter((e) => evidence.has(e)),
   });
 }
@@ -170,6 +178,8 @@ interface PageScan {
   jsonLd: string[];
   /** The hrefs of the first MAX_ANCHORS <a> elements. */
   hrefs: string[];
+  /** The first MAX_RESOURCES script and frame srcs and resource-link hrefs, as written. */
+  resources: string[];
 }
 
 /** The text of an element being read: the first <title>, or a JSON-LD <script>. */
@@ -201,7 +211,7 @@ const MAX_TITLE_CHARS = 64 * 1024;
  * elements read here. No tree is built.
  */
 class PageScanner implements TokenHandler {
-  readonly scan: PageScan = { meta: new Map(), jsonLd: [], hrefs: [] };
+  readonly scan: PageScan = { meta: new Map(), jsonLd: [], hrefs: [], resources: [] };
   readonly onParseError = null;
   readonly #tokenizer = new Tokenizer({ sourceCodeLocationInfo: false }, this);
   #capture: Capture | undefined;
@@ -273,14 +283,21 @@ class PageScanner implements TokenHandler {
         this.#titleSeen = true;
         break;
       case 'script':
+        this.#resource(attr(tag, 'src'));
         this.#tokenizer.state = TokenizerMode.SCRIPT_DATA;
         if (isJsonLdType(attr(tag, 'type'))) this.#capture = { tag: 'script', text: '', limit: MAX_JSONLD_BYTES, over: false };
         break;
       case 'meta':
         visitMeta(tag, this.scan.meta);
         break;
-      case 'link':
-        if (this.scan.canonical === undefined && tokens(attr(tag, 'rel')).includes('canonical')) this.scan.canonical = attr(tag, 'href');
+      case 'link': {
+        const rel = tokens(attr(tag, 'rel'));
+        if (this.scan.canonical === undefined && rel.includes('canonical')) this.scan.canonical = attr(tag, 'href');
+        if (rel.some((r) => RESOURCE_RELS.includes(r))) this.#resource(attr(tag, 'href'));
+        break;
+      }
+      case 'iframe':
+        this.#resource(attr(tag, 'src'));
         break;
       case 'base':
         this.scan.base ??= attr(tag, 'href');
@@ -292,6 +309,10 @@ class PageScanner implements TokenHandler {
         break;
       }
     }
+  }
+
+  #resource(url: string | undefined): void {
+    if (url !== undefined && url.trim() !== '' && this.scan.resources.length < MAX_RESOURCES) this.scan.resources.push(url.trim());
   }
 
   #setForeign(depth: number): void {
