@@ -112,3 +112,35 @@ t.test("the vendor's failures: retried, then 503 provider_unavailable, never cha
   t.ok(pdl.requests.every((r) => r.apiKey === PDL_STANDIN_KEY), 'every call carries the key in X-Api-Key');
   t.notOk(pdl.requests.some((r) => r.url.includes(PDL_STANDIN_KEY)), 'and never in a URL');
 });
+
+t.test("every vendor route's 400s through HTTP: the code and message of the data contract, nothing charged", async (t) => {
+  const { key, accountId } = await dataKey(100);
+  const vendorCalls = pdl.requests.length;
+  const cases: Array<[string, unknown, string, string]> = [
+    ['/v1/linkedin/company', {}, 'domain_or_linkedin_url_required', 'domain or linkedin_url required'],
+    ['/v1/linkedin/hires', { domain: 'acme-robotics.test', days_back: 181 }, 'invalid_days_back', 'days_back must be an integer from 1 to 180'],
+    ['/v1/linkedin/hires', { domain: 'acme-robotics.test', days_back: 0 }, 'invalid_days_back', 'days_back must be an integer from 1 to 180'],
+    ['/v1/linkedin/hires', { domain: 'acme-robotics.test', limit: 101 }, 'invalid_limit', 'limit must be an integer from 1 to 100'],
+    ['/v1/people/search', {}, 'domain_required', 'domain is required'],
+    ['/v1/people/search', { domain: 'acme-robotics.test', limit: 51 }, 'invalid_limit', 'limit must be an integer from 1 to 50'],
+    ['/v1/people/search', { domain: 'acme-robotics.test', offset: -1 }, 'invalid_limit', 'offset must be an integer from 0 to 10000'],
+    ['/v1/people/search', { domain: 'acme-robotics.test', department: 'Sorcery' }, 'invalid_request', 'department must be one of: Sales, Engineering, Marketing, Finance, HR, Operations, Product, Legal, Executive'],
+    ['/v1/people/search', { domain: 'acme-robotics.test', seniority: 'VP' }, 'invalid_request', 'seniority must be an array of at most 6 strings'],
+    ['/v1/people/lookup', { company_domain: 'acme-robotics.test' }, 'first_name_required', 'first_name is required'],
+    ['/v1/people/lookup', { first_name: 'Jane' }, 'company_domain_required', 'company_domain is required'],
+    ['/v1/people/role', { company_name: 'Acme' }, 'role_required', 'role is required'],
+    ['/v1/people/role', { role: 'CFO' }, 'company_name_required', 'company_name is required'],
+    ['/v1/profile/enrich', {}, 'email_or_linkedin_url_required', 'email or linkedin_url required'],
+    ['/v1/profile/enrich', { linkedin_url: 'https://www.linkedin.com/company/acme' }, 'invalid_linkedin_url', 'linkedin_url is not a LinkedIn profile URL (https://www.linkedin.com/in/…)'],
+    ['/v1/profile/enrich', { email: 'not-an-email' }, 'invalid_request', 'email is not an email address'],
+    ['/v1/mobile/find', {}, 'contact_identity_required', 'email, linkedin_url, or first_name+last_name required'],
+    ['/v1/mobile/find', { first_name: 'Jane' }, 'contact_identity_required', 'email, linkedin_url, or first_name+last_name required'],
+    ['/v1/prospect/email-to-person', {}, 'email_required', 'email is required'],
+  ];
+  for (const [route, body, code, message] of cases) {
+    const r = await post(route, key, body);
+    t.strictSame([r.status, r.body.code, r.body.message], [400, code, message], `${route} ${JSON.stringify(body)}`);
+  }
+  t.equal(await balance(accountId), 100, 'no 400 is charged');
+  t.equal(pdl.requests.length, vendorCalls, 'and none reaches the vendor');
+});
