@@ -329,6 +329,10 @@ t.test("find/bulk on a catch-all domain: the shapes of the account's delivered a
   await outcomes(one.accountId, ['k.ito']);
   const weak = await post('/v1/find/bulk', one.key, { contacts: [{ first_name: 'Ana', last_name: 'Lima', domain: 'catchall.test' }] });
   t.strictSame(row(weak), ['a.lima@catchall.test', '{f}.{last}', 'pattern', 59, 0], 'one: the same pattern first, below 70, not charged');
+  const ambiguous = await dataKey({ credits: 10 });
+  await outcomes(ambiguous.accountId, ['jo.novak']);
+  const prior = await post('/v1/find/bulk', ambiguous.key, { contacts: [{ first_name: 'Ana', last_name: 'Lima', domain: 'catchall.test' }] });
+  t.strictSame(row(prior), ['ana.lima@catchall.test', '{first}.{last}', 'pattern', 50, 0], 'one word.word address: {first}.{last} first, never below its prior (shapes only add)');
   const none = await dataKey({ credits: 10 });
   const guess = await post('/v1/find/bulk', none.key, { contacts: [{ first_name: 'Ana', last_name: 'Lima', domain: 'catchall.test' }] });
   t.strictSame(row(guess), ['ana.lima@catchall.test', '{first}.{last}', 'pattern', 50, 0], 'another account without them: the default guess');

@@ -132,7 +132,10 @@ export class NativeFinder implements FinderProvider {
     // On a catch-all domain the best-ranked candidate the account has not suppressed.
     const best = pairs.find((p) => p.v.validation_layer !== 'suppression');
     if (catchAll && best) {
-      return { found: true, value: { email: best.c.email, confidence: patternConfidence(counts, best.c.pattern), pattern: best.c.pattern, source_provider: 'pattern', verdict: best.v } };
+      // Shapes add support, never take it away: a `word.word` address, shared between
+      // {first}.{last} and {last}.{first}, must not put {first}.{last} below its own prior.
+      const confidence = Math.max(patternConfidence(named, best.c.pattern), patternConfidence(counts, best.c.pattern));
+      return { found: true, value: { email: best.c.email, confidence, pattern: best.c.pattern, source_provider: 'pattern', verdict: best.v } };
     }
     if (pairs.length > 0 && pairs.every((p) => p.v.result === 'invalid')) {
       const reason = pairs[0]!.v.reason_code;
