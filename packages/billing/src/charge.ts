@@ -16,12 +16,12 @@ import { applySuppressions } from './suppression.ts';
  * An idempotent request's response: rendered from the results and recorded in the same
  * transaction as the charge, with the status it is sent with (a replay answers the same status).
  */
-export interface Completion {
+export interface Completion<T = ChargedResult[]> {
   key: string;
   /** The claim's owner (a claim another request took over cannot be completed). */
   owner: string;
   status: number;
-  render: (results: ChargedResult[]) => string;
+  render: (response: T) => string;
 }
 
 export interface ChargeOptions {
@@ -49,9 +49,9 @@ export async function refusal(store: Partial<Pick<Store, 'ledger'>>, accountId: 
   return b?.subscription_status === 'canceled' ? new ServiceError('subscription_inactive') : insufficient;
 }
 
-/** The idempotent response to record with the charge. */
-function completed(completion: Completion, accountId: string, results: ChargedResult[]): IdempotentCompletion {
-  return { accountId, key: completion.key, owner: completion.owner, status: completion.status, body: completion.render(results) };
+/** The Idempotency-Key's completion of a response, recorded with its charge (none without a key). */
+export function completionOf<T>(accountId: string, completion: Completion<T> | undefined, response: T): IdempotentCompletion | undefined {
+  return completion && { accountId, key: completion.key, owner: completion.owner, status: completion.status, body: completion.render(response) };
 }
 
 /** Hands the results' decisions to analytics (when asked for), and returns the results. */
@@ -73,7 +73,7 @@ export async function validateAndCharge(store: Store, verifier: Verifier, accoun
     // Every verdict is known already (syntax, cache): the cost is exact, so take it in one
     // statement instead of a reservation and a settlement.
     const results = priced(await verifier.run(plan), plan);
-    const completes = completion && completed(completion, accountId, results);
+    const completes = completionOf(accountId, completion, results);
     // Exactly what the results say was charged (never more than the plan priced).
     const cost = creditsOf(results);
     if (cost > 0) {
@@ -96,7 +96,7 @@ export async function validateAndCharge(store: Store, verifier: Verifier, accoun
   try {
     out = priced(await verifier.run(plan), plan);
     // Render first: if that throws, nothing is charged (the key is freed and a retry pays once).
-    completes = completion && completed(completion, accountId, out);
+    completes = completionOf(accountId, completion, out);
     charged = creditsOf(out);
   } finally {
     if (reservationId) {

@@ -7,15 +7,11 @@
 
 import { ServiceError } from '@svc/contracts';
 import type { IdempotentCompletion, Store } from '@svc/store';
-import { insufficient, refusal } from './charge.ts';
+import { completionOf, insufficient, refusal, type Completion } from './charge.ts';
 import { upstream } from './failures.ts';
 
-export interface DataCompletion<T> {
-  key: string;
-  owner: string;
-  status: number;
-  render: (response: T) => string;
-}
+/** A data endpoint's Idempotency-Key completion: charge.ts's, rendering the endpoint's response. */
+export type DataCompletion<T> = Completion<T>;
 
 export interface DataWork<T> {
   response: T;
@@ -23,20 +19,15 @@ export interface DataWork<T> {
   credits: number;
 }
 
-/** The Idempotency-Key's completion of a response, recorded with its charge. */
-const completionOf = <T>(accountId: string, completion: DataCompletion<T> | undefined, response: T): IdempotentCompletion | undefined =>
-  completion ? { accountId, key: completion.key, owner: completion.owner, status: completion.status, body: completion.render(response) } : undefined;
-
 /**
  * Runs `work` with up to `maxCost` credits held for `endpoint`, then charges what it says. With
  * `maxCost` 0 nothing is held or charged (a cache hit that is free, a request that cannot find).
  */
 export async function chargeData<T>(store: Pick<Store, 'ledger' | 'idempotency'>, accountId: string, endpoint: string, maxCost: number, work: () => Promise<DataWork<T>>, completion?: DataCompletion<T>): Promise<T> {
-  const record = (response: T) => completionOf(accountId, completion, response);
   if (maxCost <= 0) {
     const { response, credits } = await work();
     if (credits !== 0) throw new Error(`a data request without a hold charged ${credits}`);
-    const completes = record(response);
+    const completes = completionOf(accountId, completion, response);
     if (completes) await upstream(store.idempotency.complete(completes));
     return response;
   }
@@ -52,7 +43,7 @@ export async function chargeData<T>(store: Pick<Store, 'ledger' | 'idempotency'>
     if (!Number.isSafeInteger(done.credits) || done.credits < 0 || done.credits > maxCost) throw new Error(`a data request charged ${done.credits} of a hold of ${maxCost}`);
     response = done.response;
     // Render before settling: if that throws, nothing is charged.
-    completes = record(response);
+    completes = completionOf(accountId, completion, response);
     charged = done.credits;
   } finally {
     // false: the hold was released meanwhile (the stale sweep): nothing charged, nothing recorded.
