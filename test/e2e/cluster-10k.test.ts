@@ -28,7 +28,7 @@
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -206,7 +206,12 @@ async function main(): Promise<void> {
 
   // ---- The cluster's job: submitted to front 1, polled on front 2, downloaded from both.
   clusterDb = await openPostgres(schema.url, 2);
-  const clusterRun = await runJob('cluster', fronts[0]!, fronts[1]!, fronts[1]!, clusterDb);
+  const clusterRun = await runJob('cluster', fronts[0]!, fronts[1]!, fronts[1]!, clusterDb).catch((e: Error) => {
+    // What the cluster's processes said last: the reason a job stalls is in their logs.
+    const logs = path.join(os.tmpdir(), `svc-10k-cluster-${id}.log`);
+    writeFileSync(logs, `${out}\n----- stderr -----\n${err}`);
+    throw new Error(`${e.message}\n(at ${at()}; the cluster's whole output: ${logs}; its last errors:\n${err.slice(-1500)}\n${out.split('\n').filter((l) => /"level":(40|50|60)/.test(l)).slice(-15).join('\n')})`);
+  });
   t.comment(`cluster: job done in ${clusterRun.seconds.toFixed(1)} s (at ${at()})`);
   const again = await callApi(fronts[0]!, 'GET', `/v1/csv/jobs/${clusterRun.job.id}/download`);
 

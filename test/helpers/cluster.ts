@@ -116,7 +116,16 @@ export async function callApi(base: string, method: string, route: string, body?
  * undefined; otherwise the file is skipped with the reason, or fails under CI_REQUIRE_SERVICES=1.
  */
 export async function runUnlessMissing(why: string | undefined, run: () => Promise<void>): Promise<void> {
-  if (!why) return run();
+  if (!why) {
+    // A throw becomes a failed assertion with its message, so CI's recap of "not ok" lines says
+    // what went wrong (an uncaught rejection would end the file with exit code 1 and no reason).
+    try {
+      await run();
+    } catch (e) {
+      t.fail(e instanceof Error ? (e.stack ?? e.message) : String(e));
+    }
+    return;
+  }
   if (process.env.CI_REQUIRE_SERVICES === '1') t.fail(`${why} (CI_REQUIRE_SERVICES=1: start them with scripts/infra-up.sh)`);
   else t.plan(0, `${why}: skipping; scripts/infra-up.sh starts them`);
 }
