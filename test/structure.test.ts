@@ -28,6 +28,8 @@ const ALLOWED: Record<string, string[]> = {
   verifier: ['contracts'],
   engine: ['contracts', 'verifier'],
   store: ['contracts', 'verifier'],
+  // Account administration (keys, users, passwords, sessions): the admin CLI's and the dashboard's use cases.
+  accounts: ['contracts', 'store'],
   outcomes: ['contracts', 'verifier', 'store'],
   billing: ['contracts', 'verifier', 'store', 'outcomes'],
   jobs: ['contracts', 'bus', 'egress', 'verifier', 'store', 'outcomes', 'billing'],
@@ -35,9 +37,9 @@ const ALLOWED: Record<string, string[]> = {
   enrich: ['contracts', 'egress', 'verifier', 'store', 'outcomes', 'billing'],
   mcp: ['contracts', 'bus', 'egress', 'verifier', 'store', 'outcomes', 'billing', 'jobs', 'enrich'],
   api: ['contracts', 'bus', 'egress', 'verifier', 'store', 'outcomes', 'billing', 'jobs', 'enrich', 'mcp'],
-  runtime: ['contracts', 'bus', 'egress', 'verifier', 'engine', 'store', 'outcomes', 'billing', 'jobs', 'enrich', 'mcp', 'api', 'admin'],
+  runtime: ['contracts', 'bus', 'egress', 'verifier', 'engine', 'store', 'accounts', 'outcomes', 'billing', 'jobs', 'enrich', 'mcp', 'api', 'admin', 'dashboard'],
   // The operator CLI runs use cases over the store; runtime serves it on the admin socket.
-  admin: ['contracts', 'bus', 'egress', 'verifier', 'store', 'outcomes', 'billing', 'jobs'],
+  admin: ['contracts', 'bus', 'egress', 'verifier', 'store', 'accounts', 'outcomes', 'billing', 'jobs'],
   // The official client stands alone (fetch only); the CLI is built on it.
   client: [],
   cli: ['client'],

@@ -1,7 +1,7 @@
 // What every operator command is made of: its words, options and help, the parsed values, and the
 // small formatting helpers the commands share (columns, cells, dates, counts).
 
-import type { KeyListing, Store } from '@svc/store';
+import type { Store } from '@svc/store';
 
 export interface AdminResult {
   /** 0 done, 1 refused or not found, 2 a usage error. */
@@ -82,13 +82,6 @@ export function columns(header: string[], rows: string[][], right: ReadonlySet<n
   const line = (r: string[]) =>
     r.map((c, i) => (i === r.length - 1 ? c : right.has(i) ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join('  ');
   return [header, ...rows].map(line).join('\n');
-}
-
-/** What `key list` calls a key's state: revoked is final, then a passed expiry, then the stored state. */
-export function keyState(k: Pick<KeyListing, 'state' | 'expires_at'>, now: number): 'active' | 'inactive' | 'revoked' | 'expired' {
-  if (k.state === 'revoked') return 'revoked';
-  if (k.expires_at && k.expires_at.getTime() <= now) return 'expired';
-  return k.state;
 }
 
 export const needAccount = async (store: Store, cmd: Command, v: Values): Promise<string | AdminResult> => {

@@ -5,4 +5,4 @@
 export { runAdmin } from './run.ts';
 export { runAdminCli } from './cli.ts';
 export { adminSocketPath, callAdminSocket, serveAdminSocket, ADMIN_SOCKET_TIMEOUT_MS } from './socket.ts';
-export { columns, keyState, type AdminResult } from './command.ts';
+export { columns, type AdminResult } from './command.ts';

@@ -123,6 +123,21 @@ export const ERRORS = {
   domain_or_linkedin_url_required: e(400, 'domain or linkedin_url required', 'LinkedIn company or hires: neither `domain` nor `linkedin_url`'),
   company_domain_required: e(400, 'company_domain is required', 'person lookup: `company_domain` missing or empty'),
   company_name_required: e(400, 'company_name is required', 'role lookup: `company_name` missing or empty'),
+  // the dashboard's own routes (/dashboard/api, docs/dashboard.md)
+  not_signed_in: e(401, 'Sign in to use the dashboard', 'dashboard: no session cookie, or its session ended (signed out, idle longer than `SVC_SESSION_IDLE_S`, older than `SVC_SESSION_MAX_S`, or its user removed)'),
+  invalid_credentials: e(401, 'Wrong email address or password', 'dashboard sign-in: no user with that address, or the wrong password (the answer does not say which, and takes as long either way)'),
+  sign_in_throttled: e(429, 'Too many sign-in attempts; try again later', 'dashboard sign-in: more than 10 attempts for one address or 50 from one IP address in 15 minutes; `retry_after` and `Retry-After` give the seconds to wait', true),
+  csrf_token_invalid: e(403, 'This request lacks the session\'s CSRF token; reload the page', 'dashboard: a change (POST, PUT, PATCH, DELETE) without the session\'s `X-CSRF-Token`, or sent from another origin'),
+  owner_role_required: e(403, 'Only the account owner may do this', 'dashboard: a member asked for key, team or billing management, which only owners have'),
+  sign_in_link_not_found: e(404, 'This sign-in link is not known', 'dashboard set-up: the link\'s token is unknown (mistyped or never issued)'),
+  sign_in_link_used: e(409, 'This sign-in link has been used already', 'dashboard set-up: a single-use link (the owner\'s first-run link, an invitation) was redeemed before'),
+  sign_in_link_expired: e(409, 'This sign-in link has expired; ask for a new one', 'dashboard set-up: the link is older than its lifetime (24 hours for the first-run link, 7 days for an invitation)'),
+  email_taken: e(409, 'This email address already has a sign-in', 'dashboard: a user with that address exists (an address signs in to one account)'),
+  invalid_password: e(400, 'password must be at least 12 characters', 'dashboard: a new password shorter than 12 or longer than 256 characters (the message says which)'),
+  key_not_found: e(404, 'no such key', 'dashboard: the key id is not one of the account\'s keys'),
+  key_revoked: e(409, 'The key is revoked; revocation cannot be undone', 'dashboard: a change of a revoked key other than revoking it again'),
+  key_expired: e(409, 'The key has expired; create a new key', 'dashboard: activating or rotating a key past its expiry'),
+  user_not_found: e(404, 'no such user', 'dashboard: the user id is not one of the account\'s current users'),
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERRORS;

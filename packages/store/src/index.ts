@@ -9,6 +9,7 @@ export { Store, openStore } from './store.ts';
 export { AccountsRepo, type AccountListing } from './repos/accounts.ts';
 export { OAuthRepo, type OAuthClientRecord, type OAuthCodeRecord, type OAuthTokenRecord, type NewOAuthGrant, type NewTokenPair, type RedeemResult } from './repos/oauth.ts';
 export { KeysRepo, hashKey, keyRefusal, keyKindOf, displayPrefix, KEY_PREFIX, type KeyRecord, type KeyListing, type KeyKind, type KeyState } from './repos/keys.ts';
+export { UsersRepo, type UserRecord, type UserCredentials, type UserRole, type SessionRecord, type LinkKind, type LinkRecord, type RedeemRefusal } from './repos/users.ts';
 export { LedgerRepo, type LedgerEntry, type Balance, type ReserveResult, type DebitResult } from './repos/ledger.ts';
 export { IdempotencyRepo, type IdempotencyBegin, type IdempotentCompletion } from './repos/idempotency.ts';
 export { WebhooksRepo, webhookEventId, enqueueWebhookIn, DEFAULT_WEBHOOK_LEASE_MS, type WebhookEvent, type NewWebhookEvent, type WebhookEventType, type WebhookStatus } from './repos/webhooks.ts';

@@ -10,6 +10,7 @@ import { OAuthRepo } from './repos/oauth.ts';
 import { IdempotencyRepo } from './repos/idempotency.ts';
 import { JobsRepo } from './repos/jobs.ts';
 import { KeysRepo } from './repos/keys.ts';
+import { UsersRepo } from './repos/users.ts';
 import { LedgerRepo } from './repos/ledger.ts';
 import { WebhooksRepo } from './repos/webhooks.ts';
 import { OutcomesRepo } from './repos/outcomes.ts';
@@ -28,6 +29,8 @@ import { FinderPatternsRepo } from './repos/finder-patterns.ts';
 export class Store {
   readonly accounts: AccountsRepo;
   readonly keys: KeysRepo;
+  /** The dashboard's people: users, their sessions, single-use sign-in links. */
+  readonly users: UsersRepo;
   /** Hosted MCP's OAuth clients, grants, codes and tokens (hashed). */
   readonly oauth: OAuthRepo;
   readonly ledger: LedgerRepo;
@@ -56,6 +59,7 @@ export class Store {
     this.#db = db;
     this.accounts = new AccountsRepo(db);
     this.keys = new KeysRepo(db);
+    this.users = new UsersRepo(db);
     this.oauth = new OAuthRepo(db);
     this.ledger = new LedgerRepo(db);
     this.idempotency = new IdempotencyRepo(db);

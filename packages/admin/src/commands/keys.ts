@@ -1,9 +1,10 @@
 // API keys: create, list, and the state changes (activate, deactivate, revoke, expire).
 
-import { isScope, SCOPES } from '@svc/contracts';
-import { type Command, ISO_8601, cell, columns, iso, keyState, needAccount, usageError } from '../command.ts';
+import { changeKeyState, createKey, keyStateOf, type KeyVerb, type Refusal } from '@svc/accounts';
+import { SCOPES } from '@svc/contracts';
+import { type Command, ISO_8601, cell, columns, iso, needAccount, usageError } from '../command.ts';
 
-const keyStateCommand = (verb: 'activate' | 'deactivate' | 'revoke' | 'expire', about: string): Command => ({
+const keyStateCommand = (verb: KeyVerb, about: string): Command => ({
   noun: 'key',
   verb,
   synopsis: 'KEY_ID_OR_KEY',
@@ -13,18 +14,21 @@ const keyStateCommand = (verb: 'activate' | 'deactivate' | 'revoke' | 'expire', 
   async run(store, _v, arg, onKeyChange) {
     if (!arg) return usageError('which key? give its id or the key itself', this);
     const id = await store.keys.resolveId(arg);
-    const key = id ? await store.keys.get(id) : undefined;
-    if (!id || !key) return { code: 1, out: 'no such key' };
-    if (key.state === 'revoked' && verb !== 'revoke') return { code: 1, out: `key ${id} is revoked; revocation cannot be undone` };
-    const expired = key.expires_at !== null && key.expires_at.getTime() <= Date.now();
-    if (expired && verb === 'activate') return { code: 1, out: `key ${id} expired at ${iso(key.expires_at)}; an expired key cannot be activated: create a new key` };
-    if (expired && verb === 'expire') return { code: 0, out: `key ${id} already expired at ${iso(key.expires_at)}` };
-    const ok = verb === 'expire' ? await store.keys.expire(id) : await store.keys.setState(id, verb === 'deactivate' ? 'inactive' : verb === 'activate' ? 'active' : 'revoked');
-    onKeyChange();
-    if (!ok) return { code: 1, out: `key ${id} is revoked; revocation cannot be undone` };
-    return { code: 0, out: `key ${id} ${verb === 'expire' ? 'expired' : `${verb}d`}` };
+    if (!id) return { code: 1, out: 'no such key' };
+    const r = await changeKeyState(store, id, verb);
+    if (r.ok && r.changed) onKeyChange();
+    return { code: r.ok ? 0 : 1, out: r.message };
   },
 });
+
+/** A refusal of createKey in the words of this command's flags. */
+function inFlagWords(r: Refusal): string {
+  if (r.code === 'invalid_key_kind') return '--kind must be test or live';
+  if (r.code === 'invalid_scopes') return r.message.startsWith('unknown') ? r.message : 'unknown scope(s): (none given)';
+  if (r.code === 'invalid_expiry') return `--expires ${r.message.replace(/^expiry /, '')}`;
+  if (r.code === 'invalid_key_name') return `--name ${r.message.replace(/^name /, '')}`;
+  return r.message;
+}
 
 export const keysCommands: Command[] = [
   {
@@ -43,23 +47,17 @@ export const keysCommands: Command[] = [
     async run(store, v) {
       const account = await needAccount(store, this, v);
       if (typeof account !== 'string') return account;
-      const kind = v.kind ?? 'live';
-      if (kind !== 'test' && kind !== 'live') return usageError('--kind must be test or live', this);
       let scopes: string[] | null = null;
       if (v.scopes !== undefined && v.unrestricted) return usageError('give --scopes or --unrestricted, not both', this);
-      if (v.scopes !== undefined) {
-        scopes = v.scopes.split(',').map((s) => s.trim()).filter(Boolean);
-        const bad = scopes.filter((s) => !isScope(s));
-        if (bad.length > 0 || scopes.length === 0) return usageError(`unknown scope(s): ${bad.join(', ') || '(none given)'}`, this);
-      }
+      if (v.scopes !== undefined) scopes = v.scopes.split(',').map((s) => s.trim()).filter(Boolean);
       let expiresAt: Date | null = null;
       if (v.expires !== undefined) {
         expiresAt = new Date(v.expires);
         if (!ISO_8601.test(v.expires) || Number.isNaN(expiresAt.getTime())) return usageError(`--expires must be an ISO 8601 date or time, got ${JSON.stringify(v.expires)}`, this);
-        // A key that is expired from birth is a mistake (a typo in the year), never what was meant.
-        if (expiresAt.getTime() <= Date.now()) return usageError(`--expires must be in the future, got ${expiresAt.toISOString()}`, this);
       }
-      const { id, key } = await store.keys.create({ accountId: account, kind, scopes, name: v.name ?? '', expiresAt });
+      const made = await createKey(store, { accountId: account, kind: v.kind ?? 'live', scopes, name: v.name ?? '', expiresAt });
+      if (!made.ok) return usageError(inFlagWords(made), this);
+      const { id, key } = made;
       const what = [scopes ? scopes.join(',') : 'unrestricted', ...(expiresAt ? [`expires ${expiresAt.toISOString()}`] : [])].join(', ');
       return { code: 0, out: `key ${id} created (${what})\n${key}\nThis key is shown once; only its SHA-256 hash is stored.` };
     },
@@ -79,7 +77,7 @@ export const keysCommands: Command[] = [
         k.id,
         k.display_prefix,
         k.kind,
-        keyState(k, now),
+        keyStateOf(k, now),
         iso(k.created_at),
         iso(k.last_used_at),
         iso(k.expires_at),
