@@ -43,8 +43,14 @@ function printGeneratedKey(key: string): void {
   process.stderr.write(`${rule}\nAPI key generated at first start (shown once, only its SHA-256 is stored):\n${key}\n${rule}\n`);
 }
 
+/** The owner's single-use dashboard set-up link, printed once at first start like the key. */
+function printSetupLink(url: string, expiresAt: Date): void {
+  const rule = '='.repeat(78);
+  process.stderr.write(`${rule}\nDashboard: create the owner's sign-in with this single-use link (valid until ${expiresAt.toISOString()}):\n${url}\n${rule}\n`);
+}
+
 async function main(): Promise<void> {
-  const svc = await startService(config, { onGeneratedKey: printGeneratedKey });
+  const svc = await startService(config, { onGeneratedKey: printGeneratedKey, onSetupLink: printSetupLink });
   const log = svc.app.log;
   log.info({ url: svc.url, role: config.role, store: config.databaseUrl ? 'postgres' : 'pglite', cache: config.redisUrl ? 'redis' : 'in-process', bus: config.kafkaBrokers ? 'kafka' : 'in-process', analytics: config.clickhouseUrl ? 'clickhouse' : 'sql', dataDir: config.databaseUrl ? undefined : config.dataDir }, 'email validation service listening');
   let stopping = false;

@@ -174,8 +174,10 @@ t.test('without a bootstrap key, one key is generated and printed once, on stder
   t.equal(r.status, 200);
   p.child.kill('SIGTERM');
   t.equal(await p.closed, 0, 'clean exit, every byte of both streams read');
-  const block = /^(={78})\nAPI key generated at first start \(shown once, only its SHA-256 is stored\):\n(svc_live_[A-Za-z0-9]{40})\n(={78})\n$/.exec(p.stderr());
-  t.ok(block, `stderr is exactly the block, written once: ${JSON.stringify(p.stderr())}`);
+  // The key's block, then the dashboard's owner set-up link (single use, 24 h) in one of its own.
+  const block = /^(={78})\nAPI key generated at first start \(shown once, only its SHA-256 is stored\):\n(svc_live_[A-Za-z0-9]{40})\n(={78})\n={78}\nDashboard: create the owner's sign-in with this single-use link \(valid until \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z\):\n(http:\/\/localhost:\d+\/dashboard\/setup#token=[A-Za-z0-9_-]{43})\n={78}\n$/.exec(p.stderr());
+  t.ok(block, `stderr is exactly the two blocks, written once: ${JSON.stringify(p.stderr())}`);
+  t.equal(block?.[4] ? new URL(block[4]).port : undefined, new URL(p.url).port, 'the link names the port the service listens on');
   const key = block?.[2] ?? 'no key printed';
   const stdout = p.stdout();
   t.notOk(stdout.includes(key), 'stdout (the JSON logs) never contains the key');

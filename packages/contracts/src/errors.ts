@@ -123,7 +123,7 @@ export const ERRORS = {
   domain_or_linkedin_url_required: e(400, 'domain or linkedin_url required', 'LinkedIn company or hires: neither `domain` nor `linkedin_url`'),
   company_domain_required: e(400, 'company_domain is required', 'person lookup: `company_domain` missing or empty'),
   company_name_required: e(400, 'company_name is required', 'role lookup: `company_name` missing or empty'),
-  // the dashboard's own routes (/dashboard/api, docs/dashboard.md)
+  // the dashboard's own routes (/dashboard/api, docs/decisions/dashboard.md)
   not_signed_in: e(401, 'Sign in to use the dashboard', 'dashboard: no session cookie, or its session ended (signed out, idle longer than `SVC_SESSION_IDLE_S`, older than `SVC_SESSION_MAX_S`, or its user removed)'),
   invalid_credentials: e(401, 'Wrong email address or password', 'dashboard sign-in: no user with that address, or the wrong password (the answer does not say which, and takes as long either way)'),
   sign_in_throttled: e(429, 'Too many sign-in attempts; try again later', 'dashboard sign-in: more than 10 attempts for one address or 50 from one IP address in 15 minutes; `retry_after` and `Retry-After` give the seconds to wait', true),

@@ -5,6 +5,7 @@ import { createServer, type Server } from 'node:net';
 import v8 from 'node:v8';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '@svc/api';
+import { dashboardApi, issueLink } from '@svc/dashboard';
 import { DirBlobStore, keyKindOf, hashKey, type Store } from '@svc/store';
 import { adminSocketPath, serveAdminSocket } from '@svc/admin';
 import { ENRICH_CACHE_MAX_TTL_MS } from '@svc/enrich';
@@ -18,6 +19,8 @@ export interface RunningService {
   url: string;
   /** The key generated at first start when no bootstrap key was configured (printed once). */
   generatedKey?: string;
+  /** First start with the dashboard on: the owner's single-use set-up link (printed once, valid 24 h). */
+  setupUrl?: string;
   close(): Promise<void>;
 }
 
@@ -51,6 +54,11 @@ export interface StartOptions {
    * and before listening, so the operator sees it even if listening then fails (it stays valid).
    */
   onGeneratedKey?: (key: string) => void;
+  /**
+   * First start with the dashboard on: called once listening with the owner's single-use set-up
+   * link (the dashboard's first sign-in) and its expiry.
+   */
+  onSetupLink?: (url: string, expiresAt: Date) => void;
   /** Where log lines go (default: stdout); tests read them from here. */
   logStream?: NonNullable<Parameters<typeof buildApp>[2]>['logStream'];
 }
@@ -118,6 +126,19 @@ export async function startService(config: Config, opts: StartOptions = {}): Pro
     boot = await bootstrap(store, config);
     if (boot.kind === 'created' && boot.generatedKey) opts.onGeneratedKey?.(boot.generatedKey);
     app = await buildApp(services, config, opts.logStream ? { logStream: opts.logStream } : {});
+    if (config.dashboard) {
+      const built = app;
+      await app.register(dashboardApi, {
+        prefix: '/dashboard/api',
+        store,
+        rateLimiter: services.rateLimiter,
+        secret: services.secret,
+        publicUrl: config.publicUrl,
+        sessionIdleS: config.sessionIdleS,
+        sessionMaxS: config.sessionMaxS,
+        onKeyChange: () => built.clearKeyCache(),
+      });
+    }
     services.setJobsLogger(app.log.child({ component: 'jobs' }));
     // Jobs left unfinished by the last run are resumed before the first request is taken.
     if (services.blobs instanceof DirBlobStore) await services.blobs.sweepPartials();
@@ -168,5 +189,12 @@ export async function startService(config: Config, opts: StartOptions = {}): Pro
     close: () => (closing ??= shutdown()),
   };
   if (boot.kind === 'created' && boot.generatedKey) service.generatedKey = boot.generatedKey;
+  if (boot.kind === 'created' && config.dashboard) {
+    // The link names where the service is reached: SVC_PUBLIC_URL, or this address when PORT was 0.
+    const base = config.publicUrl === `http://localhost:0` ? `http://localhost:${port}` : config.publicUrl;
+    const link = await issueLink(store, base, { kind: 'owner_setup', accountId: boot.accountId, role: 'owner' });
+    service.setupUrl = link.url;
+    opts.onSetupLink?.(link.url, link.expiresAt);
+  }
   return service;
 }

@@ -152,9 +152,10 @@ const PLANNED_READ = [
   'SVC_WEBHOOK_ALLOW_PRIVATE', 'SVC_OUTBOUND_ALLOW_NETWORKS', 'SVC_REDIS_KEY_PREFIX', 'SVC_ROLE',
   'SVC_COMPANY_PROVIDERS', 'SVC_LINKEDIN_PROVIDERS', 'SVC_PEOPLE_PROVIDERS', 'SVC_PROFILE_PROVIDERS', 'SVC_MOBILE_PROVIDERS', 'SVC_FINDER_PROVIDERS',
   'SVC_WEB_FETCH_TIMEOUT_MS', 'SVC_WEB_FETCH_MAX_BYTES', 'SVC_FINDER_MAX_CANDIDATES', 'SVC_PDL_API_KEY', 'SVC_PDL_BASE_URL',
+  'SVC_DASHBOARD', 'SVC_SESSION_IDLE_S', 'SVC_SESSION_MAX_S',
 ];
-// The vendor adapter's, the finder's and the dashboard's (not built yet).
-const PLANNED_LATER: string[] = ['SVC_DASHBOARD', 'SVC_SESSION_IDLE_S', 'SVC_SESSION_MAX_S'];
+// Every planned variable is read now.
+const PLANNED_LATER: string[] = [];
 
 t.test('the configuration table of docs/operations.md is the table, and names every planned variable this build reads', async (t) => {
   const readme = readFileSync(path.join(ROOT, 'docs/operations.md'), 'utf8');

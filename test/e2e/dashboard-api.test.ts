@@ -1,0 +1,216 @@
+// The dashboard's API (/dashboard/api) through HTTP, as a browser would use it, in both profiles
+// (the cluster pass runs it on PostgreSQL and Redis): the first-run owner link, sign-in and its
+// throttle, sessions (fixation, sign-out, idle and absolute expiry, a removed user), CSRF and
+// foreign origins, roles (a member is refused by the server, not only hidden by the page), and
+// keys created, rotated and revoked here working, or not, on /v1/validate.
+
+import t from 'tap';
+import { startStack, BOOTSTRAP_KEY, type Stack } from '../helpers/stack.ts';
+
+const PASSWORD = 'correct horse battery staple';
+
+/** One browser: its own cookie jar (the session cookie), a request helper. */
+function browser(stack: Stack) {
+  let cookie: string | undefined;
+  let csrf: string | undefined;
+  return {
+    get cookie() {
+      return cookie;
+    },
+    set cookie(v: string | undefined) {
+      cookie = v;
+    },
+    set csrf(v: string | undefined) {
+      csrf = v;
+    },
+    get csrf() {
+      return csrf;
+    },
+    async call(method: string, route: string, body?: unknown, headers: Record<string, string> = {}) {
+      const res = await fetch(`${stack.url}/dashboard/api${route}`, {
+        method,
+        headers: {
+          ...(body !== undefined && { 'content-type': 'application/json' }),
+          ...(cookie && { cookie: `svc_session=${cookie}` }),
+          ...(csrf && method !== 'GET' && { 'x-csrf-token': csrf }),
+          ...headers,
+        },
+        ...(body !== undefined && { body: JSON.stringify(body) }),
+      });
+      const setCookie = res.headers.get('set-cookie');
+      if (setCookie) {
+        const m = /^svc_session=([^;]*)/.exec(setCookie);
+        cookie = m && m[1] ? m[1] : undefined;
+      }
+      const text = await res.text();
+      const json = text ? JSON.parse(text) : undefined;
+      if (json?.csrf_token) csrf = json.csrf_token;
+      return { status: res.status, body: json, setCookie, headers: res.headers };
+    },
+  };
+}
+
+const tokenOf = (url: string) => new URL(url).hash.replace(/^#token=/, '');
+
+const stack = await startStack();
+t.teardown(() => stack.close());
+
+t.test('first run: the owner link creates the owner once; sign-in, sign-out', async (t) => {
+  const url = stack.svc.setupUrl!;
+  t.match(url, /^http:\/\/localhost:\d+\/dashboard\/setup#token=[A-Za-z0-9_-]{43}$/, 'a single-use link, its token in the fragment');
+  const b = browser(stack);
+  t.equal((await b.call('GET', '/session')).body.code, 'not_signed_in', 'no session yet');
+  let r = await b.call('POST', '/setup', { token: tokenOf(url), email: 'owner@example.test', password: 'short' });
+  t.same([r.status, r.body.code, r.body.message], [400, 'invalid_password', 'password must be at least 12 characters']);
+  r = await b.call('POST', '/setup', { token: 'x'.repeat(43), email: 'owner@example.test', password: PASSWORD });
+  t.same([r.status, r.body.code], [404, 'sign_in_link_not_found']);
+  r = await b.call('POST', '/setup', { token: tokenOf(url), email: 'not an address', password: PASSWORD });
+  t.same([r.status, r.body.code, r.body.message], [400, 'invalid_request', 'email must be an email address']);
+  r = await b.call('POST', '/setup', { token: tokenOf(url), email: 'Owner@Example.test', password: PASSWORD });
+  t.equal(r.status, 201);
+  t.same([r.body.user.email, r.body.user.role, r.body.user.operator], ['owner@example.test', 'owner', false]);
+  t.match(r.setCookie, /^svc_session=[A-Za-z0-9_-]{43}; Max-Age=604800; Path=\/dashboard; HttpOnly; SameSite=Lax$/, 'an httpOnly, SameSite=Lax cookie for /dashboard only');
+  t.equal(r.headers.get('cache-control'), 'no-store');
+  t.equal((await b.call('GET', '/session')).status, 200, 'signed in');
+  const again = browser(stack);
+  r = await again.call('POST', '/setup', { token: tokenOf(url), email: 'second@example.test', password: PASSWORD });
+  t.same([r.status, r.body.code], [409, 'sign_in_link_used'], 'the link works once');
+  r = await b.call('POST', '/sign-out');
+  t.equal(r.status, 204);
+  t.match(r.setCookie, /^svc_session=; Max-Age=0;|^svc_session=;.*Expires=Thu, 01 Jan 1970/, 'the cookie is cleared');
+  t.equal((await b.call('GET', '/session')).body.code, 'not_signed_in');
+});
+
+t.test('sign-in: wrong password, unknown address, then throttled per address', async (t) => {
+  const b = browser(stack);
+  let r = await b.call('POST', '/sign-in', { email: 'owner@example.test', password: 'wrong password 123' });
+  t.same([r.status, r.body.code, r.body.message], [401, 'invalid_credentials', 'Wrong email address or password']);
+  r = await b.call('POST', '/sign-in', { email: 'nobody@example.test', password: PASSWORD });
+  t.same([r.status, r.body.code], [401, 'invalid_credentials'], 'an unknown address gets the same answer');
+  for (let i = 0; i < 9; i++) await b.call('POST', '/sign-in', { email: 'victim@example.test', password: `guess number ${i}` });
+  r = await b.call('POST', '/sign-in', { email: 'victim@example.test', password: 'the tenth guess' });
+  t.equal(r.body.code, 'invalid_credentials', 'ten attempts are answered');
+  r = await b.call('POST', '/sign-in', { email: 'victim@example.test', password: 'the eleventh guess' });
+  t.same([r.status, r.body.code], [429, 'sign_in_throttled']);
+  t.match(r.body.message, /^Too many sign-in attempts; try again in 15 minute\(s\)$/);
+  t.equal(r.headers.get('retry-after'), String(r.body.retry_after));
+  t.ok(r.body.retry_after > 800 && r.body.retry_after <= 900, `retry_after ${r.body.retry_after} s`);
+  r = await b.call('POST', '/sign-in', { email: 'owner@example.test', password: PASSWORD });
+  t.equal(r.status, 200, 'another address still signs in');
+});
+
+t.test('session fixation: a cookie set before sign-in is never adopted, and ends', async (t) => {
+  const b = browser(stack);
+  await b.call('POST', '/sign-in', { email: 'owner@example.test', password: PASSWORD });
+  const planted = b.cookie!; // an attacker's own valid session id, planted in the victim's browser
+  const victim = browser(stack);
+  victim.cookie = planted;
+  const r = await victim.call('POST', '/sign-in', { email: 'owner@example.test', password: PASSWORD });
+  t.equal(r.status, 200);
+  t.not(victim.cookie, planted, 'a new session id at sign-in');
+  t.equal((await b.call('GET', '/session')).body.code, 'not_signed_in', 'the planted session ended');
+  const forged = browser(stack);
+  forged.cookie = 'attacker-chosen-value';
+  t.equal((await forged.call('GET', '/session')).body.code, 'not_signed_in', 'an invented id is no session');
+});
+
+t.test('CSRF: a change needs the session token and this origin', async (t) => {
+  const b = browser(stack);
+  await b.call('POST', '/sign-in', { email: 'owner@example.test', password: PASSWORD });
+  const token = b.csrf!;
+  b.csrf = undefined;
+  let r = await b.call('POST', '/keys', { kind: 'test', name: 'no token' });
+  t.same([r.status, r.body.code], [403, 'csrf_token_invalid'], 'no X-CSRF-Token');
+  b.csrf = token.slice(0, -2) + (token.endsWith('AA') ? 'BB' : 'AA');
+  r = await b.call('POST', '/keys', { kind: 'test', name: 'wrong token' });
+  t.same([r.status, r.body.code], [403, 'csrf_token_invalid'], 'a wrong token');
+  b.csrf = token;
+  r = await b.call('POST', '/keys', { kind: 'test', name: 'foreign origin' }, { origin: 'https://evil.example' });
+  t.same([r.status, r.body.code, r.body.message], [403, 'csrf_token_invalid', 'This request comes from another origin']);
+  r = await b.call('POST', '/sign-in', { email: 'owner@example.test', password: PASSWORD }, { origin: 'https://evil.example' });
+  t.same([r.status, r.body.code], [403, 'csrf_token_invalid'], 'a sign-in from another site (login CSRF)');
+  const form = await fetch(`${stack.url}/dashboard/api/keys`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: `svc_session=${b.cookie}` }, body: 'kind=test' });
+  t.equal(form.status, 415, 'a form post is not taken');
+  const keys = (await b.call('GET', '/keys')).body.keys as Array<{ name: string }>;
+  t.same(keys.filter((k) => /token|origin/.test(k.name)), [], 'no refused request made a key');
+});
+
+t.test('keys: created once in full, listed by prefix, working until revoked; rotation', async (t) => {
+  const b = browser(stack);
+  await b.call('POST', '/sign-in', { email: 'owner@example.test', password: PASSWORD });
+  let r = await b.call('POST', '/keys', { kind: 'live', name: '<script>alert(1)</script>', scopes: ['email:validate:single'] });
+  t.equal(r.status, 201);
+  const { id, key } = r.body;
+  t.match(key, /^svc_live_[A-Za-z0-9]{40}$/);
+  const listed = (await b.call('GET', '/keys')).body.keys.find((k: { id: string }) => k.id === id);
+  t.same([listed.prefix, listed.name, listed.scopes, listed.state], [key.slice(0, listed.prefix.length), '<script>alert(1)</script>', ['email:validate:single'], 'active']);
+  t.notOk(JSON.stringify((await b.call('GET', '/keys')).body).includes(key), 'the list never holds a key');
+  const validate = (k: string) => stack.call('POST', '/v1/validate', { key: k, body: { email: 'info@accept.test' } });
+  t.equal((await validate(key)).status, 200, 'the new key works on /v1/validate');
+  r = await b.call('POST', '/keys', { kind: 'live', scopes: ['no:such:scope'] });
+  t.same([r.status, r.body.code, r.body.message], [400, 'invalid_request', 'unknown scope(s): no:such:scope']);
+  r = await b.call('POST', '/keys', { kind: 'live', expires_at: '2001-01-01T00:00:00Z' });
+  t.same([r.status, r.body.code, r.body.message], [400, 'invalid_request', 'expiry must be in the future, got 2001-01-01T00:00:00.000Z']);
+
+  r = await b.call('POST', `/keys/${id}/rotate`, { grace_seconds: 0 });
+  t.equal(r.status, 201);
+  t.same([r.body.scopes, r.body.old_key.id], [['email:validate:single'], id]);
+  t.equal((await validate(r.body.key)).status, 200, 'the rotated key works');
+  const old = await validate(key);
+  t.same([old.status, old.body.code], [401, 'api_key_expired'], 'the old one stopped (no grace)');
+
+  r = await b.call('POST', `/keys/${r.body.id}/revoke`);
+  t.same([r.status, r.body.changed], [200, true]);
+  const revokedKey = (await b.call('GET', '/keys')).body.keys.find((k: { id: string }) => k.id !== id && k.name === '<script>alert(1)</script>');
+  t.equal(revokedKey.state, 'revoked');
+  r = await b.call('POST', `/keys/${revokedKey.id}/activate`);
+  t.same([r.status, r.body.code], [409, 'key_revoked'], 'revocation is final');
+  r = await b.call('POST', '/keys/key_000000000000000000000000/revoke');
+  t.same([r.status, r.body.code], [404, 'key_not_found']);
+  const bootstrapId = (await stack.store.keys.resolveId(BOOTSTRAP_KEY))!;
+  t.equal((await b.call('GET', '/keys')).body.keys.some((k: { id: string }) => k.id === bootstrapId), true, "the account's keys include the bootstrap key");
+});
+
+t.test("a member: invited once, refused keys and team by the server; removed, their session ends", async (t) => {
+  const owner = browser(stack);
+  await owner.call('POST', '/sign-in', { email: 'owner@example.test', password: PASSWORD });
+  let r = await owner.call('POST', '/invitations', { role: 'member' });
+  t.equal(r.status, 201);
+  t.match(r.body.url, /\/dashboard\/setup#token=/);
+  const member = browser(stack);
+  r = await member.call('POST', '/setup', { token: tokenOf(r.body.url), email: 'member@example.test', password: PASSWORD });
+  t.same([r.status, r.body.user.role], [201, 'member']);
+  for (const [method, route] of [
+    ['GET', '/keys'],
+    ['POST', '/keys'],
+    ['GET', '/users'],
+    ['POST', '/invitations'],
+  ] as const) {
+    r = await member.call(method, route, method === 'POST' ? {} : undefined);
+    t.same([r.status, r.body.code], [403, 'owner_role_required'], `${method} ${route}`);
+  }
+  r = await owner.call('POST', '/setup', { token: 'y'.repeat(43), email: 'member@example.test', password: PASSWORD });
+  t.equal(r.body.code, 'sign_in_link_not_found');
+  const users = (await owner.call('GET', '/users')).body.users as Array<{ id: string; email: string }>;
+  t.same(users.map((u) => u.email), ['owner@example.test', 'member@example.test']);
+  const memberId = users.find((u) => u.email === 'member@example.test')!.id;
+  const ownerId = users.find((u) => u.email === 'owner@example.test')!.id;
+  r = await owner.call('DELETE', `/users/${ownerId}`);
+  t.same([r.status, r.body.message], [400, 'you cannot remove yourself; another owner can']);
+  t.equal((await owner.call('DELETE', `/users/${memberId}`)).status, 204);
+  t.equal((await member.call('GET', '/session')).body.code, 'not_signed_in', "the removed member's session ended");
+  r = await member.call('POST', '/sign-in', { email: 'member@example.test', password: PASSWORD });
+  t.equal(r.body.code, 'invalid_credentials', 'and they cannot sign in again');
+});
+
+t.test('sessions end when idle or too old', async (t) => {
+  const b = browser(stack);
+  await b.call('POST', '/sign-in', { email: 'owner@example.test', password: PASSWORD });
+  t.equal((await b.call('GET', '/session')).status, 200);
+  await stack.db.query("UPDATE user_sessions SET last_seen_at = now() - interval '12 hours 1 minute' WHERE revoked_at IS NULL");
+  t.equal((await b.call('GET', '/session')).body.code, 'not_signed_in', 'idle for longer than SVC_SESSION_IDLE_S (12 h)');
+  await b.call('POST', '/sign-in', { email: 'owner@example.test', password: PASSWORD });
+  t.equal((await b.call('GET', '/session')).status, 200);
+  await stack.db.query("UPDATE user_sessions SET expires_at = now() - interval '1 second' WHERE revoked_at IS NULL");
+  t.equal((await b.call('GET', '/session')).body.code, 'not_signed_in', 'past SVC_SESSION_MAX_S');
+});
