@@ -161,7 +161,7 @@ t.test('keys: created once in full, listed by prefix, working until revoked; rot
 
   r = await b.call('POST', `/keys/${r.body.id}/revoke`);
   t.same([r.status, r.body.changed], [200, true]);
-  const revokedKey = (await b.call('GET', '/keys')).body.keys.find((k: { id: string }) => k.id !== id && k.name === '<script>alert(1)</script>');
+  const revokedKey = (await b.call('GET', '/keys')).body.keys.find((k: { id: string; name: string }) => k.id !== id && k.name === '<script>alert(1)</script>');
   t.equal(revokedKey.state, 'revoked');
   r = await b.call('POST', `/keys/${revokedKey.id}/activate`);
   t.same([r.status, r.body.code], [409, 'key_revoked'], 'revocation is final');
