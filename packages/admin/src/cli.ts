@@ -18,17 +18,23 @@ import { adminSocketPath, callAdminSocket } from './socket.ts';
  * service's schema already (opened without migrating: a mistyped database gets no tables).
  */
 export async function runAdminCli(
-  config: { dataDir: string; databaseUrl?: string | undefined },
+  config: { dataDir: string; databaseUrl?: string | undefined; publicUrl?: string },
   argv: string[],
-  opts: { socketTimeoutMs?: number } = {},
+  opts: { socketTimeoutMs?: number; readStdin?: () => Promise<string> } = {},
 ): Promise<AdminResult> {
   const p = plan(argv);
   if ('done' in p) return p.done;
+  let password: string | undefined;
+  if (p.values['password-stdin']) {
+    // One line (a trailing newline, as `echo` or a terminal adds, is not part of it).
+    password = (await (opts.readStdin ?? readStdin)()).replace(/\r?\n$/, '');
+  }
+  const ctx = { ...(config.publicUrl !== undefined && { publicUrl: config.publicUrl }), ...(password !== undefined && { password }) };
   if (!config.databaseUrl) {
     const sock = adminSocketPath(config.dataDir);
     if (existsSync(sock)) {
       try {
-        return await callAdminSocket(sock, argv, opts.socketTimeoutMs);
+        return await callAdminSocket(sock, argv, opts.socketTimeoutMs, password);
       } catch (err) {
         // Nobody listening (a socket file left by a dead process): open the store ourselves. Any
         // other failure (no answer in time, a broken answer) comes after the command was sent, so
@@ -46,8 +52,18 @@ export async function runAdminCli(
     if (config.databaseUrl && !(await store.hasSchema())) {
       return { code: 1, out: `no store in DATABASE_URL (${hidePassword(config.databaseUrl)}): start the service once with it, or fix the URL` };
     }
-    return await p.command.run(store, p.values, p.arg, () => {});
+    return await p.command.run(store, p.values, p.arg, () => {}, ctx);
   } finally {
     await store.close();
   }
+}
+
+/** Standard input, whole (at most 64 KiB: a password, not a file). */
+async function readStdin(): Promise<string> {
+  let text = '';
+  for await (const chunk of process.stdin.setEncoding('utf8')) {
+    text += chunk as string;
+    if (text.length > 65_536) break;
+  }
+  return text;
 }

@@ -24,8 +24,22 @@ export type Values = {
   status?: string;
   plan?: string;
   'grace-seconds'?: string;
+  email?: string;
+  role?: string;
+  operator?: boolean;
+  'password-stdin'?: boolean;
   help?: boolean;
 };
+
+/**
+ * What a command may need besides its options: where the dashboard is reached (for sign-in
+ * links), and a password read from standard input (`--password-stdin`; never an option, so it is
+ * never in argv, a shell history or a process list).
+ */
+export interface AdminContext {
+  publicUrl?: string;
+  password?: string;
+}
 
 export interface Command {
   noun: string;
@@ -37,7 +51,7 @@ export interface Command {
   options: Array<[flag: string, help: string]>;
   /** The name of its one positional argument, if it takes one. */
   arg?: string;
-  run(store: Store, v: Values, arg: string | undefined, onKeyChange: () => void): Promise<AdminResult>;
+  run(store: Store, v: Values, arg: string | undefined, onKeyChange: () => void, ctx: AdminContext): Promise<AdminResult>;
 }
 
 export const OPTIONS = {
@@ -55,6 +69,10 @@ export const OPTIONS = {
   status: { type: 'string' },
   plan: { type: 'string' },
   'grace-seconds': { type: 'string' },
+  email: { type: 'string' },
+  role: { type: 'string' },
+  operator: { type: 'boolean' },
+  'password-stdin': { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 

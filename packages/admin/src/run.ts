@@ -4,15 +4,16 @@
 import { parseArgs } from 'node:util';
 import { SCOPES } from '@svc/contracts';
 import type { Store } from '@svc/store';
-import { type AdminResult, type Command, OPTIONS, type Values, usageError, usageLine } from './command.ts';
+import { type AdminContext, type AdminResult, type Command, OPTIONS, type Values, usageError, usageLine } from './command.ts';
 import { accountsCommands } from './commands/accounts.ts';
 import { keysCommands } from './commands/keys.ts';
 import { creditsCommands } from './commands/credits.ts';
 import { jobsCommands } from './commands/jobs.ts';
 import { subscriptionsCommands } from './commands/subscriptions.ts';
 import { webhookSecretsCommands } from './commands/webhook-secrets.ts';
+import { usersCommands } from './commands/users.ts';
 
-const COMMANDS: Command[] = [...accountsCommands, ...keysCommands, ...creditsCommands, ...jobsCommands, ...subscriptionsCommands, ...webhookSecretsCommands];
+const COMMANDS: Command[] = [...accountsCommands, ...keysCommands, ...creditsCommands, ...jobsCommands, ...subscriptionsCommands, ...webhookSecretsCommands, ...usersCommands];
 
 const NOUNS = [...new Set(COMMANDS.map((c) => c.noun))];
 
@@ -68,8 +69,8 @@ export function plan(argv: string[]): Plan {
 }
 
 /** Runs one admin command against a store (directly, or for the admin socket). */
-export async function runAdmin(store: Store, argv: string[], onKeyChange: () => void = () => {}): Promise<AdminResult> {
+export async function runAdmin(store: Store, argv: string[], onKeyChange: () => void = () => {}, ctx: AdminContext = {}): Promise<AdminResult> {
   const p = plan(argv);
   if ('done' in p) return p.done;
-  return p.command.run(store, p.values, p.arg, onKeyChange);
+  return p.command.run(store, p.values, p.arg, onKeyChange, ctx);
 }

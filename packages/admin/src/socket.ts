@@ -10,12 +10,12 @@ import { runAdmin } from './run.ts';
 export const adminSocketPath = (dataDir: string) => `${dataDir}/admin.sock`;
 
 /**
- * Serves runAdmin on a Unix socket: one JSON line in ({argv}), one JSON line out ({code, out}).
+ * Serves runAdmin on a Unix socket: one JSON line in ({argv, password?}), one JSON line out ({code, out}).
  * Only the owner may talk to it: it lives in the data directory, which is owner-only (0700), and
  * is chmod'ed 0600 once listening. (No umask change around listen: the umask is process-wide, so
  * changing it would race with files created by other threads.)
  */
-export function serveAdminSocket(store: Store, path: string, onKeyChange: () => void): net.Server {
+export function serveAdminSocket(store: Store, path: string, onKeyChange: () => void, ctx: { publicUrl?: string } = {}): net.Server {
   if (existsSync(path)) unlinkSync(path);
   const server = net.createServer((sock) => {
     let buf = '';
@@ -30,8 +30,11 @@ export function serveAdminSocket(store: Store, path: string, onKeyChange: () => 
       handled = true;
       let res: AdminResult;
       try {
-        const { argv } = JSON.parse(buf.slice(0, nl)) as { argv: unknown };
-        res = Array.isArray(argv) && argv.every((a) => typeof a === 'string') ? await runAdmin(store, argv, onKeyChange) : { code: 2, out: 'bad request' };
+        const { argv, password } = JSON.parse(buf.slice(0, nl)) as { argv: unknown; password?: unknown };
+        res =
+          Array.isArray(argv) && argv.every((a) => typeof a === 'string') && (password === undefined || typeof password === 'string')
+            ? await runAdmin(store, argv, onKeyChange, { ...ctx, ...(password !== undefined && { password }) })
+            : { code: 2, out: 'bad request' };
       } catch (err) {
         res = { code: 1, out: `admin command failed: ${(err as Error).message}` };
       }
@@ -51,7 +54,7 @@ export const ADMIN_SOCKET_TIMEOUT_MS = 30_000;
  * Sends argv to a running service's admin socket. A service that accepts but does not answer
  * within `timeoutMs` (wedged) fails the call, with the socket destroyed, rather than hanging.
  */
-export function callAdminSocket(path: string, argv: string[], timeoutMs = ADMIN_SOCKET_TIMEOUT_MS): Promise<AdminResult> {
+export function callAdminSocket(path: string, argv: string[], timeoutMs = ADMIN_SOCKET_TIMEOUT_MS, password?: string): Promise<AdminResult> {
   return new Promise((resolve, reject) => {
     const sock = net.connect(path);
     const timer = setTimeout(() => {
@@ -60,7 +63,7 @@ export function callAdminSocket(path: string, argv: string[], timeoutMs = ADMIN_
     }, timeoutMs);
     let buf = '';
     sock.setEncoding('utf8');
-    sock.on('connect', () => sock.write(`${JSON.stringify({ argv })}\n`));
+    sock.on('connect', () => sock.write(`${JSON.stringify({ argv, ...(password !== undefined && { password }) })}\n`));
     sock.on('data', (c: string) => (buf += c));
     sock.on('end', () => {
       clearTimeout(timer);

@@ -233,6 +233,10 @@ t.test('--help on every command, exit 0; usage errors exit 2', async (t) => {
     '  admin subscription advance-period --account ACCOUNT_ID',
     '  admin webhook-secret rotate --account ACCOUNT_ID [--grace-seconds N]',
     '  admin webhook-secret list --account ACCOUNT_ID',
+    '  admin user create --account ACCOUNT_ID --email EMAIL [--role owner|member] [--operator] --password-stdin',
+    '  admin user list --account ACCOUNT_ID',
+    '  admin user remove USER_ID',
+    '  admin user link --account ACCOUNT_ID [--role owner|member]',
     `scopes: ${SCOPES.join(', ')}`,
   ].join('\n');
   for (const argv of [['--help'], ['-h'], ['help']]) t.strictSame(await admin(...argv), { code: 0, out: all }, argv.join(' '));
@@ -273,7 +277,7 @@ t.test('--help on every command, exit 0; usage errors exit 2', async (t) => {
   });
   t.strictSame(await admin('account', 'list', '--help'), { code: 0, out: 'usage: admin account list\n\nLists every account, oldest first: id, credits (balance, reserved, available), number of keys, creation time, name.' });
   const commands = all.split('\n').filter((l) => l.startsWith('  admin ')).map((l) => l.trim().split(' ').slice(1, 3));
-  t.equal(commands.length, 21);
+  t.equal(commands.length, 25);
   for (const [noun, verb] of commands) {
     const res = await admin(noun!, verb!, '--help');
     t.equal(res.code, 0, `${noun} ${verb} --help exits 0`);
@@ -543,4 +547,46 @@ t.test('webhook-secret rotate and list: shown once, the old one signing for the 
   t.strictSame(await admin('webhook-secret', 'rotate'), { code: 2, out: '--account is required\nusage: admin webhook-secret rotate --account ACCOUNT_ID [--grace-seconds N]' });
   const none = await admin('webhook-secret', 'rotate', '--account', acct, '--grace-seconds', '0');
   t.strictSame(await store.webhookSecrets.signing(acct), [none.out.split('\n')[1]], 'with no grace only the newest signs');
+});
+
+t.test('user commands: create with the password from standard input, list, link, remove', async (t) => {
+  const C = await store.accounts.create({ name: 'users' });
+  const withPw = (password: string | undefined, ...argv: string[]) => runAdmin(store, argv, () => {}, { publicUrl: 'https://svc.example.test', ...(password !== undefined && { password }) });
+  let r = await withPw(undefined, 'user', 'create', '--account', C, '--email', 'ops@example.test', '--password-stdin');
+  t.equal(r.code, 2);
+  t.match(r.out, /^--password-stdin is required: the password is read from standard input\nusage: admin user create /);
+  r = await withPw('too short', 'user', 'create', '--account', C, '--email', 'ops@example.test', '--password-stdin');
+  t.match(r.out, /^password must be at least 12 characters\n/);
+  r = await withPw('a long enough password', 'user', 'create', '--account', C, '--email', 'not-an-address', '--password-stdin');
+  t.match(r.out, /^email must be an email address\n/);
+  r = await withPw('a long enough password', 'user', 'create', '--account', C, '--email', 'Ops@Example.test', '--role', 'member', '--operator', '--password-stdin');
+  t.equal(r.code, 0, r.out);
+  t.match(r.out, /^user usr_[0-9a-f]{24} created: ops@example\.test, member, operator$/);
+  r = await withPw('another long password', 'user', 'create', '--account', C, '--email', 'ops@example.test', '--password-stdin');
+  t.strictSame(r, { code: 1, out: 'ops@example.test already has a sign-in' });
+  t.equal((await admin('user', 'create', '--account', C, '--email', 'x@example.test', '--password', 'x')).code, 2, 'no --password option: a password never goes in argv');
+  const [u] = await store.users.list(C);
+  r = await admin('user', 'list', '--account', C);
+  t.equal(r.out, `ID                            EMAIL             ROLE    OPERATOR  CREATED\n${u!.id}  ops@example.test  member  yes       ${u!.created_at.toISOString()}`);
+  r = await withPw(undefined, 'user', 'link', '--account', C);
+  t.match(r.out, /^https:\/\/svc\.example\.test\/dashboard\/setup#token=[A-Za-z0-9_-]{43}\nSingle use, valid until \d{4}-\d\d-\d\dT[\d:.]+Z; shown once \(only its SHA-256 is stored\)\.$/);
+  t.equal((await admin('user', 'link', '--account', C, '--role', 'boss')).out.split('\n')[0], '--role must be owner or member');
+  t.strictSame(await admin('user', 'remove', u!.id), { code: 0, out: `user ${u!.id} removed; their sessions ended` });
+  t.strictSame(await admin('user', 'remove', u!.id), { code: 1, out: 'no such user' });
+  t.strictSame(await store.users.list(C), []);
+});
+
+t.test('user create through runAdminCli reads standard input (one line, its newline dropped)', async (t) => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-admin-users-'));
+  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
+  const s = await openStore({ dataDir });
+  const acc = await s.accounts.create({ name: 'stdin' });
+  await s.close();
+  const r = await runAdminCli({ dataDir, databaseUrl: undefined }, ['user', 'create', '--account', acc, '--email', 'stdin@example.test', '--password-stdin'], { readStdin: async () => 'from standard input\n' });
+  t.equal(r.code, 0, r.out);
+  const again = await openStore({ dataDir });
+  t.teardown(() => again.close());
+  const creds = await again.users.credentials('stdin@example.test');
+  const { verifyPassword } = await import('@svc/accounts');
+  t.equal(await verifyPassword('from standard input', creds!.password_hash), true, 'the password is the line, without its newline');
 });

@@ -12,12 +12,12 @@
 //   cannot send one), which covers sign-in and set-up before a session exists.
 // - Sign-in is throttled per address and per IP (the rate-limit port: in-process or Redis).
 
-import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import cookie from '@fastify/cookie';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { changeKeyState, createKey, hashPassword, listKeys, needsRehash, passwordProblem, rotateKey, verifyNobody, verifyPassword, type Refusal } from '@svc/accounts';
+import { changeKeyState, createKey, hashPassword, listKeys, needsRehash, passwordProblem, rotateKey, signInAddress, verifyNobody, verifyPassword, issueLink, type Refusal } from '@svc/accounts';
 import { SCOPES, ServiceError, type ErrorCode } from '@svc/contracts';
-import type { RateLimiterPort, SessionRecord, Store, UserRecord, UserRole } from '@svc/store';
+import { hashKey, type RateLimiterPort, type SessionRecord, type Store, type UserRecord } from '@svc/store';
 
 export interface DashboardApiOptions {
   store: Store;
@@ -38,28 +38,10 @@ const COOKIE_PATH = '/dashboard';
 export const SIGN_IN_PER_EMAIL = 10;
 export const SIGN_IN_PER_IP = 50;
 export const SIGN_IN_WINDOW_MS = 15 * 60_000;
-/** How long a link lives: the owner's first-run link and an invitation. */
-export const OWNER_LINK_MS = 24 * 3600_000;
-export const INVITE_LINK_MS = 7 * 24 * 3600_000;
 /** A session's idle clock is written at most this often. */
 const TOUCH_EVERY_MS = 60_000;
-const EMAIL = /^[^\s@]{1,64}@[^\s@]{1,253}$/;
-
-export const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex');
+const sha256 = hashKey;
 const newSecret = (): string => randomBytes(32).toString('base64url');
-
-/** A single-use sign-in link: the plain token goes in the URL's fragment (never sent to a server in a Referer or a log). */
-export function setupUrl(publicUrl: string, token: string): string {
-  return `${publicUrl.replace(/\/$/, '')}/dashboard/setup#token=${token}`;
-}
-
-/** Issues a single-use link that creates a user of `accountId` with `role`; returns its URL (shown once). */
-export async function issueLink(store: Store, publicUrl: string, opts: { kind: 'owner_setup' | 'invite'; accountId: string; role: UserRole; createdBy?: string; now?: number }): Promise<{ url: string; expiresAt: Date }> {
-  const token = newSecret();
-  const expiresAt = new Date((opts.now ?? Date.now()) + (opts.kind === 'owner_setup' ? OWNER_LINK_MS : INVITE_LINK_MS));
-  await store.users.createLink({ tokenHash: sha256(token), kind: opts.kind, accountId: opts.accountId, role: opts.role, createdBy: opts.createdBy ?? null, expiresAt });
-  return { url: setupUrl(publicUrl, token), expiresAt };
-}
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -97,8 +79,9 @@ function text(body: Record<string, unknown>, field: string, max = 1024): string 
 }
 
 function emailOf(body: Record<string, unknown>): string {
-  const email = text(body, 'email', 320).trim().toLowerCase();
-  if (!EMAIL.test(email)) throw new ServiceError('invalid_request', 'email must be an email address');
+  text(body, 'email', 320);
+  const email = signInAddress(body.email);
+  if (!email) throw new ServiceError('invalid_request', 'email must be an email address');
   return email;
 }
 

@@ -5,7 +5,8 @@ import { createServer, type Server } from 'node:net';
 import v8 from 'node:v8';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '@svc/api';
-import { dashboardApi, issueLink } from '@svc/dashboard';
+import { issueLink } from '@svc/accounts';
+import { dashboardApi } from '@svc/dashboard';
 import { DirBlobStore, keyKindOf, hashKey, type Store } from '@svc/store';
 import { adminSocketPath, serveAdminSocket } from '@svc/admin';
 import { ENRICH_CACHE_MAX_TTL_MS } from '@svc/enrich';
@@ -155,7 +156,7 @@ export async function startService(config: Config, opts: StartOptions = {}): Pro
       );
     if (boot.kind === 'ignored') app.log.warn('SVC_BOOTSTRAP_API_KEY is ignored: it applies on first start only and this store already has accounts (use the admin CLI to add keys)');
     const served = app;
-    if (!config.databaseUrl && !opts.store) admin = serveAdminSocket(store, adminSocketPath(config.dataDir), () => served.clearKeyCache());
+    if (!config.databaseUrl && !opts.store) admin = serveAdminSocket(store, adminSocketPath(config.dataDir), () => served.clearKeyCache(), { publicUrl: config.publicUrl });
     // The first readiness check runs before the port opens, so /ready never answers "not checked
     // yet" to a process that /health already shows up (each check is bounded by its timeout).
     await readiness.start();
