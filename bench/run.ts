@@ -22,6 +22,7 @@ import { fmt } from './lib/stats.ts';
 import * as connections from './verifier/connections-per-domain.ts';
 import * as findBulk from './enrich/find-bulk.ts';
 import * as cpu from './verifier/cpu-per-validation.ts';
+import * as dashboardBundle from './dashboard/bundle.ts';
 
 const BENCHES: { name: string; run: () => Promise<BenchResult> }[] = [
   { name: cpu.NAME, run: () => cpu.run() },
@@ -34,6 +35,7 @@ const BENCHES: { name: string; run: () => Promise<BenchResult> }[] = [
   { name: engineThroughput.NAME, run: () => engineThroughput.run() },
   { name: findBulk.NAME, run: () => findBulk.run() },
   { name: clusterThroughput.NAME, run: () => clusterThroughput.run() },
+  { name: dashboardBundle.NAME, run: () => dashboardBundle.run() },
 ];
 
 const RESULTS = path.join(path.dirname(fileURLToPath(import.meta.url)), 'RESULTS.md');

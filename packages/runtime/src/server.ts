@@ -6,7 +6,7 @@ import v8 from 'node:v8';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '@svc/api';
 import { issueLink } from '@svc/accounts';
-import { dashboardApi } from '@svc/dashboard';
+import { dashboardApi, dashboardPages, ensureDashboardBuilt } from '@svc/dashboard';
 import { DirBlobStore, keyKindOf, hashKey, type Store } from '@svc/store';
 import { adminSocketPath, serveAdminSocket } from '@svc/admin';
 import { ENRICH_CACHE_MAX_TTL_MS } from '@svc/enrich';
@@ -139,6 +139,7 @@ export async function startService(config: Config, opts: StartOptions = {}): Pro
         sessionMaxS: config.sessionMaxS,
         onKeyChange: () => built.clearKeyCache(),
       });
+      if (ensureDashboardBuilt((msg) => built.log.warn(msg))) await app.register(dashboardPages);
     }
     services.setJobsLogger(app.log.child({ component: 'jobs' }));
     // Jobs left unfinished by the last run are resumed before the first request is taken.

@@ -1,0 +1,86 @@
+// The account's people: invite (a single-use link, shown once), list, remove.
+
+import { useEffect, useState } from 'preact/hooks';
+import { api, errorText } from './api.ts';
+
+interface User {
+  id: string;
+  email: string;
+  role: string;
+  created_at: string;
+}
+
+export function Team({ self }: { self: string }) {
+  const [users, setUsers] = useState<User[]>([]);
+  const [role, setRole] = useState('member');
+  const [link, setLink] = useState<{ url: string; expires_at: string } | null>(null);
+  const [error, setError] = useState('');
+  const load = () => api<{ users: User[] }>('GET', '/users').then((r) => setUsers(r.users), (e) => setError(errorText(e)));
+  useEffect(() => void load(), []);
+  const invite = async (e: Event) => {
+    e.preventDefault();
+    setError('');
+    try {
+      setLink(await api('POST', '/invitations', { role }));
+    } catch (err) {
+      setError(errorText(err));
+    }
+  };
+  const remove = async (u: User) => {
+    if (!confirm(`Remove ${u.email}? Their sessions end at once.`)) return;
+    setError('');
+    await api('DELETE', `/users/${u.id}`).catch((err) => setError(errorText(err)));
+    await load();
+  };
+  return (
+    <section>
+      <h1>Team</h1>
+      {error && <p role="alert" class="error">{error}</p>}
+      <form onSubmit={invite} class="card">
+        <h2>Invite someone</h2>
+        <label for="invite-role">Role</label>
+        <select id="invite-role" value={role} onChange={(e) => setRole(e.currentTarget.value)}>
+          <option value="member">member</option>
+          <option value="owner">owner</option>
+        </select>
+        <button type="submit">Create invitation link</button>
+      </form>
+      {link && (
+        <div class="shown" role="status">
+          <label for="invite-link">Invitation link (single use, until {link.expires_at.slice(0, 16).replace('T', ' ')} UTC)</label>
+          <input id="invite-link" readOnly value={link.url} onFocus={(e) => e.currentTarget.select()} />
+          <p>Send it to the person yourself; it is shown once.</p>
+        </div>
+      )}
+      <div class="table-wrap">
+        <table>
+          <caption>People who can sign in to this account</caption>
+          <thead>
+            <tr>
+              <th scope="col">Email</th>
+              <th scope="col">Role</th>
+              <th scope="col">Since</th>
+              <th scope="col">Actions</th>
+            </tr>
+          </thead>
+          <tbody>
+            {users.map((u) => (
+              <tr key={u.id}>
+                <td>{u.email}</td>
+                <td>{u.role}</td>
+                <td>{u.created_at.slice(0, 10)}</td>
+                <td>
+                  {u.id !== self && (
+                    <button type="button" class="danger" aria-label={`Remove ${u.email}`} onClick={() => remove(u)}>
+                      Remove
+                    </button>
+                  )}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+    </section>
+  );
+}

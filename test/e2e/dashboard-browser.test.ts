@@ -1,0 +1,132 @@
+// The dashboard in a real browser (Debian's Chromium driven by playwright-core), as a new user
+// meets it: the first-run link creates the owner's sign-in; a key is created and shown once (then
+// only its prefix), works on /v1/validate, and stops when revoked; a hostile key name is shown as
+// text; sign-out, a wrong password's message, sign-in again. Controls are found by their labels
+// and accessible names (how a screen reader finds them too). Every page is screenshotted at
+// desktop and phone width: into DASHBOARD_SCREENSHOTS (docs/screenshots to refresh the README's),
+// else a temporary directory.
+//
+// No browser: skipped, or a failure under CI_REQUIRE_SERVICES=1 (.ci/run installs Debian's
+// `chromium`). CHROMIUM_PATH names another binary.
+
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import t from 'tap';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { startStack } from '../helpers/stack.ts';
+
+const EXECUTABLE = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const PASSWORD = 'correct horse battery staple';
+
+if (!existsSync(EXECUTABLE)) {
+  if (process.env.CI_REQUIRE_SERVICES === '1') t.fail(`no browser at ${EXECUTABLE} (CI_REQUIRE_SERVICES=1: apt-get install -y chromium)`);
+  else t.plan(0, `no browser at ${EXECUTABLE}: skipping (apt-get install -y chromium, or CHROMIUM_PATH)`);
+} else {
+  await run();
+}
+
+async function run(): Promise<void> {
+  const stack = await startStack();
+  t.teardown(() => stack.close());
+  const browser: Browser = await chromium.launch({ executablePath: EXECUTABLE, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
+  t.teardown(() => browser.close());
+  const shotsDir = process.env.DASHBOARD_SCREENSHOTS ? path.resolve(process.env.DASHBOARD_SCREENSHOTS) : mkdtempSync(path.join(os.tmpdir(), 'svc-shots-'));
+  mkdirSync(shotsDir, { recursive: true });
+  if (!process.env.DASHBOARD_SCREENSHOTS) t.teardown(() => rmSync(shotsDir, { recursive: true, force: true }));
+
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const page = await context.newPage();
+  const dialogs: string[] = [];
+  page.on('dialog', (d) => {
+    dialogs.push(d.message());
+    void d.accept();
+  });
+  const pageErrors: string[] = [];
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  // Failed requests are logged as console errors too (a 401 is an answer the page handles);
+  // a refused script, style or connection is a Content Security Policy error.
+  page.on('console', (m) => {
+    if (m.type() === 'error' && /Content Security Policy/i.test(m.text())) pageErrors.push(m.text());
+  });
+
+  /** The page at desktop width, then at a phone's (390 × 844), saved as <name>-desktop.png and <name>-phone.png. */
+  const shoot = async (p: Page, name: string) => {
+    await p.screenshot({ path: path.join(shotsDir, `${name}-desktop.png`), fullPage: true });
+    await p.setViewportSize({ width: 390, height: 844 });
+    await p.screenshot({ path: path.join(shotsDir, `${name}-phone.png`), fullPage: true });
+    await p.setViewportSize({ width: 1280, height: 800 });
+  };
+  const validate = (key: string) => stack.call('POST', '/v1/validate', { key, body: { email: 'info@accept.test' } });
+
+  t.test('first run: the printed link creates the owner, who lands signed in', async (t) => {
+    const link = stack.svc.setupUrl!.replace(/^http:\/\/localhost:\d+/, stack.url);
+    const res = await page.goto(link);
+    t.equal(res?.status(), 200);
+    t.match(res?.headers()['content-security-policy'] ?? '', /script-src 'self';.*frame-ancestors 'none'/);
+    await page.getByRole('heading', { name: 'Create your sign-in' }).waitFor();
+    t.equal(new URL(page.url()).hash, '', 'the token left the address bar');
+    await shoot(page, 'setup');
+    await page.getByLabel('Email address').fill('owner@example.test');
+    await page.getByLabel('Password (at least 12 characters)').fill(PASSWORD);
+    await page.getByRole('button', { name: 'Create sign-in' }).click();
+    await page.getByRole('heading', { name: 'Overview' }).waitFor();
+    t.match(await page.getByRole('main').innerText(), /Signed in as owner@example\.test, owner of account acc_/);
+    await shoot(page, 'overview');
+    const cookies = await context.cookies();
+    t.same(cookies.map((c) => [c.name, c.httpOnly, c.sameSite, c.path]), [['svc_session', true, 'Lax', '/dashboard']], 'one httpOnly session cookie');
+    const storage = await page.evaluate(() => JSON.stringify([Object.keys(localStorage), Object.keys(sessionStorage)]));
+    t.equal(storage, '[[],[]]', 'nothing in browser storage');
+  });
+
+  let key = '';
+  t.test('keys: created and shown once, working, then only a prefix; revoked, refused', async (t) => {
+    await page.getByRole('link', { name: 'API keys' }).click();
+    await page.getByRole('heading', { name: 'API keys' }).waitFor();
+    await page.getByLabel('Name').fill('<script>alert(1)</script>');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    const shown = page.getByLabel('New API key');
+    await shown.waitFor();
+    key = await shown.inputValue();
+    t.match(key, /^svc_live_[A-Za-z0-9]{40}$/, 'the full key, once');
+    await shoot(page, 'keys-created');
+    t.equal((await validate(key)).status, 200, 'it works on /v1/validate');
+    const row = page.getByRole('row', { name: /<script>alert\(1\)<\/script>/ });
+    await row.waitFor();
+    t.match(await row.innerText(), new RegExp(`${key.slice(0, 12)}`), 'the table shows its prefix');
+    await page.reload();
+    await page.getByRole('heading', { name: 'API keys' }).waitFor();
+    await page.getByRole('row', { name: /<script>alert\(1\)<\/script>/ }).waitFor();
+    t.notOk((await page.content()).includes(key), 'after a reload the key is nowhere on the page');
+    await shoot(page, 'keys');
+    const prefix = (await page.getByRole('row', { name: /<script>alert\(1\)<\/script>/ }).locator('code').innerText()).replace(/…$/, '');
+    await page.getByRole('button', { name: `Revoke key ${prefix}` }).click();
+    await page.getByRole('row', { name: /<script>alert\(1\)<\/script>/ }).getByText('revoked').waitFor();
+    const refused = await validate(key);
+    t.same([refused.status, refused.body.code], [401, 'api_key_revoked'], 'revoked in the dashboard, refused by the API');
+    t.same(dialogs, [`Revoke ${prefix}…? This cannot be undone.`], 'the only dialog was the confirmation: the hostile name ran nothing');
+  });
+
+  t.test('team: an invitation link, shown once', async (t) => {
+    await page.getByRole('link', { name: 'Team' }).click();
+    await page.getByRole('button', { name: 'Create invitation link' }).click();
+    t.match(await page.getByLabel(/^Invitation link/).inputValue(), /\/dashboard\/setup#token=[A-Za-z0-9_-]{43}$/);
+    await shoot(page, 'team');
+  });
+
+  t.test('sign-out, a wrong password, sign-in', async (t) => {
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByRole('heading', { name: 'Sign in' }).waitFor();
+    t.same(await context.cookies(), [], 'the cookie is gone');
+    await page.getByLabel('Email address').fill('owner@example.test');
+    await page.getByLabel('Password').fill('not the password');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    t.equal(await page.getByRole('alert').innerText(), 'Wrong email address or password');
+    await shoot(page, 'sign-in');
+    await page.getByLabel('Password').fill(PASSWORD);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Team' }).waitFor();
+    t.pass('signed in again, on the page the address names (/dashboard/team)');
+    t.same(pageErrors, [], 'no script error on any page (a CSP refusal would be one)');
+  });
+}
