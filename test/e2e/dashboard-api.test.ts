@@ -214,3 +214,27 @@ t.test('sessions end when idle or too old', async (t) => {
   await stack.db.query("UPDATE user_sessions SET expires_at = now() - interval '1 second' WHERE revoked_at IS NULL");
   t.equal((await b.call('GET', '/session')).body.code, 'not_signed_in', 'past SVC_SESSION_MAX_S');
 });
+
+t.test('validate one address: the API use case and answer, charged the same, for owners and members', async (t) => {
+  const b = browser(stack);
+  await b.call('POST', '/sign-in', { email: 'owner@example.test', password: PASSWORD });
+  const before = (await stack.call('GET', '/v1/credits')).body.balance as number;
+  let r = await b.call('POST', '/validate', { email: ' jane.doe@accept.test ' });
+  t.equal(r.status, 200);
+  t.match(r.body, { email: 'jane.doe@accept.test', result: 'valid', reason_code: 'accepted', credits_charged: 1, charge_reason: 'high_value_validation' });
+  const api = await stack.call('POST', '/v1/validate', { body: { email: 'jane.doe@accept.test' } });
+  t.strictSame(Object.keys(r.body).sort(), Object.keys(api.body).sort(), 'the same fields as POST /v1/validate');
+  r = await b.call('POST', '/validate', { email: 'info@accept.test' });
+  t.match(r.body, { result: 'valid_role_based', credits_charged: 0, charge_reason: 'role_based_not_charged' });
+  t.equal((await stack.call('GET', '/v1/credits')).body.balance, before - 2, 'one credit each for the two personal validations (dashboard and API), none for the role address');
+  r = await b.call('POST', '/validate', {});
+  t.same([r.status, r.body.code], [400, 'email_required']);
+  r = await b.call('POST', '/validate', { email: 42 });
+  t.same([r.status, r.body.code], [400, 'invalid_email_type']);
+  b.csrf = undefined;
+  r = await b.call('POST', '/validate', { email: 'jane.doe@accept.test' });
+  t.same([r.status, r.body.code], [403, 'csrf_token_invalid'], 'a change (it spends credits) needs the CSRF token');
+  const anon = browser(stack);
+  r = await anon.call('POST', '/validate', { email: 'jane.doe@accept.test' });
+  t.same([r.status, r.body.code], [401, 'not_signed_in']);
+});

@@ -107,6 +107,22 @@ async function run(): Promise<void> {
     t.same(dialogs, [`Revoke ${prefix}…? This cannot be undone.`], 'the only dialog was the confirmation: the hostile name ran nothing');
   });
 
+  t.test('validate: one address, the verdict and its cost in words', async (t) => {
+    await page.getByRole('link', { name: 'Validate' }).click();
+    await page.getByLabel('Email address to validate').fill('jane.doe@accept.test');
+    await page.getByRole('button', { name: 'Validate' }).click();
+    const result = page.getByRole('status', { name: 'Validation result' });
+    await result.waitFor();
+    const text = await result.innerText();
+    t.match(text, /jane\.doe@accept\.test: valid \(accepted\)/);
+    t.match(text, /Cost: 1 credit, charged: a usable personal address is the only result that costs a credit\./);
+    await page.getByLabel('Email address to validate').fill('info@accept.test');
+    await page.getByRole('button', { name: 'Validate' }).click();
+    await page.getByText('info@accept.test: valid_role_based (role_account)').waitFor();
+    t.match(await result.innerText(), /Cost: 0 credits, not charged: role addresses are free\./);
+    await shoot(page, 'validate');
+  });
+
   t.test('team: an invitation link, shown once', async (t) => {
     await page.getByRole('link', { name: 'Team' }).click();
     await page.getByRole('button', { name: 'Create invitation link' }).click();

@@ -30,6 +30,11 @@ export interface DashboardApiOptions {
   sessionMaxS: number;
   /** Called after a key changed state (the API's short key cache forgets it). */
   onKeyChange?: () => void;
+  /**
+   * One address validated and charged to the account, exactly as `POST /v1/validate` does it (the
+   * composition root passes billing's validateAndCharge); the answer is the API's result object.
+   */
+  validate?: (accountId: string, email: string, requestId: string) => Promise<unknown>;
 }
 
 export const SESSION_COOKIE = 'svc_session';
@@ -211,7 +216,22 @@ export async function dashboardApi(app: FastifyInstance, opts: DashboardApiOptio
     return reply.status(204).send();
   });
 
-  // ---- Keys (owners only): the admin CLI's rules, through @svc/accounts.
+  // ---- One address, for anyone signed in: the API's own use case and answer, charged the same.
+
+if (opts.validate) {
+  const validate = opts.validate;
+  // The API's response schema (shared by the app): the same fields, serialized the same way.
+  app.post(`${base}/validate`, { schema: { hide: true, response: { 200: { $ref: 'ValidationResult#' } } } }, async (req) => {
+    const s = await guard(req, 'session');
+    const raw = bodyOf(req).email;
+    if (raw !== undefined && typeof raw !== 'string') throw new ServiceError('invalid_email_type');
+    const email = (raw ?? '').trim();
+    if (!email) throw new ServiceError('email_required');
+    return validate(s.user.account_id, email, String(req.id));
+  });
+}
+
+// ---- Keys (owners only): the admin CLI's rules, through @svc/accounts.
 
   app.get(`${base}/keys`, hide, async (req) => {
     const s = await guard(req, 'owner');

@@ -6,6 +6,7 @@ import v8 from 'node:v8';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '@svc/api';
 import { issueLink } from '@svc/accounts';
+import { validateAndCharge } from '@svc/billing';
 import { dashboardApi, dashboardPages, ensureDashboardBuilt } from '@svc/dashboard';
 import { DirBlobStore, keyKindOf, hashKey, type Store } from '@svc/store';
 import { adminSocketPath, serveAdminSocket } from '@svc/admin';
@@ -138,6 +139,8 @@ export async function startService(config: Config, opts: StartOptions = {}): Pro
         sessionIdleS: config.sessionIdleS,
         sessionMaxS: config.sessionMaxS,
         onKeyChange: () => built.clearKeyCache(),
+        validate: async (accountId, email, requestId) =>
+          (await validateAndCharge(store, services.verifier, accountId, [email], { decisions: { sink: services.analytics, requestId, source: 'single', log: built.log } }))[0],
       });
       if (ensureDashboardBuilt((msg) => built.log.warn(msg))) await app.register(dashboardPages);
     }

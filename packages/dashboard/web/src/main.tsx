@@ -7,6 +7,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { api, errorText, setCsrf } from './api.ts';
 import { Keys } from './keys.tsx';
 import { Team } from './team.tsx';
+import { Validate } from './validate.tsx';
 
 export interface Session {
   user: { id: string; email: string; role: 'owner' | 'member'; operator: boolean };
@@ -14,7 +15,7 @@ export interface Session {
   csrf_token: string;
 }
 
-const PAGES = ['keys', 'team'] as const;
+const PAGES = ['validate', 'keys', 'team'] as const;
 type Page = (typeof PAGES)[number] | 'home';
 
 function pageOf(path: string): Page {
@@ -121,6 +122,7 @@ function App() {
       <header>
         <nav aria-label="Dashboard">
           {link('home', 'Overview')}
+          {link('validate', 'Validate')}
           {owner && link('keys', 'API keys')}
           {owner && link('team', 'Team')}
         </nav>
@@ -130,7 +132,9 @@ function App() {
         </button>
       </header>
       <main>
-        {page === 'keys' && owner ? (
+        {page === 'validate' ? (
+          <Validate />
+        ) : page === 'keys' && owner ? (
           <Keys />
         ) : page === 'team' && owner ? (
           <Team self={session.user.id} />
