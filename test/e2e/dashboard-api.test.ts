@@ -5,6 +5,8 @@
 // keys created, rotated and revoked here working, or not, on /v1/validate.
 
 import t from 'tap';
+import { createUser } from '@svc/accounts';
+import { hashKey } from '@svc/store';
 import { startStack, BOOTSTRAP_KEY, type Stack } from '../helpers/stack.ts';
 
 const PASSWORD = 'correct horse battery staple';
@@ -237,4 +239,46 @@ t.test('validate one address: the API use case and answer, charged the same, for
   const anon = browser(stack);
   r = await anon.call('POST', '/validate', { email: 'jane.doe@accept.test' });
   t.same([r.status, r.body.code], [401, 'not_signed_in']);
+});
+
+t.test("jobs: the account's jobs as GET /v1/csv/jobs gives them, cancel's rules, signed downloads (all rows or the valid ones)", async (t) => {
+  const emails = ['jane.doe@accept.test', 'info@accept.test', 'nobody@reject.test', 'john.smith@accept.test'];
+  const created = await stack.call('POST', '/v1/validate/batch', { body: { emails } });
+  t.equal(created.status, 202, created.text);
+  const id = created.body.id as string;
+  let job: any;
+  for (let i = 0; i < 200; i++) {
+    job = (await stack.call('GET', `/v1/csv/jobs/${id}`)).body;
+    if (job.status === 'completed') break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  t.equal(job.status, 'completed');
+  // A second owner (made as the admin CLI makes one): owner@example.test has spent its ten
+  // sign-ins of this quarter hour in the tests above.
+  const accountId = (await stack.store.keys.findByHash(hashKey(BOOTSTRAP_KEY)))!.account_id;
+  t.match(await createUser(stack.store, { accountId, email: 'second.owner@example.test', password: PASSWORD, role: 'owner' }), { ok: true });
+  const b = browser(stack);
+  t.equal((await b.call('POST', '/sign-in', { email: 'second.owner@example.test', password: PASSWORD })).status, 200);
+  let r = await b.call('GET', '/jobs?status=completed&limit=5');
+  t.equal(r.status, 200);
+  t.strictSame(r.body.jobs.find((j: { id: string }) => j.id === id), job, 'the same status object as GET /v1/csv/jobs/{id}');
+  t.equal((await b.call('GET', '/jobs?status=queued')).body.jobs.some((j: { id: string }) => j.id === id), false, 'filtered by state');
+  r = await b.call('GET', '/jobs?limit=0');
+  t.same([r.status, r.body.code, r.body.message], [400, 'invalid_request', 'limit must be an integer from 1 to 100']);
+  r = await b.call('GET', '/jobs?status=done');
+  t.same([r.status, r.body.code], [400, 'invalid_request']);
+  r = await b.call('POST', `/jobs/${id}/cancel`);
+  t.same([r.status, r.body.code], [409, 'invalid_job_state'], 'a finished job cannot be canceled');
+  r = await b.call('POST', '/jobs/job_000000000000000000000000/cancel');
+  t.same([r.status, r.body.code], [404, 'job_not_found']);
+  r = await b.call('GET', `/jobs/${id}/download`);
+  t.equal(r.status, 200);
+  const here = (url: string) => `${stack.url}${new URL(url).pathname}${new URL(url).search}`; // as the page does: on the origin it was served from
+  const all = await (await fetch(here(r.body.url))).text();
+  t.equal(all.trim().split('\n').length, 1 + emails.length, 'every row, behind a signed URL that needs no key');
+  r = await b.call('GET', `/jobs/${id}/download?segment=valid`);
+  const valid = (await (await fetch(here(r.body.url))).text()).trim().split('\n').slice(1);
+  t.same(valid.map((l) => l.split(',')[0]).sort(), ['jane.doe@accept.test', 'john.smith@accept.test'], 'only the valid rows');
+  r = await b.call('GET', `/jobs/${id}/download?segment=great`);
+  t.same([r.status, r.body.code], [400, 'invalid_request']);
 });

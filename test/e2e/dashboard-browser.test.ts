@@ -9,7 +9,7 @@
 // No browser: skipped, or a failure under CI_REQUIRE_SERVICES=1 (.ci/run installs Debian's
 // `chromium`). CHROMIUM_PATH names another binary.
 
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
@@ -35,7 +35,7 @@ async function run(): Promise<void> {
   mkdirSync(shotsDir, { recursive: true });
   if (!process.env.DASHBOARD_SCREENSHOTS) t.teardown(() => rmSync(shotsDir, { recursive: true, force: true }));
 
-  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, acceptDownloads: true });
   const page = await context.newPage();
   const dialogs: string[] = [];
   page.on('dialog', (d) => {
@@ -121,6 +121,20 @@ async function run(): Promise<void> {
     await page.getByText('info@accept.test: valid_role_based (role_account)').waitFor();
     t.match(await result.innerText(), /Cost: 0 credits, not charged: role addresses are free\./);
     await shoot(page, 'validate');
+  });
+
+  t.test('jobs: a finished job listed with its counters; its valid rows downloaded', async (t) => {
+    const created = await stack.call('POST', '/v1/validate/batch', { body: { emails: ['jane.doe@accept.test', 'nobody@reject.test', 'info@accept.test'] } });
+    const id = created.body.id as string;
+    for (let i = 0; i < 200 && (await stack.call('GET', `/v1/csv/jobs/${id}`)).body.status !== 'completed'; i++) await new Promise((r) => setTimeout(r, 100));
+    await page.getByRole('link', { name: 'Jobs' }).click();
+    const row = page.getByRole('row', { name: new RegExp(id) });
+    await row.getByText('completed').waitFor();
+    t.match(await row.innerText(), /100% \(3 of 3\)/);
+    await shoot(page, 'jobs');
+    const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: `Download the valid rows of job ${id}` }).click()]);
+    const csv = readFileSync((await download.path())!, 'utf8').trim().split('\n');
+    t.same(csv.slice(1).map((l) => l.split(',')[0]), ['jane.doe@accept.test'], 'the valid rows only');
   });
 
   t.test('team: an invitation link, shown once', async (t) => {

@@ -16,8 +16,8 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import cookie from '@fastify/cookie';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { changeKeyState, createKey, hashPassword, listKeys, needsRehash, passwordProblem, rotateKey, signInAddress, verifyNobody, verifyPassword, issueLink, type Refusal } from '@svc/accounts';
-import { SCOPES, ServiceError, type ErrorCode } from '@svc/contracts';
-import { hashKey, type RateLimiterPort, type SessionRecord, type Store, type UserRecord } from '@svc/store';
+import { JOB_STATES, SCOPES, ServiceError, type ErrorCode, type JobState } from '@svc/contracts';
+import { hashKey, type JobRecord, type RateLimiterPort, type SessionRecord, type Store, type UserRecord } from '@svc/store';
 
 export interface DashboardApiOptions {
   store: Store;
@@ -35,6 +35,16 @@ export interface DashboardApiOptions {
    * composition root passes billing's validateAndCharge); the answer is the API's result object.
    */
   validate?: (accountId: string, email: string, requestId: string) => Promise<unknown>;
+  /** The account's jobs, through the jobs service the REST routes use (absent on a process without jobs). */
+  jobs?: DashboardJobs;
+}
+
+/** What the dashboard asks of @svc/jobs' JobsService (it is one). */
+export interface DashboardJobs {
+  list(accountId: string, opts: { limit: number; cursor?: string; status?: JobState }): Promise<{ jobs: JobRecord[]; next_cursor: string | null }>;
+  status(job: JobRecord): unknown;
+  cancel(accountId: string, id: string): Promise<JobRecord>;
+  downloadLink(accountId: string, id: string, segment?: string): Promise<{ url: string; expires_at: string }>;
 }
 
 export const SESSION_COOKIE = 'svc_session';
@@ -228,6 +238,31 @@ if (opts.validate) {
     const email = (raw ?? '').trim();
     if (!email) throw new ServiceError('email_required');
     return validate(s.user.account_id, email, String(req.id));
+  });
+}
+
+// ---- Jobs, for anyone signed in: the REST routes' use cases (list, cancel, a signed download URL).
+
+if (opts.jobs) {
+  const jobs = opts.jobs;
+  app.get<{ Querystring: { limit?: string; cursor?: string; status?: string } }>(`${base}/jobs`, hide, async (req) => {
+    const s = await guard(req, 'session');
+    const { limit: rawLimit, cursor, status } = req.query;
+    const limit = rawLimit === undefined ? 20 : Number(rawLimit);
+    if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw new ServiceError('invalid_request', 'limit must be an integer from 1 to 100');
+    if (status !== undefined && !(JOB_STATES as readonly string[]).includes(status)) throw new ServiceError('invalid_request', `status must be one of ${JOB_STATES.join(', ')}`);
+    if (cursor !== undefined && (typeof cursor !== 'string' || cursor.length > 200)) throw new ServiceError('invalid_request', 'cursor is not a cursor of this list');
+    const page = await jobs.list(s.user.account_id, { limit, ...(cursor !== undefined && { cursor }), ...(status !== undefined && { status: status as JobState }) });
+    return { jobs: page.jobs.map((j) => jobs.status(j)), next_cursor: page.next_cursor };
+  });
+  app.post<{ Params: { id: string } }>(`${base}/jobs/:id/cancel`, hideNoBody, async (req) => {
+    const s = await guard(req, 'session');
+    return jobs.status(await jobs.cancel(s.user.account_id, req.params.id));
+  });
+  app.get<{ Params: { id: string }; Querystring: { segment?: string } }>(`${base}/jobs/:id/download`, hide, async (req) => {
+    const s = await guard(req, 'session');
+    const segment = typeof req.query.segment === 'string' ? req.query.segment : undefined;
+    return jobs.downloadLink(s.user.account_id, req.params.id, segment);
   });
 }
 

@@ -8,6 +8,7 @@ import { api, errorText, setCsrf } from './api.ts';
 import { Keys } from './keys.tsx';
 import { Team } from './team.tsx';
 import { Validate } from './validate.tsx';
+import { Jobs } from './jobs.tsx';
 
 export interface Session {
   user: { id: string; email: string; role: 'owner' | 'member'; operator: boolean };
@@ -15,7 +16,7 @@ export interface Session {
   csrf_token: string;
 }
 
-const PAGES = ['validate', 'keys', 'team'] as const;
+const PAGES = ['validate', 'jobs', 'keys', 'team'] as const;
 type Page = (typeof PAGES)[number] | 'home';
 
 function pageOf(path: string): Page {
@@ -123,6 +124,7 @@ function App() {
         <nav aria-label="Dashboard">
           {link('home', 'Overview')}
           {link('validate', 'Validate')}
+          {link('jobs', 'Jobs')}
           {owner && link('keys', 'API keys')}
           {owner && link('team', 'Team')}
         </nav>
@@ -134,6 +136,8 @@ function App() {
       <main>
         {page === 'validate' ? (
           <Validate />
+        ) : page === 'jobs' ? (
+          <Jobs />
         ) : page === 'keys' && owner ? (
           <Keys />
         ) : page === 'team' && owner ? (
