@@ -282,3 +282,29 @@ t.test("jobs: the account's jobs as GET /v1/csv/jobs gives them, cancel's rules,
   r = await b.call('GET', `/jobs/${id}/download?segment=great`);
   t.same([r.status, r.body.code], [400, 'invalid_request']);
 });
+
+t.test('a list through the dashboard: prepare, the PUT to the signed path, start; the REST rules and codes', async (t) => {
+  const b = browser(stack);
+  t.equal((await b.call('POST', '/sign-in', { email: 'second.owner@example.test', password: PASSWORD })).status, 200);
+  let r = await b.call('POST', '/csv/prepare', {});
+  t.same([r.status, r.body.code], [400, 'invalid_request'], 'a filename is required');
+  r = await b.call('POST', '/csv/prepare', { filename: 'leads.csv', webhook_url: 'ftp://example.test/hook' });
+  t.same([r.status, r.body.code], [400, 'invalid_webhook_url']);
+  r = await b.call('POST', '/csv/prepare', { filename: 'leads.csv' });
+  t.equal(r.status, 201);
+  t.match(r.body.upload_path, /^\/v1\/csv\/uploads\/job_[0-9a-f]{24}\?/, 'a path on this origin, signed');
+  const batch = r.body.batch_id as string;
+  const put = await fetch(`${stack.url}${r.body.upload_path}`, { method: 'PUT', headers: { 'content-type': 'text/csv' }, body: 'name,mail\nJane,jane.doe@accept.test\n' });
+  t.equal(put.status, 200);
+  r = await b.call('POST', '/csv/start', { batch_id: batch, email_column: 'email' });
+  t.same([r.status, r.body.code], [400, 'email_column_not_found']);
+  r = await b.call('POST', '/csv/start', { batch_id: batch, email_column: 'mail' });
+  t.equal(r.status, 202);
+  t.match(r.body, { id: batch, source: 'csv', filename: 'leads.csv', results: { total_rows: 1, unique_emails: 1, credits_reserved: 1 } });
+  r = await b.call('POST', '/csv/start', { batch_id: batch, email_column: 'mail' });
+  t.same([r.status, r.body.code], [409, 'invalid_job_state'], 'started once');
+  r = await b.call('GET', `/jobs/${batch}`);
+  t.equal(r.body.id, batch, 'the job, watched by its id');
+  r = await b.call('GET', '/jobs/job_000000000000000000000000');
+  t.same([r.status, r.body.code], [404, 'job_not_found']);
+});

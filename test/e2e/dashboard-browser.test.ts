@@ -108,7 +108,7 @@ async function run(): Promise<void> {
   });
 
   t.test('validate: one address, the verdict and its cost in words', async (t) => {
-    await page.getByRole('link', { name: 'Validate' }).click();
+    await page.getByRole('link', { name: 'Validate', exact: true }).click();
     await page.getByLabel('Email address to validate').fill('jane.doe@accept.test');
     await page.getByRole('button', { name: 'Validate' }).click();
     const result = page.getByRole('status', { name: 'Validation result' });
@@ -121,6 +121,45 @@ async function run(): Promise<void> {
     await page.getByText('info@accept.test: valid_role_based (role_account)').waitFor();
     t.match(await result.innerText(), /Cost: 0 credits, not charged: role addresses are free\./);
     await shoot(page, 'validate');
+  });
+
+  t.test('a list: a CSV dropped in, its email column picked, the job watched to completion, its rows downloaded as the API gives them', async (t) => {
+    await page.getByRole('link', { name: 'Validate a list' }).click();
+    const csvText = 'Name,Work Email,Notes\nJane,jane.doe@accept.test,<script>alert(2)</script>\nInfo,info@accept.test,"=HYPERLINK(""http://x"")"\nNobody,nobody@reject.test,ok\nJane again,jane.doe@ACCEPT.test,dup\n';
+    const dt = await page.evaluateHandle((text) => {
+      const d = new DataTransfer();
+      d.items.add(new File([text], 'leads <b>q4</b>.csv', { type: 'text/csv' }));
+      return d;
+    }, csvText);
+    await page.locator('.drop').dispatchEvent('drop', { dataTransfer: dt });
+    const column = page.getByLabel('Column holding the emails');
+    await column.waitFor();
+    t.equal(await column.inputValue(), 'Work Email', 'the email column is found by its name');
+    await column.selectOption('Notes');
+    t.match(await page.getByRole('status', { name: 'Cost ceiling' }).innerText(), /^At most 0 credits/, 'a column without addresses would cost nothing');
+    await column.selectOption('Work Email');
+    t.match(await page.getByRole('status', { name: 'Cost ceiling' }).innerText(), /^At most 3 credits: one is held per unique address/, 'four rows, three unique addresses (a domain is case-blind, a mailbox name is not)');
+    t.ok(await page.getByText('leads <b>q4</b>.csv', { exact: false }).isVisible(), 'a hostile file name is shown as text');
+    await shoot(page, 'upload');
+    await page.getByRole('button', { name: 'Start validation' }).click();
+    const progress = page.getByRole('status', { name: 'Job progress' });
+    await progress.getByText('completed').waitFor({ timeout: 60_000 }).catch(async (e: Error) => {
+      throw new Error(`${e.message}\nthe page says: ${await page.getByRole('main').innerText()}`);
+    });
+    const text = await progress.innerText();
+    t.match(text, /100% \(3 of 3\)/);
+    t.match(text, /Valid 1 · role 1 · risky 0 · invalid 1 · unknown 0\. Credits held 3, charged 1, refunded 2\./);
+    await shoot(page, 'upload-done');
+    const id = /Job (job_[0-9a-z_]+)/i.exec(text)![1]!;
+    const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Download all rows' }).click()]);
+    const fromPage = readFileSync((await download.path())!, 'utf8');
+    const link = await stack.call('GET', `/v1/csv/jobs/${id}/download?mode=url`);
+    const u = new URL(link.body.url);
+    const fromApi = await (await fetch(`${stack.url}${u.pathname}${u.search}`)).text();
+    t.equal(fromPage, fromApi, "the page's download is the API's results CSV");
+    t.match(fromApi, /^Name,Work Email,Notes,result,/);
+    t.match(fromApi, /Info,info@accept\.test,"'=HYPERLINK\(""http:\/\/x""\)",valid_role_based,/, 'the formula cell is defused');
+    t.equal(fromApi.trim().split('\n').length, 5, 'every input row, repeats included');
   });
 
   t.test('jobs: a finished job listed with its counters; its valid rows downloaded', async (t) => {

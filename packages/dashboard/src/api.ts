@@ -37,10 +37,19 @@ export interface DashboardApiOptions {
   validate?: (accountId: string, email: string, requestId: string) => Promise<unknown>;
   /** The account's jobs, through the jobs service the REST routes use (absent on a process without jobs). */
   jobs?: DashboardJobs;
+  /** CSV batches, through the service of POST /v1/csv/prepare-upload and start-processing. */
+  csv?: DashboardCsv;
+}
+
+/** What the dashboard asks of @svc/jobs' CsvJobs (it is one). */
+export interface DashboardCsv {
+  prepare(accountId: string, input: { filename: string; webhookUrl?: string | null }): Promise<{ job: JobRecord; upload: { batch_id: string; upload_url: string; expires_at: string; max_bytes: number } }>;
+  start(accountId: string, batchId: string, emailColumn: string): Promise<JobRecord>;
 }
 
 /** What the dashboard asks of @svc/jobs' JobsService (it is one). */
 export interface DashboardJobs {
+  get(accountId: string, id: string): Promise<JobRecord>;
   list(accountId: string, opts: { limit: number; cursor?: string; status?: JobState }): Promise<{ jobs: JobRecord[]; next_cursor: string | null }>;
   status(job: JobRecord): unknown;
   cancel(accountId: string, id: string): Promise<JobRecord>;
@@ -255,6 +264,10 @@ if (opts.jobs) {
     const page = await jobs.list(s.user.account_id, { limit, ...(cursor !== undefined && { cursor }), ...(status !== undefined && { status: status as JobState }) });
     return { jobs: page.jobs.map((j) => jobs.status(j)), next_cursor: page.next_cursor };
   });
+  app.get<{ Params: { id: string } }>(`${base}/jobs/:id`, hide, async (req) => {
+    const s = await guard(req, 'session');
+    return jobs.status(await jobs.get(s.user.account_id, req.params.id));
+  });
   app.post<{ Params: { id: string } }>(`${base}/jobs/:id/cancel`, hideNoBody, async (req) => {
     const s = await guard(req, 'session');
     return jobs.status(await jobs.cancel(s.user.account_id, req.params.id));
@@ -263,6 +276,32 @@ if (opts.jobs) {
     const s = await guard(req, 'session');
     const segment = typeof req.query.segment === 'string' ? req.query.segment : undefined;
     return jobs.downloadLink(s.user.account_id, req.params.id, segment);
+  });
+}
+
+// ---- A list: the CSV batch of the REST API (prepare, the page PUTs the file to the signed URL, start).
+
+if (opts.csv && opts.jobs) {
+  const { csv, jobs } = opts;
+  app.post(`${base}/csv/prepare`, hide, async (req, reply) => {
+    const s = await guard(req, 'session');
+    const body = bodyOf(req);
+    const webhook = body.webhook_url;
+    if (webhook !== undefined && webhook !== null && typeof webhook !== 'string') throw new ServiceError('invalid_webhook_url', 'webhook_url must be a URL');
+    const { upload } = await csv.prepare(s.user.account_id, { filename: body.filename as string, webhookUrl: webhook === '' ? null : ((webhook as string | null | undefined) ?? null) });
+    reply.status(201);
+    // The signed URL's path and query: the page PUTs to its own origin (SVC_PUBLIC_URL may name another).
+    const u = new URL(upload.upload_url);
+    return { batch_id: upload.batch_id, upload_path: `${u.pathname}${u.search}`, expires_at: upload.expires_at, max_bytes: upload.max_bytes };
+  });
+  app.post(`${base}/csv/start`, hide, async (req, reply) => {
+    const s = await guard(req, 'session');
+    const body = bodyOf(req);
+    const batch = text(body, 'batch_id', 100);
+    const column = text(body, 'email_column', 1024);
+    const job = await csv.start(s.user.account_id, batch, column);
+    reply.status(202);
+    return jobs.status(job);
   });
 }
 

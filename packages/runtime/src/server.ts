@@ -142,6 +142,7 @@ export async function startService(config: Config, opts: StartOptions = {}): Pro
         validate: async (accountId, email, requestId) =>
           (await validateAndCharge(store, services.verifier, accountId, [email], { decisions: { sink: services.analytics, requestId, source: 'single', log: built.log } }))[0],
         jobs: services.jobs,
+        csv: services.csvJobs,
       });
       if (ensureDashboardBuilt((msg) => built.log.warn(msg))) await app.register(dashboardPages);
     }

@@ -5,7 +5,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, errorText } from './api.ts';
 
-interface Job {
+export interface Job {
   id: string;
   status: string;
   progress: { processed: number; total: number; percent: number };
@@ -16,6 +16,16 @@ interface Job {
 }
 
 const STATES = ['awaiting_upload', 'queued', 'processing', 'completed', 'failed', 'canceled'];
+
+/** Starts the download of a finished job's results CSV: every row, or only the valid ones. */
+export async function downloadJob(id: string, segment?: string): Promise<void> {
+  const link = await api<{ url: string }>('GET', `/jobs/${id}/download${segment ? `?segment=${segment}` : ''}`);
+  // Relative: the signed URL's path on the origin this page came from (SVC_PUBLIC_URL may name another).
+  const u = new URL(link.url);
+  location.assign(`${u.pathname}${u.search}`);
+}
+
+export const cancelText = (id: string) => `Cancel job ${id}? Addresses already validated are charged; the rest of the reservation is refunded.`;
 
 export function Jobs() {
   const [status, setStatus] = useState('');
@@ -44,17 +54,10 @@ export function Jobs() {
   }, [jobs]);
   const download = async (j: Job, segment?: string) => {
     setError('');
-    try {
-      const link = await api<{ url: string }>('GET', `/jobs/${j.id}/download${segment ? `?segment=${segment}` : ''}`);
-      // Relative: the signed URL's path on the origin this page came from (SVC_PUBLIC_URL may name another).
-      const u = new URL(link.url);
-      location.assign(`${u.pathname}${u.search}`);
-    } catch (e) {
-      setError(errorText(e));
-    }
+    await downloadJob(j.id, segment).catch((e) => setError(errorText(e)));
   };
   const cancel = async (j: Job) => {
-    if (!confirm(`Cancel job ${j.id}? Addresses already validated are charged; the rest of the reservation is refunded.`)) return;
+    if (!confirm(cancelText(j.id))) return;
     setError('');
     await api('POST', `/jobs/${j.id}/cancel`).catch((e) => setError(errorText(e)));
     await load();

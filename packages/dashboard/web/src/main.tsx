@@ -9,6 +9,7 @@ import { Keys } from './keys.tsx';
 import { Team } from './team.tsx';
 import { Validate } from './validate.tsx';
 import { Jobs } from './jobs.tsx';
+import { Upload } from './upload.tsx';
 
 export interface Session {
   user: { id: string; email: string; role: 'owner' | 'member'; operator: boolean };
@@ -16,7 +17,7 @@ export interface Session {
   csrf_token: string;
 }
 
-const PAGES = ['validate', 'jobs', 'keys', 'team'] as const;
+const PAGES = ['validate', 'upload', 'jobs', 'keys', 'team'] as const;
 type Page = (typeof PAGES)[number] | 'home';
 
 function pageOf(path: string): Page {
@@ -124,6 +125,7 @@ function App() {
         <nav aria-label="Dashboard">
           {link('home', 'Overview')}
           {link('validate', 'Validate')}
+          {link('upload', 'Validate a list')}
           {link('jobs', 'Jobs')}
           {owner && link('keys', 'API keys')}
           {owner && link('team', 'Team')}
@@ -136,6 +138,8 @@ function App() {
       <main>
         {page === 'validate' ? (
           <Validate />
+        ) : page === 'upload' ? (
+          <Upload />
         ) : page === 'jobs' ? (
           <Jobs />
         ) : page === 'keys' && owner ? (
