@@ -1,4 +1,4 @@
-// The dashboard's people (migration 025): users of an account, their sessions and the single-use
+// The dashboard's people (migration 024): users of an account, their sessions and the single-use
 // links that create a sign-in. Session ids and link tokens arrive here already hashed (SHA-256,
 // see hashKey); passwords as the hash @svc/accounts made. The rules (who may do what, expiry
 // lengths, password checks) are @svc/accounts'; this repository makes each step atomic: a link is
