@@ -4,6 +4,7 @@
 
 import { useEffect, useState } from 'preact/hooks';
 import { api, errorText } from './api.ts';
+import { Table } from './table.tsx';
 
 export interface Job {
   id: string;
@@ -86,21 +87,7 @@ export function Jobs() {
           </option>
         ))}
       </select>
-      <div class="table-wrap">
-        <table>
-          <caption>Jobs of this account, newest first</caption>
-          <thead>
-            <tr>
-              <th scope="col">Created</th>
-              <th scope="col">Job</th>
-              <th scope="col">State</th>
-              <th scope="col">Progress</th>
-              <th scope="col">Valid · role · risky · invalid · unknown</th>
-              <th scope="col">Credits reserved · charged · refunded</th>
-              <th scope="col">Actions</th>
-            </tr>
-          </thead>
-          <tbody>
+      <Table caption="Jobs of this account, newest first" headers={['Created', 'Job', 'State', 'Progress', 'Valid · role · risky · invalid · unknown', 'Credits reserved · charged · refunded', 'Actions']}>
             {jobs.map((j) => (
               <tr key={j.id}>
                 <td>{j.created_at.slice(0, 16).replace('T', ' ')}</td>
@@ -137,9 +124,7 @@ export function Jobs() {
                 </td>
               </tr>
             ))}
-          </tbody>
-        </table>
-      </div>
+      </Table>
       {jobs.length === 0 && <p>No job{status ? ` in state ${status}` : ''} yet.</p>}
       <div class="pager">
         {pages.length > 1 && (

@@ -3,6 +3,7 @@
 
 import { useEffect, useState } from 'preact/hooks';
 import { api, errorText } from './api.ts';
+import { Table } from './table.tsx';
 
 interface Key {
   id: string;
@@ -100,22 +101,7 @@ export function Keys() {
         <input id="key-expires" type="datetime-local" value={expires} onInput={(e) => setExpires(e.currentTarget.value)} />
         <button type="submit">Create key</button>
       </form>
-      <div class="table-wrap">
-        <table>
-          <caption>Keys of this account</caption>
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">Prefix</th>
-              <th scope="col">Scopes</th>
-              <th scope="col">State</th>
-              <th scope="col">Created</th>
-              <th scope="col">Last used</th>
-              <th scope="col">Expires</th>
-              <th scope="col">Actions</th>
-            </tr>
-          </thead>
-          <tbody>
+      <Table caption="Keys of this account" headers={['Name', 'Prefix', 'Scopes', 'State', 'Created', 'Last used', 'Expires', 'Actions']}>
             {keys.map((k) => (
               <tr key={k.id}>
                 <td>{k.name || '—'}</td>
@@ -151,9 +137,7 @@ export function Keys() {
                 </td>
               </tr>
             ))}
-          </tbody>
-        </table>
-      </div>
+      </Table>
     </section>
   );
 }

@@ -2,6 +2,7 @@
 
 import { useEffect, useState } from 'preact/hooks';
 import { api, errorText } from './api.ts';
+import { Table } from './table.tsx';
 
 interface User {
   id: string;
@@ -52,18 +53,7 @@ export function Team({ self }: { self: string }) {
           <p>Send it to the person yourself; it is shown once.</p>
         </div>
       )}
-      <div class="table-wrap">
-        <table>
-          <caption>People who can sign in to this account</caption>
-          <thead>
-            <tr>
-              <th scope="col">Email</th>
-              <th scope="col">Role</th>
-              <th scope="col">Since</th>
-              <th scope="col">Actions</th>
-            </tr>
-          </thead>
-          <tbody>
+      <Table caption="People who can sign in to this account" headers={['Email', 'Role', 'Since', 'Actions']}>
             {users.map((u) => (
               <tr key={u.id}>
                 <td>{u.email}</td>
@@ -78,9 +68,7 @@ export function Team({ self }: { self: string }) {
                 </td>
               </tr>
             ))}
-          </tbody>
-        </table>
-      </div>
+      </Table>
     </section>
   );
 }

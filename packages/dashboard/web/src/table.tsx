@@ -1,0 +1,24 @@
+// A table of rows with a caption and column headers (scoped for screen readers), scrolling sideways
+// on a narrow screen.
+
+import type { ComponentChildren } from 'preact';
+
+export function Table({ caption, headers, children }: { caption: string; headers: string[]; children: ComponentChildren }) {
+  return (
+    <div class="table-wrap">
+      <table>
+        <caption>{caption}</caption>
+        <thead>
+          <tr>
+            {headers.map((h) => (
+              <th scope="col" key={h}>
+                {h}
+              </th>
+            ))}
+          </tr>
+        </thead>
+        <tbody>{children}</tbody>
+      </table>
+    </div>
+  );
+}
