@@ -40,6 +40,12 @@ export interface Adapter {
   readonly waitMs: number;
   /** Known gaps of this adapter: test name → why (run as `todo`, so they show without failing). */
   readonly todo?: Readonly<Record<string, string>>;
+  /**
+   * Transport errors the adapter may report besides the handlers' own, for a condition it then
+   * retried (Kafka: a topic's metadata just after the topic was created). A test about the
+   * handlers' failures leaves these out.
+   */
+  readonly transient?: RegExp;
 }
 
 
@@ -215,7 +221,8 @@ export function busConformance(t: Tap, adapter: Adapter): void {
       letters.map((l) => ({ ...l, message: JSON.parse(l.message) })),
       [{ topic: 'poison', key: 'job-a', message: { v: 1, n: 1, email: 'a\u0000@x.test' }, error: 'invalid byte sequence for encoding "UTF8": 0x00', attempts: 3 }],
     );
-    t.strictSame(errors, ['invalid byte sequence for encoding "UTF8": 0x00', 'invalid byte sequence for encoding "UTF8": 0x00', 'invalid byte sequence for encoding "UTF8": 0x00', 'store down'], 'each failure reported');
+    const own = adapter.transient ? errors.filter((e) => !adapter.transient!.test(e)) : errors;
+    t.strictSame(own, ['invalid byte sequence for encoding "UTF8": 0x00', 'invalid byte sequence for encoding "UTF8": 0x00', 'invalid byte sequence for encoding "UTF8": 0x00', 'store down'], 'each failure reported');
   });
 
   test('concurrency: up to k messages of one partition at once, all in one lane, each once', async (t) => {
