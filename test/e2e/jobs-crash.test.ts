@@ -75,6 +75,10 @@ const env = stackEnv(sim, dataDir, {
   SVC_JOB_GREYLIST_ATTEMPTS: String(GREYLIST_ATTEMPTS),
   SVC_WEBHOOK_ALLOW_PRIVATE: 'true',
   SVC_SECRET: 'crash-test-secret-0123456789abcdef',
+  // Room for a busy machine (CI runs another file beside this one, and each restart compiles its
+  // code while probes are in flight): at the stack's 1.5 s, two CI runs on a slow hour had most
+  // rows smtp_timeout. No address of this job is a tarpit's.
+  SVC_SMTP_TIMEOUT_MS: '5000',
 });
 // The data directory made from the test template (initdb is what a first start would spend its
 // seconds on; process.test.ts covers that start).
