@@ -36,7 +36,7 @@ const ALLOWED: Record<string, string[]> = {
   // Data endpoints (providers, the finder, company enrichment, their caches and charges): beside jobs.
   enrich: ['contracts', 'egress', 'verifier', 'store', 'outcomes', 'billing'],
   // The web dashboard's API (sessions, keys, team) over the accounts use cases; runtime mounts it.
-  dashboard: ['contracts', 'store', 'accounts'],
+  dashboard: ['contracts', 'store', 'accounts', 'billing'],
   mcp: ['contracts', 'bus', 'egress', 'verifier', 'store', 'outcomes', 'billing', 'jobs', 'enrich'],
   api: ['contracts', 'bus', 'egress', 'verifier', 'store', 'outcomes', 'billing', 'jobs', 'enrich', 'mcp'],
   runtime: ['contracts', 'bus', 'egress', 'verifier', 'engine', 'store', 'accounts', 'outcomes', 'billing', 'jobs', 'enrich', 'mcp', 'api', 'admin', 'dashboard'],

@@ -102,6 +102,7 @@ const PUBLISHED: Array<[code: string, status: number]> = [
   ['sign_in_throttled', 429],
   ['csrf_token_invalid', 403],
   ['owner_role_required', 403],
+  ['operator_required', 403],
   ['sign_in_link_not_found', 404],
   ['sign_in_link_used', 409],
   ['sign_in_link_expired', 409],
@@ -118,7 +119,7 @@ t.test('the catalogue keeps every published code with its status (append-only), 
     t.ok(isErrorCode(code), `${code} still exists`);
     t.equal(ERRORS[code as keyof typeof ERRORS]?.status, status, `${code} keeps its status`);
   }
-  t.equal(ERROR_CODES.length, 92, 'the number of codes (a new code updates this pin and the list above)');
+  t.equal(ERROR_CODES.length, 93, 'the number of codes (a new code updates this pin and the list above)');
   t.strictSame(ERROR_CODES, PUBLISHED.map(([c]) => c), 'new codes are added at the end, in the published order');
 });
 

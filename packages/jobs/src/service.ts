@@ -398,9 +398,12 @@ export class JobsService {
   }
 
   /** The account's jobs, newest first (GET /v1/csv/jobs). A cursor that is not ours: 400 invalid_request. */
-  async list(accountId: string, opts: { limit: number; cursor?: string; status?: JobState }): Promise<{ jobs: JobRecord[]; next_cursor: string | null }> {
+  /** A page of the account's jobs, newest first; `limit` 1-100 (default 20), else 400 invalid_request. */
+  async list(accountId: string, opts: { limit?: number; cursor?: string; status?: JobState }): Promise<{ jobs: JobRecord[]; next_cursor: string | null }> {
+    const limit = opts.limit ?? 20;
+    if (!(Number.isInteger(limit) && limit >= 1 && limit <= 100)) throw new ServiceError('invalid_request', 'limit must be an integer from 1 to 100');
     try {
-      const page = await this.#o.store.jobs.list(accountId, opts);
+      const page = await this.#o.store.jobs.list(accountId, { ...opts, limit });
       return { jobs: page.jobs, next_cursor: page.next ?? null };
     } catch (err) {
       if (err instanceof RangeError) throw new ServiceError('invalid_request', 'cursor is not a cursor of this list');

@@ -179,6 +179,8 @@ export async function startService(config: Config, opts: StartOptions = {}): Pro
     void releaseStaleSyncHolds(store).catch((err: unknown) => log.error({ err }, 'stale reservation sweep failed'));
     void store.idempotency.sweepExpired().catch((err: unknown) => log.error({ err }, 'expired idempotency record sweep failed'));
     void store.oauth.sweepExpired().catch((err: unknown) => log.error({ err }, 'expired OAuth code and token sweep failed'));
+    // Dashboard sessions past their end (and revoked ones a day later) are deleted.
+    void store.users.sweepSessions().catch((err: unknown) => log.error({ err }, 'expired dashboard session sweep failed'));
     // The data endpoints' cached answers past the longest time to live are never read again.
     void store.enrichCache.prune(ENRICH_CACHE_MAX_TTL_MS).catch((err: unknown) => log.error({ err }, 'enrich cache sweep failed'));
     // The local payment processor renews (or ends) the subscriptions whose period has ended.

@@ -149,9 +149,7 @@ export const jobRoutes: FastifyPluginAsync<JobRoutesOptions> = async (app, { ser
       },
     },
     async (req) => {
-      const limit = req.query.limit === undefined ? 20 : Number(req.query.limit);
-      if (!(limit >= 1 && limit <= 100)) throw new ServiceError('invalid_request', 'limit must be an integer from 1 to 100');
-      const page = await jobs.list(req.principal!.accountId, { limit, ...(req.query.cursor !== undefined ? { cursor: req.query.cursor } : {}), ...(req.query.status ? { status: req.query.status } : {}) });
+      const page = await jobs.list(req.principal!.accountId, { ...(req.query.limit !== undefined && { limit: Number(req.query.limit) }), ...(req.query.cursor !== undefined ? { cursor: req.query.cursor } : {}), ...(req.query.status ? { status: req.query.status } : {}) });
       return { jobs: page.jobs.map(status), next_cursor: page.next_cursor };
     },
   );

@@ -1,0 +1,35 @@
+// The account's people (owners only): invitations (single-use links shown once) and removal.
+
+import type { FastifyInstance } from 'fastify';
+import { issueLink } from '@svc/accounts';
+import { ServiceError } from '@svc/contracts';
+import type { UserRecord } from '@svc/store';
+import { bodyOf, hide, type DashboardContext } from './context.ts';
+
+export const userBody = (u: UserRecord) => ({ id: u.id, email: u.email, role: u.role, operator: u.operator, created_at: u.created_at.toISOString() });
+
+export async function teamRoutes(app: FastifyInstance, { store, opts, guard }: DashboardContext): Promise<void> {
+
+  app.get(`/users`, hide, async (req) => {
+    const s = await guard(req, 'owner');
+    return { users: (await store.users.list(s.user.account_id)).map(userBody) };
+  });
+
+  app.post(`/invitations`, hide, async (req, reply) => {
+    const s = await guard(req, 'owner');
+    const role = bodyOf(req).role ?? 'member';
+    if (role !== 'owner' && role !== 'member') throw new ServiceError('invalid_request', 'role must be owner or member');
+    const link = await issueLink(store, opts.publicUrl, { kind: 'invite', accountId: s.user.account_id, role, createdBy: s.user.id });
+    reply.status(201);
+    return { url: link.url, role, expires_at: link.expiresAt.toISOString() };
+  });
+
+  app.delete<{ Params: { id: string } }>(`/users/:id`, hide, async (req, reply) => {
+    const s = await guard(req, 'owner');
+    const target = await store.users.get(req.params.id);
+    if (!target || target.account_id !== s.user.account_id) throw new ServiceError('user_not_found');
+    if (target.id === s.user.id) throw new ServiceError('invalid_request', 'you cannot remove yourself; another owner can');
+    await store.users.remove(target.id);
+    return reply.status(204).send();
+  });
+}
