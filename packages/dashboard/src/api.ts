@@ -24,6 +24,11 @@ import { bodyOf, emailOf, hide, hideNoBody, text, type DashboardContext, type Ne
 import { jobRoutes } from './jobs.ts';
 import { keyRoutes } from './keys.ts';
 import { teamRoutes, userBody } from './team.ts';
+import { usageRoutes } from './usage.ts';
+import { accuracyRoutes } from './accuracy.ts';
+import { accountRoutes } from './account.ts';
+import { operatorRoutes } from './operator.ts';
+import { dataRoutes } from './data.ts';
 
 export const SESSION_COOKIE = 'svc_session';
 const COOKIE_PATH = '/dashboard';
@@ -172,4 +177,9 @@ export async function dashboardApi(app: FastifyInstance, opts: DashboardApiOptio
   await jobRoutes(app, ctx);
   await keyRoutes(app, ctx);
   await teamRoutes(app, ctx);
+  await usageRoutes(app, ctx);
+  await accuracyRoutes(app, ctx);
+  await accountRoutes(app, ctx);
+  await operatorRoutes(app, ctx);
+  await dataRoutes(app, ctx);
 }

@@ -67,5 +67,5 @@ export async function dashboardPages(app: FastifyInstance): Promise<void> {
   const page = async (_req: unknown, reply: import('fastify').FastifyReply) => reply.headers({ ...SECURITY_HEADERS, 'Cache-Control': 'no-cache', 'Content-Type': 'text/html; charset=utf-8' }).send(index);
   app.get('/dashboard', { schema: { hide: true } }, async (_req, reply) => reply.redirect('/dashboard/', 302));
   app.get('/dashboard/', { schema: { hide: true } }, page);
-  for (const p of ['/dashboard/setup', '/dashboard/validate', '/dashboard/upload', '/dashboard/jobs', '/dashboard/keys', '/dashboard/team']) app.get(p, { schema: { hide: true } }, page);
+  for (const p of ['setup', 'validate', 'upload', 'jobs', 'usage', 'accuracy', 'data', 'keys', 'team', 'account', 'operator'].map((name) => `/dashboard/${name}`)) app.get(p, { schema: { hide: true } }, page);
 }

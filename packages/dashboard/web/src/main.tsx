@@ -10,6 +10,11 @@ import { Team } from './team.tsx';
 import { Validate } from './validate.tsx';
 import { Jobs } from './jobs.tsx';
 import { Upload } from './upload.tsx';
+import { Usage } from './usage.tsx';
+import { Accuracy } from './accuracy.tsx';
+import { Account } from './account.tsx';
+import { Operator } from './operator.tsx';
+import { Data } from './data.tsx';
 
 export interface Session {
   user: { id: string; email: string; role: 'owner' | 'member'; operator: boolean };
@@ -17,7 +22,7 @@ export interface Session {
   csrf_token: string;
 }
 
-const PAGES = ['validate', 'upload', 'jobs', 'keys', 'team'] as const;
+const PAGES = ['validate', 'upload', 'jobs', 'usage', 'accuracy', 'data', 'keys', 'team', 'account', 'operator'] as const;
 type Page = (typeof PAGES)[number] | 'home';
 
 function pageOf(path: string): Page {
@@ -109,6 +114,7 @@ function App() {
   if (session === undefined) return <p class="loading">Loading…</p>;
   if (session === null) return location.pathname.startsWith('/dashboard/setup') ? <Setup onSignedIn={signedIn} /> : <SignIn onSignedIn={signedIn} />;
   const owner = session.user.role === 'owner';
+  const operator = session.user.operator;
   const signOut = async () => {
     await api('POST', '/sign-out').catch(() => {});
     setCsrf(undefined);
@@ -127,8 +133,13 @@ function App() {
           {link('validate', 'Validate')}
           {link('upload', 'Validate a list')}
           {link('jobs', 'Jobs')}
+          {link('usage', 'Usage')}
+          {link('accuracy', 'Accuracy')}
+          {link('data', 'Find & enrich')}
           {owner && link('keys', 'API keys')}
           {owner && link('team', 'Team')}
+          {owner && link('account', 'Account')}
+          {operator && link('operator', 'Operator')}
         </nav>
         <span class="who">{session.user.email}</span>
         <button type="button" class="link" onClick={signOut}>
@@ -142,6 +153,16 @@ function App() {
           <Upload />
         ) : page === 'jobs' ? (
           <Jobs />
+        ) : page === 'usage' ? (
+          <Usage />
+        ) : page === 'accuracy' ? (
+          <Accuracy />
+        ) : page === 'data' ? (
+          <Data />
+        ) : page === 'account' && owner ? (
+          <Account />
+        ) : page === 'operator' && operator ? (
+          <Operator />
         ) : page === 'keys' && owner ? (
           <Keys />
         ) : page === 'team' && owner ? (
