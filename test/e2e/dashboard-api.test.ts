@@ -7,52 +7,8 @@
 import t from 'tap';
 import { createUser } from '@svc/accounts';
 import { hashKey } from '@svc/store';
-import { startStack, BOOTSTRAP_KEY, type Stack } from '../helpers/stack.ts';
-
-const PASSWORD = 'correct horse battery staple';
-
-/** One browser: its own cookie jar (the session cookie), a request helper. */
-function browser(stack: Stack) {
-  let cookie: string | undefined;
-  let csrf: string | undefined;
-  return {
-    get cookie() {
-      return cookie;
-    },
-    set cookie(v: string | undefined) {
-      cookie = v;
-    },
-    set csrf(v: string | undefined) {
-      csrf = v;
-    },
-    get csrf() {
-      return csrf;
-    },
-    async call(method: string, route: string, body?: unknown, headers: Record<string, string> = {}) {
-      const res = await fetch(`${stack.url}/dashboard/api${route}`, {
-        method,
-        headers: {
-          ...(body !== undefined && { 'content-type': 'application/json' }),
-          ...(cookie && { cookie: `svc_session=${cookie}` }),
-          ...(csrf && method !== 'GET' && { 'x-csrf-token': csrf }),
-          ...headers,
-        },
-        ...(body !== undefined && { body: JSON.stringify(body) }),
-      });
-      const setCookie = res.headers.get('set-cookie');
-      if (setCookie) {
-        const m = /^svc_session=([^;]*)/.exec(setCookie);
-        cookie = m && m[1] ? m[1] : undefined;
-      }
-      const text = await res.text();
-      const json = text ? JSON.parse(text) : undefined;
-      if (json?.csrf_token) csrf = json.csrf_token;
-      return { status: res.status, body: json, setCookie, headers: res.headers };
-    },
-  };
-}
-
-const tokenOf = (url: string) => new URL(url).hash.replace(/^#token=/, '');
+import { startStack, BOOTSTRAP_KEY } from '../helpers/stack.ts';
+import { browser, PASSWORD, tokenOf } from '../helpers/dashboard.ts';
 
 const stack = await startStack();
 t.teardown(() => stack.close());

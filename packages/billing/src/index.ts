@@ -7,7 +7,8 @@ export { chargeReasonFor, creditsOf, priced, summarize, type ChargedResult } fro
 export { isConnectionFailure, upstream } from './failures.ts';
 export { addressIdentity, recordDecisions, syncDecisions, type AddressIdentity, type DecisionLog, type DecisionSink, type SyncDecisionContext } from './decisions.ts';
 export { applySuppressions, suppressedVerdict } from './suppression.ts';
-export { LocalProcessor, SubscriptionService, subscriptionState, type CancellationResponse, type PaymentProcessor, type ProcessorEvent } from './subscriptions.ts';
+export { advanceLocalPeriod, LocalProcessor, SubscriptionService, subscribeLocally, subscriptionState, type CancellationResponse, type OperatorSubscriptionResult, type PaymentProcessor, type ProcessorEvent, type SubscriptionRefusal } from './subscriptions.ts';
 export { StripeProcessor, type StripeOptions } from './stripe.ts';
 export { jobCredits, RecoveryCharges } from './jobs.ts';
+export { ledgerCsv, LEDGER_CSV_HEADER } from './ledger.ts';
 export { grantCredits, releaseOrphanedHolds, releaseStaleSyncHolds, SYNC_HOLD_ORPHANED_MS } from './holds.ts';

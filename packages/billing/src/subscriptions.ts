@@ -314,3 +314,40 @@ export class LocalProcessor implements PaymentProcessor {
     return n;
   }
 }
+
+/**
+ * Why an operator's change of a subscription was refused, in the words the admin CLI prints and
+ * the dashboard's operator console answers with: an unknown plan, a live subscription already
+ * there, none to move, or one whose periods are Stripe's to move.
+ */
+export interface SubscriptionRefusal {
+  ok: false;
+  code: 'plan_not_found' | 'subscription_exists' | 'subscription_not_found' | 'subscription_not_local';
+  message: string;
+}
+
+export type OperatorSubscriptionResult = { ok: true; subscription: SubscriptionRecord } | SubscriptionRefusal;
+
+/**
+ * An operator subscribes an account to a plan with the local payment processor, from now (`admin
+ * subscription create`, the operator console): refused for an unknown plan, or when the account
+ * already has a live subscription. The caller has checked that the account exists.
+ */
+export async function subscribeLocally(store: Pick<Store, 'subscriptions'>, local: Pick<LocalProcessor, 'create'>, accountId: string, planId: string): Promise<OperatorSubscriptionResult> {
+  if (!(await store.subscriptions.plan(planId))) return { ok: false, code: 'plan_not_found', message: `no plan ${planId}` };
+  const live = await store.subscriptions.live(accountId);
+  if (live) return { ok: false, code: 'subscription_exists', message: `account ${accountId} already has a live subscription ${live.id} (${live.status})` };
+  return { ok: true, subscription: await local.create(accountId, planId) };
+}
+
+/**
+ * An operator moves the local processor's clock to the end of the account's current period, now
+ * (`admin subscription advance-period`, the operator console): one set to cancel ends, any other
+ * renews. Refused without a live subscription, or for a Stripe subscription.
+ */
+export async function advanceLocalPeriod(store: Pick<Store, 'subscriptions'>, local: Pick<LocalProcessor, 'advancePeriod'>, accountId: string): Promise<OperatorSubscriptionResult> {
+  const live = await store.subscriptions.live(accountId);
+  if (!live) return { ok: false, code: 'subscription_not_found', message: `account ${accountId} has no live subscription` };
+  if (live.processor !== 'local') return { ok: false, code: 'subscription_not_local', message: `subscription ${live.id} is Stripe's: its periods move with Stripe's events` };
+  return { ok: true, subscription: await local.advancePeriod(live.id) };
+}

@@ -139,6 +139,12 @@ export const ERRORS = {
   key_revoked: e(409, 'The key is revoked; revocation cannot be undone', 'dashboard: a change of a revoked key other than revoking it again'),
   key_expired: e(409, 'The key has expired; create a new key', 'dashboard: activating or rotating a key past its expiry'),
   user_not_found: e(404, 'no such user', 'dashboard: the user id is not one of the account\'s current users'),
+  last_owner: e(409, 'An account keeps at least one owner', 'dashboard: a role change that would leave the account without an owner (demoting its only owner, yourself included)'),
+  oauth_grant_not_found: e(404, 'no such connected app', 'dashboard: the id is not one of the account\'s MCP app grants (OAuth)'),
+  account_not_found: e(404, 'no such account', 'dashboard operator console: the account id is not known'),
+  plan_not_found: e(404, 'no such plan', 'dashboard operator console: subscribing an account to a plan that is not in `plans`'),
+  subscription_exists: e(409, 'The account already has a live subscription', 'dashboard operator console: subscribing an account that has a subscription which has not ended'),
+  subscription_not_local: e(409, 'This subscription\'s periods move with Stripe\'s events', 'dashboard operator console: moving the period of a subscription the local payment processor does not run (a Stripe one)'),
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERRORS;

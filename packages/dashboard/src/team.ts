@@ -1,4 +1,5 @@
-// The account's people (owners only): invitations (single-use links shown once) and removal.
+// The account's people (owners only): invitations (single-use links shown once), role changes (an
+// account keeps at least one owner: store.users.changeRole checks it atomically) and removal.
 
 import type { FastifyInstance } from 'fastify';
 import { issueLink } from '@svc/accounts';
@@ -22,6 +23,16 @@ export async function teamRoutes(app: FastifyInstance, { store, opts, guard }: D
     const link = await issueLink(store, opts.publicUrl, { kind: 'invite', accountId: s.user.account_id, role, createdBy: s.user.id });
     reply.status(201);
     return { url: link.url, role, expires_at: link.expiresAt.toISOString() };
+  });
+
+  app.post<{ Params: { id: string } }>(`/users/:id/role`, hide, async (req) => {
+    const s = await guard(req, 'owner');
+    const role = bodyOf(req).role;
+    if (role !== 'owner' && role !== 'member') throw new ServiceError('invalid_request', 'role must be owner or member');
+    const r = await store.users.changeRole(s.user.account_id, req.params.id, role);
+    if (r === 'user_not_found') throw new ServiceError('user_not_found');
+    if (r === 'last_owner') throw new ServiceError('last_owner', req.params.id === s.user.id ? 'You are the only owner of this account: make someone else an owner first' : 'This is the only owner of the account: make someone else an owner first');
+    return { user: userBody(r.user), changed: r.changed };
   });
 
   app.delete<{ Params: { id: string } }>(`/users/:id`, hide, async (req, reply) => {

@@ -10,7 +10,9 @@ import { validateAndCharge } from '@svc/billing';
 import { dashboardApi, dashboardPages, ensureDashboardBuilt } from '@svc/dashboard';
 import { DirBlobStore, keyKindOf, hashKey, type Store } from '@svc/store';
 import { adminSocketPath, serveAdminSocket } from '@svc/admin';
-import { ENRICH_CACHE_MAX_TTL_MS } from '@svc/enrich';
+import { ENRICH_CACHE_MAX_TTL_MS, parseCompanyEnrich, parseFindBulk } from '@svc/enrich';
+import { CONNECTOR_PLATFORMS, domainsReport, OUTCOME_BODY_LIMIT, outcomeCsvRows, summaryReport } from '@svc/outcomes';
+import { listWebhookSecrets } from '@svc/jobs';
 import { releaseOrphanedHolds, releaseStaleSyncHolds, SYNC_HOLD_ORPHANED_MS } from '@svc/billing';
 import { listenConfigError, type Config } from './config.ts';
 import { createServices, type Services } from './services.ts';
@@ -143,6 +145,13 @@ export async function startService(config: Config, opts: StartOptions = {}): Pro
           (await validateAndCharge(store, services.verifier, accountId, [email], { decisions: { sink: services.analytics, requestId, source: 'single', log: built.log } }))[0],
         jobs: services.jobs,
         csv: services.csvJobs,
+        analytics: services.analytics,
+        reports: { analytics: services.analytics, summary: summaryReport, domains: domainsReport },
+        outcomes: { service: services.outcomes, csvRows: outcomeCsvRows, maxBytes: OUTCOME_BODY_LIMIT, platforms: CONNECTOR_PLATFORMS },
+        data: { service: services.data, parseCompanyEnrich, parseFindBulk },
+        subscriptions: services.subscriptions,
+        ...(services.localProcessor && { localProcessor: services.localProcessor }),
+        webhookSecrets: { list: (accountId) => listWebhookSecrets(store, accountId) },
       });
       if (ensureDashboardBuilt((msg) => built.log.warn(msg))) await app.register(dashboardPages);
     }

@@ -21,6 +21,7 @@ class Flaky extends BufferedAnalytics {
     return [];
   }
   countByResult = async (): Promise<ResultCounts> => ({ valid: 0, valid_role_based: 0, risky: 0, invalid: 0, unknown: 0 });
+  daily = async () => [];
   decisionsFor = async () => [];
   domainSummary = async () => [];
 }

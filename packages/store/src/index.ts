@@ -7,7 +7,7 @@ export { openPostgres } from './db/postgres.ts';
 export { migrate } from './db/migrate.ts';
 export { Store, openStore } from './store.ts';
 export { AccountsRepo, type AccountListing } from './repos/accounts.ts';
-export { OAuthRepo, type OAuthClientRecord, type OAuthCodeRecord, type OAuthTokenRecord, type NewOAuthGrant, type NewTokenPair, type RedeemResult } from './repos/oauth.ts';
+export { OAuthRepo, type OAuthClientRecord, type OAuthGrantListing, type OAuthCodeRecord, type OAuthTokenRecord, type NewOAuthGrant, type NewTokenPair, type RedeemResult } from './repos/oauth.ts';
 export { KeysRepo, hashKey, keyRefusal, keyKindOf, displayPrefix, KEY_PREFIX, type KeyRecord, type KeyListing, type KeyKind, type KeyState } from './repos/keys.ts';
 export { UsersRepo, type UserRecord, type UserCredentials, type UserRole, type SessionRecord, type LinkKind, type LinkRecord, type RedeemRefusal } from './repos/users.ts';
 export { LedgerRepo, type LedgerEntry, type Balance, type ReserveResult, type DebitResult } from './repos/ledger.ts';
@@ -56,6 +56,7 @@ export {
   type Analytics,
   type AnalyticsOptions,
   type AnalyticsStats,
+  type DailyCounts,
   type Decision,
   type DecisionSource,
   type DomainSummaryRow,

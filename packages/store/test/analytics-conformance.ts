@@ -170,6 +170,37 @@ export function analyticsConformance(t: Tap, adapter: AnalyticsAdapter): void {
     );
   });
 
+  t.test('daily: distinct decisions per UTC day and result, oldest first, window edges, accounts, redeliveries', async (t) => {
+    const a = await (await adapter.fresh(t)).open({ flushIntervalMs: 60_000 });
+    const at = (iso: string) => new Date(iso);
+    const late = dec({ result: 'invalid', decided_at: at('2025-03-01T23:59:59.999Z') });
+    const rows = [
+      dec({ result: 'valid', decided_at: at('2025-03-01T00:00:00.000Z') }),
+      dec({ result: 'valid', decided_at: at('2025-03-01T12:30:00.000Z') }),
+      late,
+      dec({ result: 'risky', decided_at: at('2025-03-02T00:00:00.000Z') }),
+      dec({ result: 'unknown', decided_at: at('2025-03-04T08:00:00.000Z') }),
+      dec({ result: 'valid', decided_at: at('2025-03-05T00:00:00.000Z') }), // on `to`: outside
+      dec({ result: 'valid', decided_at: at('2025-02-28T23:59:59.999Z') }), // before `from`
+      dec({ account_id: 'acc_b', result: 'invalid', decided_at: at('2025-03-01T10:00:00.000Z') }),
+    ];
+    await a.record([...rows, late]); // a redelivery of one decision counts once
+    await a.flush();
+    const win = { from: at('2025-03-01T00:00:00.000Z'), to: at('2025-03-05T00:00:00.000Z') };
+    t.strictSame(
+      await a.daily({ account_id: 'acc_a', ...win }),
+      [
+        { day: '2025-03-01', total: 3, counts: counts({ valid: 2, invalid: 1 }) },
+        { day: '2025-03-02', total: 1, counts: counts({ risky: 1 }) },
+        { day: '2025-03-04', total: 1, counts: counts({ unknown: 1 }) },
+      ],
+      'acc_a: three days with decisions, the empty day left out',
+    );
+    t.strictSame(await a.daily({ account_id: 'acc_b', ...win }), [{ day: '2025-03-01', total: 1, counts: counts({ invalid: 1 }) }], 'acc_b: its own only');
+    t.strictSame(await a.daily({ account_id: "' OR 1=1 --", ...win }), [], 'an injection attempt matches nothing');
+    await t.rejects(a.daily({ account_id: 'acc_a', from: new Date(Number.NaN), to: win.to }), TypeError, 'an invalid Date');
+  });
+
   t.test('a redelivered decision (same id) counts once: same call, same batch, across batches', async (t) => {
     const a = await (await adapter.fresh(t)).open({ flushIntervalMs: 60_000, batchSize: 2 });
     const email = sha256('dup@example.com');

@@ -861,11 +861,15 @@ export function storeConformance(t: Tap, adapter: Adapter): void {
     t.strictSame(
       accounts.map(({ created_at: _, ...r }) => r).sort((x, y) => x.name.localeCompare(y.name)),
       [
-        { id: a, name: 'first', balance: 7, reserved: 0, available: 7, keys: 2 },
-        { id: b, name: 'second', balance: 0, reserved: 0, available: 0, keys: 0 },
+        { id: a, name: 'first', balance: 7, reserved: 0, available: 7, keys: 2, data_product: false, subscription_status: 'active', subscription_id: null, current_period_end: null, cancel_at_period_end: false },
+        { id: b, name: 'second', balance: 0, reserved: 0, available: 0, keys: 0, data_product: false, subscription_status: 'active', subscription_id: null, current_period_end: null, cancel_at_period_end: false },
       ],
       'each account with its credits and its number of keys',
     );
+    await store.accounts.setDataProduct(b, true);
+    t.strictSame(await store.accounts.list({ id: b }), [{ ...accounts.find((r) => r.id === b)!, data_product: true }], 'one account by its id, with its data product');
+    t.strictSame(await store.accounts.list({ id: 'acc_nope' }), [], 'an unknown id lists nothing');
+    await store.accounts.setDataProduct(b, false);
 
     const keys = await store.keys.list(a);
     t.strictSame(keys, byCreation(keys), 'keys oldest first (ties by id)');

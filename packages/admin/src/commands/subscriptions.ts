@@ -1,8 +1,10 @@
 // Subscriptions with the local payment processor: the plans, create one, show one, and move the
-// processor's clock to the period end (renew, or end one set to cancel).
+// processor's clock to the period end (renew, or end one set to cancel). The rules of create and
+// advance-period are billing's (subscribeLocally, advanceLocalPeriod), shared with the dashboard's
+// operator console.
 
 import type { Store } from '@svc/store';
-import { LocalProcessor, SubscriptionService } from '@svc/billing';
+import { advanceLocalPeriod, LocalProcessor, SubscriptionService, subscribeLocally } from '@svc/billing';
 import { type AdminResult, type Command, cell, columns, iso, needAccount, usageError } from '../command.ts';
 
 /** The local payment processor over the store, with its events applied by a SubscriptionService. */
@@ -63,11 +65,9 @@ export const subscriptionsCommands: Command[] = [
       const account = await needAccount(store, this, v);
       if (typeof account !== 'string') return account;
       if (!v.plan) return usageError('--plan is required', this);
-      if (!(await store.subscriptions.plan(v.plan))) return { code: 1, out: `no plan ${v.plan}` };
-      const live = await store.subscriptions.live(account);
-      if (live) return { code: 1, out: `account ${account} already has a live subscription ${live.id} (${live.status})` };
-      const sub = await localProcessor(store).create(account, v.plan);
-      return showSubscription(store, account, `subscription ${sub.id} created`);
+      const r = await subscribeLocally(store, localProcessor(store), account, v.plan);
+      if (!r.ok) return { code: 1, out: r.message };
+      return showSubscription(store, account, `subscription ${r.subscription.id} created`);
     },
   },
   {
@@ -91,10 +91,9 @@ export const subscriptionsCommands: Command[] = [
     async run(store, v) {
       const account = await needAccount(store, this, v);
       if (typeof account !== 'string') return account;
-      const live = await store.subscriptions.live(account);
-      if (!live) return { code: 1, out: `account ${account} has no live subscription` };
-      if (live.processor !== 'local') return { code: 1, out: `subscription ${live.id} is Stripe's: its periods move with Stripe's events` };
-      const after = await localProcessor(store).advancePeriod(live.id);
+      const r = await advanceLocalPeriod(store, localProcessor(store), account);
+      if (!r.ok) return { code: 1, out: r.message };
+      const after = r.subscription;
       return showSubscription(store, account, after.status === 'canceled' ? `subscription ${after.id} ended` : `subscription ${after.id} renewed`);
     },
   },

@@ -1,4 +1,5 @@
-// The account's people: invite (a single-use link, shown once), list, remove.
+// The account's people: invite (a single-use link, shown once), list, change a role (an account
+// keeps at least one owner: the server refuses the change that would leave none), remove.
 
 import { useEffect, useState } from 'preact/hooks';
 import { api, errorText } from './api.ts';
@@ -26,6 +27,18 @@ export function Team({ self }: { self: string }) {
     } catch (err) {
       setError(errorText(err));
     }
+  };
+  const changeRole = async (u: User, to: string) => {
+    if (u.id === self && to === 'member' && !confirm('Make yourself a member? You will no longer manage keys, the team or billing.')) return;
+    setError('');
+    try {
+      await api('POST', `/users/${u.id}/role`, { role: to });
+      // Demoted, this page is no longer yours: start again as a member.
+      if (u.id === self && to === 'member') return location.assign('/dashboard/');
+    } catch (err) {
+      setError(errorText(err));
+    }
+    await load();
   };
   const remove = async (u: User) => {
     if (!confirm(`Remove ${u.email}? Their sessions end at once.`)) return;
@@ -57,7 +70,12 @@ export function Team({ self }: { self: string }) {
             {users.map((u) => (
               <tr key={u.id}>
                 <td>{u.email}</td>
-                <td>{u.role}</td>
+                <td>
+                  <select aria-label={`Role of ${u.email}`} value={u.role} onChange={(e) => changeRole(u, e.currentTarget.value)}>
+                    <option value="owner">owner</option>
+                    <option value="member">member</option>
+                  </select>
+                </td>
                 <td>{u.created_at.slice(0, 10)}</td>
                 <td>
                   {u.id !== self && (

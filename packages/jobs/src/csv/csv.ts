@@ -24,6 +24,7 @@
 // throws on what a user uploads; an exception is a bug.
 
 import { setImmediate as turnOfTheLoop } from 'node:timers/promises';
+import { formatCell } from '@svc/contracts';
 import { CR, fail, invalid, LF, lineBreaks, MAX_RECORD_BYTES, parseCsvChunk, QUOTE, type CsvFailure, type LineEnd, type ParseResult, type ParseTask } from './chunk.ts';
 
 export { MAX_FIELD_CHARS, MAX_RECORD_BYTES, parseCsvChunk, type CsvErrorCode, type CsvFailure, type LineEnd, type ParseResult, type ParseTask } from './chunk.ts';
@@ -430,22 +431,8 @@ function overflowError(splitter: Splitter, raw: RawChunk[], layout: Layout): Csv
 // ---------------------------------------------------------------------------------------------
 // Writing cells back (results CSV: the input columns, then the result columns)
 
-/**
- * One cell as the results CSV writes it: formula-injection escaping first (OWASP "CSV
- * Injection": a cell starting with `=`, `+`, `-`, `@`, tab or CR gets a leading `'`, so a
- * spreadsheet shows it as text instead of evaluating it), then RFC 4180 quoting when the cell
- * holds a comma, a quote, CR or LF (quotes doubled).
- */
-export function formatCell(value: string): string {
-  let s = value;
-  const c = s.charCodeAt(0);
-  if (c === 0x3d || c === 0x2b || c === 0x2d || c === 0x40 || c === 0x09 || c === 0x0d) s = `'${s}`;
-  for (let i = 0; i < s.length; i++) {
-    const ch = s.charCodeAt(i);
-    if (ch === 0x2c || ch === 0x22 || ch === 0x0a || ch === 0x0d) return `"${s.replaceAll('"', '""')}"`;
-  }
-  return s;
-}
+/** One cell as the results CSV writes it (formula cells escaped, RFC 4180 quoting): contracts' formatCell. */
+export { formatCell };
 
 /**
  * A row's input cells as one line of the results CSV (comma-delimited, no line end): the same

@@ -98,6 +98,16 @@ export interface DomainSummaryRow {
   mean_latency_ms: number;
 }
 
+/** One UTC day's decisions. */
+export interface DailyCounts {
+  /** The UTC day, YYYY-MM-DD. */
+  day: string;
+  /** Distinct decisions decided that day (in the window). */
+  total: number;
+  /** Per result (every result present, 0 when none). */
+  counts: ResultCounts;
+}
+
 export interface AnalyticsStats {
   /** Rows recorded and not yet written (buffered, plus the batch being written). */
   pending: number;
@@ -128,6 +138,8 @@ export interface Analytics {
   recordNow(decisions: readonly Decision[]): Promise<void>;
   /** Distinct decisions per result in the window; every result is a key (0 when none). */
   countByResult(q: Window): Promise<ResultCounts>;
+  /** Distinct decisions per UTC day and result in the window, oldest day first; days without any are left out. */
+  daily(q: Window): Promise<DailyCounts[]>;
   /** The account's decisions for one address hash, latest first (decided_at, then id, descending); limit 1-1000, default 20. */
   decisionsFor(q: { account_id: string; email_hash: string; limit?: number }): Promise<Decision[]>;
   /** Per domain in the window: most decisions first, then domain (byte order); limit 1-10000, default 100. */

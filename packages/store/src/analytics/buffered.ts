@@ -8,7 +8,7 @@
 
 import { EventEmitter } from 'node:events';
 import { emptyOutcomeMatrix, type DomainOutcomeMatrix, type OutcomeMatrix } from '@svc/contracts';
-import type { Analytics, AnalyticsOptions, AnalyticsStats, Decision, DomainSummaryRow, OutcomeFact, ResultCounts, Window } from './analytics.ts';
+import type { Analytics, AnalyticsOptions, AnalyticsStats, DailyCounts, Decision, DomainSummaryRow, OutcomeFact, ResultCounts, Window } from './analytics.ts';
 import { addToMatrix, domainMatrices, type MatrixRow } from './report.ts';
 import { checkDecision, checkLimit, checkOutcomeFact } from './validate.ts';
 
@@ -72,6 +72,7 @@ export abstract class BufferedAnalytics extends EventEmitter implements Analytic
   /** Releases the adapter's own resources (connections it opened). */
   protected abstract closeBackend(): Promise<void>;
   abstract countByResult(q: Window): Promise<ResultCounts>;
+  abstract daily(q: Window): Promise<DailyCounts[]>;
   abstract decisionsFor(q: { account_id: string; email_hash: string; limit?: number }): Promise<Decision[]>;
   abstract domainSummary(q: Window & { limit?: number }): Promise<DomainSummaryRow[]>;
 

@@ -16,9 +16,9 @@
 
 import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client';
 import { VALIDATION_RESULTS, type Layer, type ReasonCode, type ValidationResult } from '@svc/contracts';
-import { decisionFromRow, type AnalyticsOptions, type Decision, type DecisionSource, type DomainSummaryRow, type OutcomeFact, type ResultCounts, type Window } from './analytics.ts';
+import { decisionFromRow, type AnalyticsOptions, type DailyCounts, type Decision, type DecisionSource, type DomainSummaryRow, type OutcomeFact, type ResultCounts, type Window } from './analytics.ts';
 import { BufferedAnalytics } from './buffered.ts';
-import { zeroCounts, type MatrixRow } from './report.ts';
+import { dailyFrom, zeroCounts, type MatrixRow } from './report.ts';
 import { checkLimit, checkWindow } from './validate.ts';
 
 export const DEFAULT_CLICKHOUSE_URL = 'http://127.0.0.1:8123';
@@ -260,6 +260,16 @@ export class ClickHouseAnalytics extends BufferedAnalytics {
         LIMIT ${chUInt(limit)}`,
     );
     return rows.map((r) => decisionFromRow(r, new Date(Number(r.decided_at_ms))));
+  }
+
+  async daily(q: Window): Promise<DailyCounts[]> {
+    // The day from the exact instant (epoch ms), so the server's time zone plays no part.
+    const rows = await this.#rows<{ dd: string | number; r: string; n: string | number }>(
+      `SELECT dd, r, count() AS n FROM (
+         SELECT id, any(intDiv(decided_at_ms, 86400000)) AS dd, any(result) AS r FROM ${this.#table} WHERE ${this.#window(q)} GROUP BY id
+       ) GROUP BY dd, r`,
+    );
+    return dailyFrom(rows.filter((row) => (VALIDATION_RESULTS as readonly string[]).includes(row.r)).map((row) => ({ d: Number(row.dd), result: row.r as ValidationResult, n: Number(row.n) })));
   }
 
   async domainSummary(q: Window & { limit?: number }): Promise<DomainSummaryRow[]> {

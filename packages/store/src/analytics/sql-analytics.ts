@@ -2,9 +2,9 @@
 
 import { VALIDATION_RESULTS, type ValidationResult } from '@svc/contracts';
 import type { Db, Queryable } from '../db/db.ts';
-import { decisionFromRow, type AnalyticsOptions, type Decision, type DomainSummaryRow, type OutcomeFact, type ResultCounts, type Window } from './analytics.ts';
+import { decisionFromRow, type AnalyticsOptions, type DailyCounts, type Decision, type DomainSummaryRow, type OutcomeFact, type ResultCounts, type Window } from './analytics.ts';
 import { BufferedAnalytics } from './buffered.ts';
-import { zeroCounts, type MatrixRow } from './report.ts';
+import { dailyFrom, zeroCounts, type MatrixRow } from './report.ts';
 import { checkLimit, checkWindow } from './validate.ts';
 
 const COLUMNS = ['id', 'account_id', 'email_hash', 'domain', 'result', 'reason_code', 'layer', 'mx_host', 'latency_ms', 'job_id', 'source', 'credits_charged', 'decided_at'] as const;
@@ -128,6 +128,17 @@ export class SqlAnalytics extends BufferedAnalytics {
       [q.account_id, q.email_hash, limit],
     );
     return rows.map((r) => decisionFromRow(r, new Date(r.decided_at)));
+  }
+
+  async daily(q: Window): Promise<DailyCounts[]> {
+    const { from, to } = checkWindow(q);
+    const rows = await this.#db.query<{ d: number | string; result: ValidationResult; n: number }>(
+      `SELECT floor(extract(epoch FROM decided_at) / 86400)::int AS d, result, count(*)::int AS n FROM validation_decisions
+        WHERE account_id = $1 AND decided_at >= $2::timestamptz AND decided_at < $3::timestamptz
+        GROUP BY 1, 2`,
+      [q.account_id, new Date(from).toISOString(), new Date(to).toISOString()],
+    );
+    return dailyFrom(rows.map((r) => ({ d: Number(r.d), result: r.result, n: Number(r.n) })));
   }
 
   async domainSummary(q: Window & { limit?: number }): Promise<DomainSummaryRow[]> {

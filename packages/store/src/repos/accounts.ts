@@ -15,6 +15,13 @@ export interface AccountListing {
   created_at: Date;
   /** How many API keys the account has, in any state. */
   keys: number;
+  /** Whether it has the data product (the data endpoints). */
+  data_product: boolean;
+  /** The subscription as the account mirrors it (what the gates and GET /v1/credits read). */
+  subscription_status: string;
+  subscription_id: string | null;
+  current_period_end: Date | null;
+  cancel_at_period_end: boolean;
 }
 
 export class AccountsRepo {
@@ -56,13 +63,40 @@ export class AccountsRepo {
     return (await this.db.query<{ n: number }>('SELECT count(*)::int AS n FROM accounts'))[0]!.n;
   }
 
-  /** Every account, oldest first, with its credits and how many keys it has. */
-  async list(): Promise<AccountListing[]> {
-    const rows = await this.db.query<{ id: string; name: string; balance: number; reserved: number; created_at: Date; keys: number }>(
-      `SELECT a.id, a.name, a.balance, a.reserved, a.created_at, (SELECT count(*) FROM api_keys k WHERE k.account_id = a.id)::int AS keys
-         FROM accounts a ORDER BY date_trunc('milliseconds', a.created_at), a.id`,
+  /** Every account (or the one `id` names), oldest first, with its credits and how many keys it has. */
+  async list(opts: { id?: string } = {}): Promise<AccountListing[]> {
+    const rows = await this.db.query<{
+      id: string;
+      name: string;
+      balance: number;
+      reserved: number;
+      created_at: Date;
+      keys: number;
+      data_product: boolean;
+      subscription_status: string;
+      subscription_id: string | null;
+      current_period_end: Date | null;
+      cancel_at_period_end: boolean;
+    }>(
+      `SELECT a.id, a.name, a.balance, a.reserved, a.created_at, (SELECT count(*) FROM api_keys k WHERE k.account_id = a.id)::int AS keys,
+              a.data_product, a.subscription_status, a.subscription_id, a.current_period_end, a.cancel_at_period_end
+         FROM accounts a WHERE ($1::text IS NULL OR a.id = $1) ORDER BY date_trunc('milliseconds', a.created_at), a.id`,
+      [opts.id ?? null],
     );
-    return rows.map((r) => ({ ...r, available: r.balance - r.reserved, created_at: new Date(r.created_at) }));
+    return rows.map((r) => ({
+      id: r.id,
+      name: r.name,
+      balance: r.balance,
+      reserved: r.reserved,
+      available: r.balance - r.reserved,
+      created_at: new Date(r.created_at),
+      keys: r.keys,
+      data_product: r.data_product === true,
+      subscription_status: r.subscription_status,
+      subscription_id: r.subscription_id ?? null,
+      current_period_end: r.current_period_end ? new Date(r.current_period_end) : null,
+      cancel_at_period_end: r.cancel_at_period_end === true,
+    }));
   }
 
   /** Whether the account has the data product (the data endpoints). */

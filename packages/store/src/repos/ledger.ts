@@ -206,12 +206,39 @@ export class LedgerRepo {
 
   /** The newest `limit` ledger rows of an account, newest first. */
   async entries(accountId: string, limit: number): Promise<LedgerEntry[]> {
+    return (await this.page(accountId, { limit })).entries;
+  }
+
+  /**
+   * A page of the account's ledger, newest first: `limit` rows with id below `before` (the
+   * previous page's last id; none for the first page), and the cursor of the next page (null at
+   * the end).
+   */
+  async page(accountId: string, opts: { limit: number; before?: number }): Promise<{ entries: LedgerEntry[]; next: number | null }> {
+    const { limit, before } = opts;
     if (!Number.isSafeInteger(limit) || limit <= 0) throw new RangeError('limit must be a positive integer');
+    if (before !== undefined && (!Number.isSafeInteger(before) || before <= 0)) throw new RangeError('before must be a positive integer');
     const rows = await this.db.query<LedgerEntry>(
-      'SELECT id, created_at, kind, amount, note, reservation_id FROM credit_ledger WHERE account_id = $1 ORDER BY id DESC LIMIT $2',
-      [accountId, limit],
+      `SELECT id, created_at, kind, amount, note, reservation_id FROM credit_ledger
+        WHERE account_id = $1 AND ($2::bigint IS NULL OR id < $2::bigint) ORDER BY id DESC LIMIT $3`,
+      [accountId, before ?? null, limit + 1],
     );
-    return rows.map((r) => ({ ...r, created_at: new Date(r.created_at) }));
+    const entries = rows.slice(0, limit).map((r) => ({ ...r, id: Number(r.id), amount: Number(r.amount), created_at: new Date(r.created_at) }));
+    return { entries, next: rows.length > limit ? entries[entries.length - 1]!.id : null };
+  }
+
+  /**
+   * Credits spent per UTC day (charges of settled holds plus exact debits) with from <= created_at
+   * < to, oldest day first; days with nothing spent are left out.
+   */
+  async spentPerDay(accountId: string, from: Date, to: Date): Promise<Array<{ day: string; credits: number }>> {
+    const rows = await this.db.query<{ day: string; credits: number | string }>(
+      `SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, SUM(amount)::bigint AS credits FROM credit_ledger
+        WHERE account_id = $1 AND kind IN ('charge', 'debit') AND created_at >= $2::timestamptz AND created_at < $3::timestamptz
+        GROUP BY 1 ORDER BY 1`,
+      [accountId, from.toISOString(), to.toISOString()],
+    );
+    return rows.map((r) => ({ day: r.day, credits: Number(r.credits) }));
   }
 
   /** Balance and reserved recomputed from the ledger alone (for audits and tests). */

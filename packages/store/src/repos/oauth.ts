@@ -60,6 +60,23 @@ export interface OAuthTokenRecord {
   subscription_status: string;
 }
 
+/** A grant as its account's owner sees it: the app, what it may do, the key it acts through. */
+export interface OAuthGrantListing {
+  id: string;
+  client_id: string;
+  client_name: string;
+  scopes: string[];
+  resource: string | null;
+  created_at: Date;
+  revoked_at: Date | null;
+  /** When it last got tokens (its consent or a refresh); requests with an access token are not recorded. */
+  last_token_at: Date | null;
+  key_id: string;
+  key_prefix: string;
+  key_name: string;
+  key_state: string;
+}
+
 /** Tokens to store: hashes and expiry times. */
 export interface NewTokenPair {
   access: { hash: string; expiresAt: Date };
@@ -189,6 +206,36 @@ export class OAuthRepo {
     const codes = await this.db.query('DELETE FROM oauth_codes WHERE expires_at < $1 RETURNING grant_id', [before]);
     const tokens = await this.db.query('DELETE FROM oauth_tokens WHERE expires_at < $1 RETURNING grant_id', [before]);
     return codes.length + tokens.length;
+  }
+
+  /**
+   * The account's grants, newest first: live ones only unless `withRevoked`. `grantId` narrows it
+   * to that one grant (empty when it is not this account's).
+   */
+  async grants(accountId: string, opts: { grantId?: string; withRevoked?: boolean } = {}): Promise<OAuthGrantListing[]> {
+    const rows = await this.db.query<Record<string, unknown>>(
+      `SELECT g.id, g.client_id, c.client_name, g.scopes, g.resource, g.created_at, g.revoked_at,
+              (SELECT max(t.created_at) FROM oauth_tokens t WHERE t.grant_id = g.id) AS last_token_at,
+              g.key_id, k.display_prefix AS key_prefix, k.name AS key_name, k.state AS key_state
+         FROM oauth_grants g JOIN oauth_clients c ON c.id = g.client_id JOIN api_keys k ON k.id = g.key_id
+        WHERE g.account_id = $1 AND ($2::text IS NULL OR g.id = $2) AND ($3 OR g.revoked_at IS NULL)
+        ORDER BY g.created_at DESC, g.id DESC`,
+      [accountId, opts.grantId ?? null, opts.withRevoked === true],
+    );
+    return rows.map((r) => ({
+      id: r.id as string,
+      client_id: r.client_id as string,
+      client_name: r.client_name as string,
+      scopes: list(r.scopes as string),
+      resource: (r.resource as string | null) ?? null,
+      created_at: new Date(r.created_at as string),
+      revoked_at: date(r.revoked_at as string | null),
+      last_token_at: date((r.last_token_at as string | null) ?? null),
+      key_id: r.key_id as string,
+      key_prefix: r.key_prefix as string,
+      key_name: (r.key_name as string | null) ?? '',
+      key_state: r.key_state as string,
+    }));
   }
 
   /** Ends a grant: every token issued under it is refused from now on. False: it had ended already. */

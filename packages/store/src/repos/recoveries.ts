@@ -32,6 +32,23 @@ export interface RecoveredRow {
   verdict: ValidationResultBody;
 }
 
+/** What an account's catch-all recoveries completed in a window did (the dashboard's Accuracy page). */
+export interface RecoverySummary {
+  /** Recoveries completed in the window. */
+  recoveries: number;
+  /** Risky catch-all rows they looked at. */
+  rows: number;
+  /** Rows upgraded to valid (the charged ones). */
+  upgraded: number;
+  /** Rows downgraded to invalid. */
+  downgraded: number;
+  credits_charged: number;
+  /** Changed rows per reason code (recovered_delivery, recovered_pattern, recovered_hard_bounce). */
+  by_reason: Record<string, number>;
+  /** The latest recoveries, newest first. */
+  latest: Array<{ recovery_id: string; job_id: string; rows: number; upgraded: number; downgraded: number; credits_charged: number; completed_at: Date }>;
+}
+
 const COLUMNS = 'id, job_id, account_id, status, rows, upgraded, downgraded, credits_reserved, credits_charged, reservation_id, created_at, completed_at';
 
 const toRecord = (r: Record<string, unknown>): RecoveryRecord => ({
@@ -119,6 +136,40 @@ export class RecoveriesRepo {
       [id, limit],
     );
     return rows.map((r) => ({ ...r, evidence: (typeof r.evidence === 'string' ? JSON.parse(r.evidence) : r.evidence) as Record<string, unknown> }));
+  }
+
+  /**
+   * What the account's recoveries completed in `from` <= completed_at < `to` did: their counts as
+   * the records keep them, the changed rows per reason, and the `latest` newest recoveries.
+   */
+  async accountSummary(accountId: string, w: { from: Date; to: Date }, latest = 20): Promise<RecoverySummary> {
+    const where = `r.account_id = $1 AND r.status = 'completed' AND r.completed_at >= $2 AND r.completed_at < $3`;
+    const params = [accountId, w.from, w.to];
+    const [totals] = await this.db.query<{ recoveries: number; rows: number; upgraded: number; downgraded: number; credits_charged: number }>(
+      `SELECT count(*)::int AS recoveries, coalesce(sum(r.rows), 0)::int AS rows, coalesce(sum(r.upgraded), 0)::int AS upgraded,
+              coalesce(sum(r.downgraded), 0)::int AS downgraded, coalesce(sum(r.credits_charged), 0)::int AS credits_charged
+         FROM catchall_recoveries r WHERE ${where}`,
+      params,
+    );
+    const reasons = await this.db.query<{ reason_code: string; n: number }>(
+      `SELECT x.reason_code, count(*)::int AS n FROM catchall_recovery_rows x JOIN catchall_recoveries r ON r.id = x.recovery_id
+        WHERE ${where} GROUP BY x.reason_code ORDER BY x.reason_code`,
+      params,
+    );
+    const list = await this.db.query<{ id: string; job_id: string; rows: number; upgraded: number; downgraded: number; credits_charged: number; completed_at: Date }>(
+      `SELECT r.id, r.job_id, r.rows, r.upgraded, r.downgraded, r.credits_charged, r.completed_at
+         FROM catchall_recoveries r WHERE ${where} ORDER BY r.completed_at DESC, r.id LIMIT $4`,
+      [...params, latest],
+    );
+    return {
+      recoveries: Number(totals!.recoveries),
+      rows: Number(totals!.rows),
+      upgraded: Number(totals!.upgraded),
+      downgraded: Number(totals!.downgraded),
+      credits_charged: Number(totals!.credits_charged),
+      by_reason: Object.fromEntries(reasons.map((r) => [r.reason_code, Number(r.n)])),
+      latest: list.map((r) => ({ recovery_id: r.id, job_id: r.job_id, rows: Number(r.rows), upgraded: Number(r.upgraded), downgraded: Number(r.downgraded), credits_charged: Number(r.credits_charged), completed_at: new Date(r.completed_at) })),
+    };
   }
 
   /** The job's catch-all results: risky with reason_code catch_all. */

@@ -97,6 +97,29 @@ export class UsersRepo {
     return (await this.db.query('UPDATE users SET role = $2 WHERE id = $1 AND removed_at IS NULL RETURNING id', [id, role])).length > 0;
   }
 
+  /**
+   * Sets the role of one of the account's current users unless that leaves the account without an
+   * owner: `user_not_found` (no such current user in this account), `last_owner` (they are its only
+   * owner and the new role is member), else the user after the change (`changed` false when they
+   * had that role already). One transaction with the account's row locked first, so two owners
+   * demoting each other at once leave one owner.
+   */
+  async changeRole(accountId: string, id: string, role: UserRole): Promise<{ user: UserRecord; changed: boolean } | 'user_not_found' | 'last_owner'> {
+    return this.db.transaction(async (tx) => {
+      await tx.query('SELECT id FROM accounts WHERE id = $1 FOR UPDATE', [accountId]);
+      const found = (await tx.query(`SELECT ${USER_COLUMNS} FROM users u WHERE u.id = $1 AND u.account_id = $2 AND u.removed_at IS NULL`, [id, accountId]))[0];
+      if (!found) return 'user_not_found';
+      const user = userOf(found);
+      if (user.role === role) return { user, changed: false };
+      if (role !== 'owner') {
+        const others = await tx.query("SELECT 1 FROM users WHERE account_id = $1 AND role = 'owner' AND removed_at IS NULL AND id <> $2 LIMIT 1", [accountId, id]);
+        if (others.length === 0) return 'last_owner';
+      }
+      await tx.query('UPDATE users SET role = $2 WHERE id = $1', [id, role]);
+      return { user: { ...user, role }, changed: true };
+    });
+  }
+
   async setOperator(id: string, operator: boolean): Promise<boolean> {
     return (await this.db.query('UPDATE users SET operator = $2 WHERE id = $1 AND removed_at IS NULL RETURNING id', [id, operator])).length > 0;
   }
