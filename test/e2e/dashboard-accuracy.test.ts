@@ -8,49 +8,12 @@
 import t from 'tap';
 import { createUser } from '@svc/accounts';
 import { hashKey } from '@svc/store';
-import { BOOTSTRAP_KEY, makeKey, startStack, type Stack } from '../helpers/stack.ts';
+import { BOOTSTRAP_KEY, makeKey, startStack } from '../helpers/stack.ts';
+import { browser, firstOwner, PASSWORD } from '../helpers/dashboard.ts';
 
 t.setTimeout(240_000);
 
-const PASSWORD = 'correct horse battery staple';
 type Json = Record<string, any>;
-
-/** One browser: its own cookie jar (the session cookie), a request helper. */
-function browser(stack: Stack) {
-  let cookie: string | undefined;
-  let csrf: string | undefined;
-  return {
-    set csrf(v: string | undefined) {
-      csrf = v;
-    },
-    get csrf() {
-      return csrf;
-    },
-    async call(method: string, route: string, body?: unknown, headers: Record<string, string> = {}) {
-      const res = await fetch(`${stack.url}/dashboard/api${route}`, {
-        method,
-        headers: {
-          ...(body !== undefined && { 'content-type': 'application/json' }),
-          ...(cookie && { cookie: `svc_session=${cookie}` }),
-          ...(csrf && method !== 'GET' && { 'x-csrf-token': csrf }),
-          ...headers,
-        },
-        ...(body !== undefined && { body: JSON.stringify(body) }),
-      });
-      const setCookie = res.headers.get('set-cookie');
-      if (setCookie) {
-        const m = /^svc_session=([^;]*)/.exec(setCookie);
-        cookie = m && m[1] ? m[1] : undefined;
-      }
-      const text = await res.text();
-      const json = text ? JSON.parse(text) : undefined;
-      if (json?.csrf_token) csrf = json.csrf_token;
-      return { status: res.status, body: json, headers: res.headers };
-    },
-  };
-}
-
-const tokenOf = (url: string) => new URL(url).hash.replace(/^#token=/, '');
 
 const stack = await startStack();
 t.teardown(() => stack.close());
@@ -59,9 +22,7 @@ const accountId = (await stack.store.keys.findByHash(hashKey(BOOTSTRAP_KEY)))!.a
 
 // The owner, from the first-run link; a member of the same account.
 // (Set-up failures throw: no assertion runs outside a subtest.)
-const owner = browser(stack);
-const made = await owner.call('POST', '/setup', { token: tokenOf(stack.svc.setupUrl!), email: 'owner@example.test', password: PASSWORD });
-if (made.status !== 201) throw new Error(`setup: ${made.status} ${JSON.stringify(made.body)}`);
+const owner = await firstOwner(stack);
 const invited = await createUser(stack.store, { accountId, email: 'member@example.test', password: PASSWORD, role: 'member' });
 if (!invited.ok) throw new Error(`member: ${JSON.stringify(invited)}`);
 const member = browser(stack);
@@ -115,7 +76,7 @@ t.test('refusals: not signed in, no CSRF token, a foreign origin, a member chang
   t.strictSame([r.status, r.body.code, r.body.message], [400, 'invalid_outcome_query', 'limit must be an integer from 1 to 10000']);
 });
 
-t.test("the CSV import answers as POST /v1/outcomes/email/import does, row by row; members may import", async (t) => {
+t.test('the CSV import answers as POST /v1/outcomes/email/import does, row by row; members may import', async (t) => {
   const at = new Date(Date.now() - 60_000).toISOString();
   const csv = [
     'email,outcome,source,external_id,occurred_at,action,smtp_enhanced_code',
@@ -136,7 +97,15 @@ t.test("the CSV import answers as POST /v1/outcomes/email/import does, row by ro
     r.body.errors.map((e: Json) => [e.index, e.code]),
     rest.body.errors.map((e: Json) => [e.index, e.code]),
   );
-  t.strictSame(r.body.errors.map((e: Json) => [e.index, e.code]), [[1, 'invalid_email'], [2, 'missing_outcome'], [4, 'missing_external_id']], 'each rejected row with its index, code and reason');
+  t.strictSame(
+    r.body.errors.map((e: Json) => [e.index, e.code]),
+    [
+      [1, 'invalid_email'],
+      [2, 'missing_outcome'],
+      [4, 'missing_external_id'],
+    ],
+    'each rejected row with its index, code and reason',
+  );
   t.equal(r.body.errors[2].reason, 'external_id is required (an immutable provider event id)');
   const again = await owner.call('POST', '/accuracy/import', { csv });
   const restAgain = await restCsv(other.key, csv);
@@ -163,7 +132,10 @@ t.test("the CSV import answers as POST /v1/outcomes/email/import does, row by ro
 t.test('reports: the summary and the domains equal the REST reports of the same window; per day and week', async (t) => {
   const emails = ['jane.doe@accept.test', 'john.smith@accept.test', 'no.such.user@accept.test', 'info@accept.test', 'someone@catchall.test'];
   const v = await stack.call('POST', '/v1/validate/bulk', { body: { emails } });
-  t.strictSame(v.body.results.map((x: Json) => x.result), ['valid', 'valid', 'invalid', 'valid_role_based', 'risky']);
+  t.strictSame(
+    v.body.results.map((x: Json) => x.result),
+    ['valid', 'valid', 'invalid', 'valid_role_based', 'risky'],
+  );
   await analytics.flush();
   await new Promise((r) => setTimeout(r, 20)); // outcomes strictly after the decisions
   const at = new Date(Date.now() + 1000).toISOString();
@@ -211,7 +183,7 @@ t.test('reports: the summary and the domains equal the REST reports of the same 
   t.strictSame([days.body.from, days.body.to], [new Date(Date.parse(to) - 7 * 86_400_000).toISOString(), to]);
   const today = days.body.buckets[6];
   t.strictSame([today.from, today.to], [new Date(Date.parse(to) - 86_400_000).toISOString(), to]);
-  t.strictSame(today, (await stack.call('GET', `/v1/outcomes/email/reports/summary?from=${encodeURIComponent(today.from)}&to=${encodeURIComponent(today.to)}`)).body, "each bucket is the REST summary of its own window");
+  t.strictSame(today, (await stack.call('GET', `/v1/outcomes/email/reports/summary?from=${encodeURIComponent(today.from)}&to=${encodeURIComponent(today.to)}`)).body, 'each bucket is the REST summary of its own window');
   t.same(
     days.body.buckets.slice(0, 6).map((b: Json) => b.totals.outcomes),
     [0, 0, 0, 0, 0, 0],
@@ -240,11 +212,7 @@ t.test('catch-all recovery: what the records keep, for the window', async (t) =>
   const b = browser(stack);
   t.equal((await b.call('POST', '/sign-in', { email: 'recovery.owner@example.test', password: PASSWORD })).status, 200);
   let r = await b.call('GET', '/accuracy/recoveries?days=7');
-  t.strictSame(
-    [r.status, r.body.recoveries, r.body.rows, r.body.upgraded, r.body.by_reason, r.body.latest],
-    [200, 0, 0, 0, {}, []],
-    'none yet',
-  );
+  t.strictSame([r.status, r.body.recoveries, r.body.rows, r.body.upgraded, r.body.by_reason, r.body.latest], [200, 0, 0, 0, {}, []], 'none yet');
   const created = await stack.call('POST', '/v1/validate/batch', {
     key: acct.key,
     body: { emails: ['jane.doe@catchall.test', 'gone.person@catchall.test', 'mary.major@catchall.test', 'info@catchall.test', 'x9@catchall.test', 'jane.doe@accept.test'] },
@@ -276,7 +244,7 @@ t.test('catch-all recovery: what the records keep, for the window', async (t) =>
   t.equal(bootstrapOwner.body.recoveries, 0, "another account's recoveries are not counted");
 });
 
-t.test('the connector: created once with its URL, status, revoked; through the REST routes\' service', async (t) => {
+t.test("the connector: created once with its URL, status, revoked; through the REST routes' service", async (t) => {
   let r = await owner.call('GET', '/accuracy/connectors/emailbison');
   t.strictSame([r.status, r.body.code], [404, 'connector_not_found']);
   r = await owner.call('POST', '/accuracy/connectors/emailbison');

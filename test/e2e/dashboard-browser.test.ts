@@ -1,10 +1,12 @@
 // The dashboard in a real browser (Debian's Chromium driven by playwright-core), as a new user
 // meets it: the first-run link creates the owner's sign-in; a key is created and shown once (then
 // only its prefix), works on /v1/validate, and stops when revoked; a hostile key name is shown as
-// text; sign-out, a wrong password's message, sign-in again. Controls are found by their labels
-// and accessible names (how a screen reader finds them too). Every page is screenshotted at
-// desktop and phone width: into DASHBOARD_SCREENSHOTS (docs/screenshots to refresh the README's),
-// else a temporary directory.
+// text; usage charts and the ledger's CSV; sign-out, a wrong password's message, sign-in again,
+// and sign-in throttled; a member sees no owner's page and the server refuses them. Controls are
+// found by their labels and accessible names (how a screen reader finds them too). Every page is
+// checked with axe-core (no serious or critical violation, WCAG 2 A and AA rules) and
+// screenshotted at desktop and phone width: into DASHBOARD_SCREENSHOTS (docs/screenshots to
+// refresh the README's), else a temporary directory.
 //
 // No browser: skipped, or a failure under CI_REQUIRE_SERVICES=1 (.ci/run installs Debian's
 // `chromium`). CHROMIUM_PATH names another binary.
@@ -13,8 +15,12 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:f
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
+import { createRequire } from 'node:module';
 import { chromium, type Browser, type Page } from 'playwright-core';
+import { createUser } from '@svc/accounts';
 import { startStack } from '../helpers/stack.ts';
+
+const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 
 const EXECUTABLE = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const PASSWORD = 'correct horse battery staple';
@@ -50,11 +56,29 @@ async function run(): Promise<void> {
     if (m.type() === 'error' && /Content Security Policy/i.test(m.text())) pageErrors.push(m.text());
   });
 
-  /** The page at desktop width, then at a phone's (390 × 844), saved as <name>-desktop.png and <name>-phone.png. */
+  /**
+   * axe-core's findings on the page as it is (injected through the DevTools protocol, which the
+   * page's CSP does not govern): the serious and critical ones, as "page: rule (n nodes)".
+   */
+  const accessibility: string[] = [];
+  const audit = async (p: Page, name: string) => {
+    if (!(await p.evaluate(() => 'axe' in window))) await p.evaluate(AXE_SOURCE);
+    const violations = await p.evaluate(async () => {
+      const r = await (window as unknown as { axe: { run: (ctx: Document, o: object) => Promise<{ violations: Array<{ id: string; impact: string | null; nodes: unknown[] }> }> } }).axe.run(document, {
+        runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] },
+      });
+      return r.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.id} (${v.nodes.length} nodes)`);
+    });
+    for (const v of violations) accessibility.push(`${name}: ${v}`);
+  };
+
+  /** The page at desktop width, then at a phone's (390 × 844), saved as <name>-desktop.png and <name>-phone.png; audited at both. */
   const shoot = async (p: Page, name: string) => {
+    await audit(p, `${name} (desktop)`);
     await p.screenshot({ path: path.join(shotsDir, `${name}-desktop.png`), fullPage: true });
     await p.setViewportSize({ width: 390, height: 844 });
     await p.screenshot({ path: path.join(shotsDir, `${name}-phone.png`), fullPage: true });
+    await audit(p, `${name} (phone)`);
     await p.setViewportSize({ width: 1280, height: 800 });
   };
   const validate = (key: string) => stack.call('POST', '/v1/validate', { key, body: { email: 'info@accept.test' } });
@@ -183,6 +207,28 @@ async function run(): Promise<void> {
     await shoot(page, 'team');
   });
 
+  t.test('usage: the balance, the charts with their figures, the ledger and its CSV', async (t) => {
+    await page.getByRole('link', { name: 'Usage' }).click();
+    await page.getByRole('heading', { name: 'Usage and credits' }).waitFor();
+    const credits = (await stack.call('GET', '/v1/credits')).body;
+    const figures = page.getByRole('definition');
+    t.equal(await figures.first().innerText(), credits.available.toLocaleString('en-US'), 'Available: as GET /v1/credits says');
+    await page.locator('canvas[aria-label^="Validations per day by verdict"]').waitFor();
+    await page.locator('canvas[aria-label^="Credits spent per day"]').waitFor();
+    await page.getByText('Validations per day by verdict: the figures as a table').click();
+    const today = new Date().toISOString().slice(5, 10);
+    const row = page.getByRole('table', { name: 'Validations per day by verdict' }).getByRole('row', { name: new RegExp(`^${today}`) });
+    await stack.svc.services.analytics.flush();
+    await page.getByLabel('Period').selectOption('7');
+    t.match(await row.innerText(), new RegExp(`^${today}\\t\\d+\\t\\d+\\t\\d+\\t\\d+\\t\\d+$`), "today's row: a count per verdict");
+    await page.getByRole('table', { name: 'Ledger entries, newest first' }).getByRole('row').nth(1).waitFor();
+    await shoot(page, 'usage');
+    const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('link', { name: 'Export the whole ledger (CSV)' }).click()]);
+    const lines = readFileSync((await download.path())!, 'utf8').split('\r\n');
+    t.equal(lines[0], 'id,created_at,kind,amount,note,reservation_id');
+    t.equal(lines.length - 2, (await stack.store.ledger.entries((await stack.call('GET', '/v1/credits')).body.account_id, 10_000)).length, 'every ledger row');
+  });
+
   t.test('sign-out, a wrong password, sign-in', async (t) => {
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.getByRole('heading', { name: 'Sign in' }).waitFor();
@@ -194,8 +240,92 @@ async function run(): Promise<void> {
     await shoot(page, 'sign-in');
     await page.getByLabel('Password').fill(PASSWORD);
     await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.getByRole('heading', { name: 'Team' }).waitFor();
-    t.pass('signed in again, on the page the address names (/dashboard/team)');
+    await page.getByRole('heading', { name: 'Usage and credits' }).waitFor();
+    t.pass('signed in again, on the page the address names (/dashboard/usage)');
+  });
+
+  t.test('account: the subscription, connected apps and webhook signing, for the owner', async (t) => {
+    await page.getByRole('link', { name: 'Account' }).click();
+    await page.getByRole('heading', { name: 'Account', level: 1 }).waitFor();
+    await page.getByRole('heading', { name: /webhook/i }).first().waitFor();
+    await shoot(page, 'account');
+    t.pass('the account page is drawn');
+  });
+
+  t.test('the operator console: only for an operator; a credit grant lands in the balance', async (t) => {
+    const accountId = (await stack.call('GET', '/v1/credits')).body.account_id as string;
+    t.equal(await page.getByRole('link', { name: 'Operator' }).count(), 0, 'no Operator link for an owner without the flag');
+    const made = await createUser(stack.store, { accountId, email: 'operator@example.test', role: 'member', password: PASSWORD, operator: true });
+    t.equal(made.ok, true);
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    t.teardown(() => ctx.close());
+    const op = await ctx.newPage();
+    op.on('dialog', (d) => void d.accept());
+    await op.goto(`${stack.url}/dashboard/operator`);
+    await op.getByLabel('Email address').fill('operator@example.test');
+    await op.getByLabel('Password').fill(PASSWORD);
+    await op.getByRole('button', { name: 'Sign in' }).click();
+    await op.getByRole('heading', { name: 'Operator console' }).waitFor();
+    const before = (await stack.call('GET', '/v1/credits')).body.balance as number;
+    await op.getByRole('button', { name: `Manage account ${accountId}` }).click();
+    await op.getByLabel('Credits to grant').fill('25');
+    await op.getByLabel('Note for the ledger (optional)').fill('<b>goodwill</b>');
+    await op.getByRole('button', { name: 'Grant credits' }).click();
+    await op.getByRole('status').waitFor();
+    t.equal((await stack.call('GET', '/v1/credits')).body.balance, before + 25, 'the balance grew by exactly the grant');
+    const [latest] = await stack.store.ledger.entries(accountId, 1);
+    t.match(latest, { kind: 'grant', amount: 25 });
+    t.match(latest!.note, /<b>goodwill<\/b>$/, 'the note kept as text');
+    await shoot(op, 'operator');
+  });
+
+  t.test('sign-in throttled: the eleventh attempt for an address is told to wait', async (t) => {
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByRole('heading', { name: 'Sign in' }).waitFor();
+    for (let i = 1; i <= 11; i++) {
+      await page.getByLabel('Email address').fill('someone.else@example.test');
+      await page.getByLabel('Password').fill(`guess number ${i}`);
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      await page.getByRole('alert').waitFor();
+      if (i < 11) t.equal(await page.getByRole('alert').innerText(), 'Wrong email address or password', `attempt ${i}`);
+    }
+    t.equal(await page.getByRole('alert').innerText(), 'Too many sign-in attempts; try again in 15 minute(s)');
+  });
+
+  t.test("a member: no owner's page in the menu, and the server refuses them", async (t) => {
+    const accountId = (await stack.call('GET', '/v1/credits')).body.account_id as string;
+    const made = await createUser(stack.store, { accountId, email: 'member@example.test', role: 'member', password: PASSWORD });
+    t.equal(made.ok, true);
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    t.teardown(() => ctx.close());
+    const member = await ctx.newPage();
+    await member.goto(`${stack.url}/dashboard/`);
+    await member.getByLabel('Email address').fill('member@example.test');
+    await member.getByLabel('Password').fill(PASSWORD);
+    await member.getByRole('button', { name: 'Sign in' }).click();
+    await member.getByRole('heading', { name: 'Overview' }).waitFor();
+    const menu = await member.getByRole('navigation', { name: 'Dashboard' }).getByRole('link').allInnerTexts();
+    t.same(menu, ['Overview', 'Validate', 'Validate a list', 'Jobs', 'Usage', 'Accuracy', 'Find & enrich'], 'no API keys, Team, Account or Operator');
+    await member.goto(`${stack.url}/dashboard/keys`);
+    await member.getByRole('heading', { name: 'Overview' }).waitFor();
+    t.equal(await member.getByRole('heading', { name: 'API keys' }).count(), 0, 'the keys page is not drawn for a member');
+    await shoot(member, 'member-overview');
+    const refused = await member.evaluate(async () => {
+      const out: Array<[string, number, string]> = [];
+      for (const route of ['/keys', '/users']) {
+        const r = await fetch(`/dashboard/api${route}`);
+        out.push([route, r.status, (await r.json()).code]);
+      }
+      return out;
+    });
+    t.same(refused, [
+      ['/keys', 403, 'owner_role_required'],
+      ['/users', 403, 'owner_role_required'],
+    ], 'the server refuses, not only the menu');
+  });
+
+  t.test('no script error, no CSP refusal, no serious accessibility violation on any page', async (t) => {
     t.same(pageErrors, [], 'no script error on any page (a CSP refusal would be one)');
+    t.same(accessibility, [], 'axe-core: no serious or critical violation');
   });
 }

@@ -9,56 +9,11 @@ import t from 'tap';
 import { createUser } from '@svc/accounts';
 import { hashKey } from '@svc/store';
 import { BOOTSTRAP_KEY, makeKey, startStack, type Stack } from '../helpers/stack.ts';
+import { browser, firstOwner, PASSWORD } from '../helpers/dashboard.ts';
 
 t.setTimeout(240_000);
 
-const PASSWORD = 'correct horse battery staple';
 type Json = Record<string, any>;
-
-/** One browser: its own cookie jar (the session cookie), a request helper. */
-function browser(stack: Stack) {
-  let cookie: string | undefined;
-  let csrf: string | undefined;
-  return {
-    set csrf(v: string | undefined) {
-      csrf = v;
-    },
-    get csrf() {
-      return csrf;
-    },
-    async call(method: string, route: string, body?: unknown, headers: Record<string, string> = {}) {
-      const res = await fetch(`${stack.url}/dashboard/api${route}`, {
-        method,
-        headers: {
-          ...(body !== undefined && { 'content-type': 'application/json' }),
-          ...(cookie && { cookie: `svc_session=${cookie}` }),
-          ...(csrf && method !== 'GET' && { 'x-csrf-token': csrf }),
-          ...headers,
-        },
-        ...(body !== undefined && { body: JSON.stringify(body) }),
-      });
-      const setCookie = res.headers.get('set-cookie');
-      if (setCookie) {
-        const m = /^svc_session=([^;]*)/.exec(setCookie);
-        cookie = m && m[1] ? m[1] : undefined;
-      }
-      const text = await res.text();
-      const json = text ? JSON.parse(text) : undefined;
-      if (json?.csrf_token) csrf = json.csrf_token;
-      return { status: res.status, body: json, headers: res.headers };
-    },
-  };
-}
-
-const tokenOf = (url: string) => new URL(url).hash.replace(/^#token=/, '');
-
-/** The first-run owner of a stack, signed in (set-up failures throw: no assertion outside a subtest). */
-async function ownerOf(stack: Stack) {
-  const b = browser(stack);
-  const r = await b.call('POST', '/setup', { token: tokenOf(stack.svc.setupUrl!), email: 'owner@example.test', password: PASSWORD });
-  if (r.status !== 201) throw new Error(`setup: ${r.status} ${JSON.stringify(r.body)}`);
-  return b;
-}
 
 /** A new account with `credits`, the data product (unless `product: false`), a key, and a signed-in owner. */
 async function account(stack: Stack, email: string, opts: { credits?: number; product?: boolean } = {}) {
@@ -79,7 +34,7 @@ const stack = await startStack({
   },
 });
 t.teardown(() => stack.close());
-const owner = await ownerOf(stack);
+const owner = await firstOwner(stack);
 const bootstrapAccount = (await stack.store.keys.findByHash(hashKey(BOOTSTRAP_KEY)))!.account_id;
 const balance = async (accountId: string) => (await stack.store.ledger.balance(accountId))!.balance;
 /** A find result without its timing. */
@@ -198,7 +153,7 @@ t.test('company enrichment: the REST answer, 1 credit found (cache hits too), 0 
 t.test('families with no provider: 503 with the REST message, before the body is read', async (t) => {
   const off = await startStack({ env: { SVC_COMPANY_PROVIDERS: 'none', SVC_FINDER_PROVIDERS: 'none' } });
   t.teardown(() => off.close());
-  const b = await ownerOf(off);
+  const b = await firstOwner(off);
   const acct = (await off.store.keys.findByHash(hashKey(BOOTSTRAP_KEY)))!.account_id;
   await off.store.accounts.setDataProduct(acct, true);
   for (const [path, route, message] of [

@@ -128,7 +128,7 @@ export const ERRORS = {
   invalid_credentials: e(401, 'Wrong email address or password', 'dashboard sign-in: no user with that address, or the wrong password (the answer does not say which, and takes as long either way)'),
   sign_in_throttled: e(429, 'Too many sign-in attempts; try again later', 'dashboard sign-in: more than 10 attempts for one address or 50 from one IP address in 15 minutes; `retry_after` and `Retry-After` give the seconds to wait', true),
   csrf_token_invalid: e(403, 'This request lacks the session\'s CSRF token; reload the page', 'dashboard: a change (POST, PUT, PATCH, DELETE) without the session\'s `X-CSRF-Token`, or sent from another origin'),
-  owner_role_required: e(403, 'Only the account owner may do this', 'dashboard: a member asked for key, team or billing management, which only owners have'),
+  owner_role_required: e(403, 'Only the account owner may do this', 'dashboard: a member asked for key, team, billing or sender-connector management, which only owners have'),
   operator_required: e(403, 'Only the service\'s operators may do this', 'dashboard: the operator console (every account, credit grants, the data product, subscriptions) asked for by a user without the operator flag, which only the admin CLI grants'),
   sign_in_link_not_found: e(404, 'This sign-in link is not known', 'dashboard set-up: the link\'s token is unknown (mistyped or never issued)'),
   sign_in_link_used: e(409, 'This sign-in link has been used already', 'dashboard set-up: a single-use link (the owner\'s first-run link, an invitation) was redeemed before'),

@@ -54,6 +54,14 @@ export function emailOf(body: Record<string, unknown>): string {
   return email;
 }
 
+/**
+ * The REST API's gate of its billable routes: an account whose subscription ended is refused
+ * work that costs credits (402 subscription_inactive), in the dashboard as through a key.
+ */
+export async function requireBillable(store: Store, accountId: string): Promise<void> {
+  if ((await store.ledger.balance(accountId))?.subscription_status === 'canceled') throw new ServiceError('subscription_inactive');
+}
+
 /** A query parameter that is absent or a string (repeated parameters are a 400). */
 export function query(req: FastifyRequest, name: string): string | undefined {
   const v = (req.query as Record<string, unknown> | undefined)?.[name];

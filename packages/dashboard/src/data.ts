@@ -11,11 +11,11 @@
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { DATA_ENDPOINTS, DATA_LIMITS, ServiceError, type DataEndpoint } from '@svc/contracts';
-import { hide, type DashboardContext, type Session } from './context.ts';
+import { hide, requireBillable, type DashboardContext, type Session } from './context.ts';
 
 const MINUTE_MS = 60_000;
 
-export async function dataRoutes(app: FastifyInstance, { store, opts, guard, }: DashboardContext): Promise<void> {
+export async function dataRoutes(app: FastifyInstance, { store, opts, guard }: DashboardContext): Promise<void> {
   if (!opts.data) return;
   const { service, parseCompanyEnrich, parseFindBulk } = opts.data;
   const { rateLimiter } = opts;
@@ -24,7 +24,7 @@ export async function dataRoutes(app: FastifyInstance, { store, opts, guard, }: 
   async function gates(s: Session, endpoint: DataEndpoint, perMinute?: number): Promise<void> {
     const accountId = s.user.account_id;
     if (!(await store.accounts.dataProduct(accountId))) throw new ServiceError('product_not_enabled');
-    if ((await store.ledger.balance(accountId))?.subscription_status === 'canceled') throw new ServiceError('subscription_inactive');
+    await requireBillable(store, accountId);
     if (perMinute !== undefined) {
       const d = await rateLimiter.hit(`data:${endpoint}:user:${s.user.id}`, perMinute, MINUTE_MS);
       if (!d.allowed) throw new ServiceError('rate_limited', undefined, { retry_after: 60 }, { 'Retry-After': 60 });

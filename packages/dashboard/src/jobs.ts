@@ -4,9 +4,9 @@
 
 import type { FastifyInstance } from 'fastify';
 import { JOB_STATES, ServiceError, type JobState } from '@svc/contracts';
-import { bodyOf, hide, hideNoBody, text, type DashboardContext } from './context.ts';
+import { bodyOf, hide, hideNoBody, requireBillable, text, type DashboardContext } from './context.ts';
 
-export async function jobRoutes(app: FastifyInstance, { opts, guard }: DashboardContext): Promise<void> {
+export async function jobRoutes(app: FastifyInstance, { store, opts, guard }: DashboardContext): Promise<void> {
   // ---- One address, for anyone signed in: the API's own use case and answer, charged the same.
 
   if (opts.validate) {
@@ -18,6 +18,7 @@ export async function jobRoutes(app: FastifyInstance, { opts, guard }: Dashboard
     if (raw !== undefined && typeof raw !== 'string') throw new ServiceError('invalid_email_type');
     const email = (raw ?? '').trim();
     if (!email) throw new ServiceError('email_required');
+    await requireBillable(store, s.user.account_id);
     return validate(s.user.account_id, email, String(req.id));
   });
   }
@@ -58,6 +59,7 @@ export async function jobRoutes(app: FastifyInstance, { opts, guard }: Dashboard
     const body = bodyOf(req);
     const webhook = body.webhook_url;
     if (webhook !== undefined && webhook !== null && typeof webhook !== 'string') throw new ServiceError('invalid_webhook_url', 'webhook_url must be a URL');
+    await requireBillable(store, s.user.account_id);
     const { upload } = await csv.prepare(s.user.account_id, { filename: body.filename as string, webhookUrl: webhook === '' ? null : ((webhook as string | null | undefined) ?? null) });
     reply.status(201);
     // The signed URL's path and query: the page PUTs to its own origin (SVC_PUBLIC_URL may name another).
@@ -69,6 +71,7 @@ export async function jobRoutes(app: FastifyInstance, { opts, guard }: Dashboard
     const body = bodyOf(req);
     const batch = text(body, 'batch_id', 100);
     const column = text(body, 'email_column', 1024);
+    await requireBillable(store, s.user.account_id);
     const job = await csv.start(s.user.account_id, batch, column);
     reply.status(202);
     return jobs.status(job);

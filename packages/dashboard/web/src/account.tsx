@@ -238,10 +238,14 @@ function Webhooks() {
         <code>{'{"grace_period_seconds": N}'}</code>, default one day, during which the old secret still signs), or by the service's operator. The dashboard shows only the
         first characters.
       </p>
-      <h3>Verifying in Node</h3>
-      <pre aria-label="Node example: verifying a webhook signature">
-        <code>{VERIFY_SNIPPET}</code>
-      </pre>
+      <figure class="snippet">
+        <figcaption>
+          <h3>Verifying in Node</h3>
+        </figcaption>
+        <pre>
+          <code>{VERIFY_SNIPPET}</code>
+        </pre>
+      </figure>
     </section>
   );
 }

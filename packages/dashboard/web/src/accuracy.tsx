@@ -145,7 +145,7 @@ function ByVerdict({ s }: { s: Summary }) {
   return (
     <>
       {s.denominator_status === 'sent_event_missing' && (
-        <p class="note">
+        <p class="muted">
           No <code>sent</code> event in this window, so no rate can be computed: the counts stand, the rates wait for sends (import <code>sent</code> outcomes, or connect your sending platform below).
         </p>
       )}
@@ -222,7 +222,12 @@ function ByDomain({ d }: { d: { domains: Array<Figures & { domain: string }> } }
 
 function OverTime({ t }: { t: Trend }) {
   const results = Object.keys(t.buckets[0]?.by_result ?? {}).filter((r) => r !== 'not_validated' && t.buckets.some((b) => (b.by_result[r]?.sent ?? 0) > 0));
-  if (results.length === 0) return <p>No verdict had a <code>sent</code> event in this window: there is no rate to draw.</p>;
+  if (results.length === 0)
+    return (
+      <p>
+        No verdict had a <code>sent</code> event in this window: there is no rate to draw.
+      </p>
+    );
   return (
     <Chart
       kind="line"
@@ -303,9 +308,10 @@ function Import({ onImported }: { onImported: () => void }) {
     }
   };
   return (
-    <div class="card wide">
+    <div class="card wide stack">
       <p>
-        A CSV with a header row naming its columns (<code>email</code>, <code>outcome</code>, <code>occurred_at</code>, <code>external_id</code>, <code>source</code>, <code>action</code>, <code>smtp_enhanced_code</code>, ...), up to 10,000 rows and 5 MiB. Importing costs nothing; an event already imported (same source and id) counts as a duplicate.
+        A CSV with a header row naming its columns (<code>email</code>, <code>outcome</code>, <code>occurred_at</code>, <code>external_id</code>, <code>source</code>, <code>action</code>, <code>smtp_enhanced_code</code>, ...), up to 10,000 rows and 5 MiB. Importing costs nothing; an event already
+        imported (same source and id) counts as a duplicate.
       </p>
       <label for="outcomes-file">Outcomes CSV file</label>
       <input id="outcomes-file" type="file" accept=".csv,text/csv" onChange={(e) => e.currentTarget.files?.[0] && void take(e.currentTarget.files[0])} />
@@ -412,7 +418,7 @@ function ConnectorPanel({ owner }: { owner: boolean }) {
       setShown(null);
     });
   return (
-    <div class="card wide">
+    <div class="card wide stack">
       <p>Your sending platform posts its events (sent, opened, bounced, replied, unsubscribed) to a secret URL: the outcomes arrive by themselves.</p>
       {status === undefined ? (
         <p>Loading…</p>
@@ -439,7 +445,15 @@ function ConnectorPanel({ owner }: { owner: boolean }) {
         <div class="shown" role="status">
           <label for="connector-url">Webhook URL for EmailBison</label>
           <input id="connector-url" readOnly value={shown} onFocus={(e) => e.currentTarget.select()} />
-          <button type="button" onClick={() => navigator.clipboard.writeText(shown).then(() => setCopied(true), () => setCopied(false))}>
+          <button
+            type="button"
+            onClick={() =>
+              navigator.clipboard.writeText(shown).then(
+                () => setCopied(true),
+                () => setCopied(false),
+              )
+            }
+          >
             {copied ? 'Copied' : 'Copy webhook URL'}
           </button>
           <p>Copy it now into EmailBison's webhook settings: it is shown once, and only its hash is kept.</p>
@@ -472,7 +486,10 @@ export function Accuracy() {
   const [version, setVersion] = useState(0);
   const [owner, setOwner] = useState(false);
   useEffect(() => {
-    api<{ user: { role: string } }>('GET', '/session').then((s) => setOwner(s.user.role === 'owner'), () => {});
+    api<{ user: { role: string } }>('GET', '/session').then(
+      (s) => setOwner(s.user.role === 'owner'),
+      () => {},
+    );
   }, []);
   const size = days > 31 ? 'week' : bucket;
   const summary = useLoad<Summary>(`/accuracy/summary?days=${days}`, version);

@@ -125,7 +125,7 @@ function OneContact() {
       <label class="check">
         <input type="checkbox" checked={validate} onChange={(e) => setValidate(e.currentTarget.checked)} /> Also validate the address found (one more credit when it is a usable personal address)
       </label>
-      <p class="note">One credit when an address is found with confidence 70 or more; nothing otherwise.</p>
+      <p class="muted">One credit when an address is found with confidence 70 or more; nothing otherwise.</p>
       <button type="submit" disabled={busy || (!domain.trim() && !company.trim())}>
         {busy ? 'Finding…' : 'Find the address'}
       </button>
@@ -197,7 +197,7 @@ function OneCompany() {
       <input id="company-domain" required placeholder="example.test" value={domain} onInput={(e) => setDomain(e.currentTarget.value)} />
       <label for="company-name">Company name (optional, to check the site is theirs)</label>
       <input id="company-name" value={name} onInput={(e) => setName(e.currentTarget.value)} />
-      <p class="note">One credit when the company is found (from the cache too); nothing otherwise.</p>
+      <p class="muted">One credit when the company is found (from the cache too); nothing otherwise.</p>
       <button type="submit" disabled={busy}>
         {busy ? 'Looking…' : 'Enrich the company'}
       </button>
@@ -287,7 +287,7 @@ function ManyContacts() {
     </>
   );
   return (
-    <div class="card wide">
+    <div class="card wide stack">
       <h2>Find the addresses of a list of contacts</h2>
       <label for="contacts-file">Contacts CSV file (first name, last name, and a domain or a company)</label>
       <input id="contacts-file" type="file" accept=".csv,text/csv" onChange={(e) => e.currentTarget.files?.[0] && void take(e.currentTarget.files[0])} />
@@ -342,7 +342,9 @@ export function Data() {
   return (
     <section>
       <h1>Find &amp; enrich</h1>
-      <p>The data endpoints of the API (<code>POST /v1/find/bulk</code>, <code>POST /v1/company/enrich</code>), charged the same. They need the account's data product.</p>
+      <p>
+        The data endpoints of the API (<code>POST /v1/find/bulk</code>, <code>POST /v1/company/enrich</code>), charged the same. They need the account's data product.
+      </p>
       <div class="panels">
         <OneContact />
         <OneCompany />
