@@ -18,6 +18,7 @@ import t from 'tap';
 import { createRequire } from 'node:module';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { createUser } from '@svc/accounts';
+import { ERRORS } from '@svc/contracts';
 import { startStack } from '../helpers/stack.ts';
 
 const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
@@ -195,7 +196,7 @@ async function run(): Promise<void> {
     await row.getByText('completed').waitFor();
     t.match(await row.innerText(), /100% \(3 of 3\)/);
     await shoot(page, 'jobs');
-    const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: `Download the valid rows of job ${id}` }).click()]);
+    const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: `Download valid rows of job ${id}` }).click()]);
     const csv = readFileSync((await download.path())!, 'utf8').trim().split('\n');
     t.same(csv.slice(1).map((l) => l.split(',')[0]), ['jane.doe@accept.test'], 'the valid rows only');
   });
@@ -277,6 +278,21 @@ async function run(): Promise<void> {
     t.match(latest, { kind: 'grant', amount: 25 });
     t.match(latest!.note, /<b>goodwill<\/b>$/, 'the note kept as text');
     await shoot(op, 'operator');
+  });
+
+  t.test('accuracy and find & enrich: drawn, and the product gate answered in words', async (t) => {
+    await page.getByRole('link', { name: 'Accuracy' }).click();
+    await page.getByRole('heading', { name: 'Accuracy', level: 1 }).waitFor();
+    await page.waitForLoadState('networkidle');
+    await shoot(page, 'accuracy');
+    await page.getByRole('link', { name: 'Find & enrich' }).click();
+    await page.getByRole('heading', { name: 'Find & enrich', level: 1 }).waitFor();
+    await page.getByLabel('First name', { exact: true }).fill('Maria');
+    await page.getByLabel('Last name', { exact: true }).fill('<img src=x onerror=alert(1)>');
+    await page.getByLabel('Company domain', { exact: true }).first().fill('people.test');
+    await page.getByRole('button', { name: 'Find the address' }).click();
+    t.equal(await page.getByRole('alert').first().innerText(), ERRORS.product_not_enabled.message, "the account's data product is off: the API's own message");
+    await shoot(page, 'data');
   });
 
   t.test('sign-in throttled: the eleventh attempt for an address is told to wait', async (t) => {

@@ -113,12 +113,12 @@ export function Jobs() {
                   )}
                   {j.download.available && (
                     <button type="button" aria-label={`Download all rows of job ${j.id}`} onClick={() => download(j)}>
-                      All rows
+                      Download all rows
                     </button>
                   )}
                   {j.download.available && (
-                    <button type="button" aria-label={`Download the valid rows of job ${j.id}`} onClick={() => download(j, 'valid')}>
-                      Valid only
+                    <button type="button" aria-label={`Download valid rows of job ${j.id}`} onClick={() => download(j, 'valid')}>
+                      Download valid rows
                     </button>
                   )}
                 </td>

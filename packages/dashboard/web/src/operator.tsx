@@ -233,7 +233,7 @@ export function Operator() {
             </td>
             <td>{a.data_product ? 'on' : 'off'}</td>
             <td class="actions">
-              <button type="button" aria-label={`Manage account ${a.id}`} aria-expanded={open === a.id} onClick={() => setOpen(open === a.id ? null : a.id)}>
+              <button type="button" aria-label={`${open === a.id ? 'Close' : 'Manage'} account ${a.id}`} aria-expanded={open === a.id} onClick={() => setOpen(open === a.id ? null : a.id)}>
                 {open === a.id ? 'Close' : 'Manage'}
               </button>
             </td>

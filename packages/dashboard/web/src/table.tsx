@@ -1,11 +1,11 @@
 // A table of rows with a caption and column headers (scoped for screen readers), scrolling sideways
-// on a narrow screen.
+// on a narrow screen (a focusable region, so a keyboard can scroll it).
 
 import type { ComponentChildren } from 'preact';
 
 export function Table({ caption, headers, children }: { caption: string; headers: string[]; children: ComponentChildren }) {
   return (
-    <div class="table-wrap">
+    <div class="table-wrap" role="region" aria-label={caption} tabIndex={0}>
       <table>
         <caption>{caption}</caption>
         <thead>
