@@ -35,7 +35,7 @@ const ALLOWED: Record<string, string[]> = {
   jobs: ['contracts', 'bus', 'egress', 'verifier', 'store', 'outcomes', 'billing'],
   // Data endpoints (providers, the finder, company enrichment, their caches and charges): beside jobs.
   enrich: ['contracts', 'egress', 'verifier', 'store', 'outcomes', 'billing'],
-  // The web dashboard's API (sessions, keys, team) over the accounts use cases; runtime mounts it.
+  // The web dashboard's API over the accounts use cases and billing's (the REST use cases come in through options); runtime mounts it.
   dashboard: ['contracts', 'store', 'accounts', 'billing'],
   mcp: ['contracts', 'bus', 'egress', 'verifier', 'store', 'outcomes', 'billing', 'jobs', 'enrich'],
   api: ['contracts', 'bus', 'egress', 'verifier', 'store', 'outcomes', 'billing', 'jobs', 'enrich', 'mcp'],

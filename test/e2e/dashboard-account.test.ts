@@ -17,45 +17,9 @@ import { createUser } from '@svc/accounts';
 import { DATA_ENDPOINTS } from '@svc/contracts';
 import { webhookSignature } from '@svc/jobs';
 import { hashKey } from '@svc/store';
-import { BOOTSTRAP_KEY, startStack, type Stack } from '../helpers/stack.ts';
+import { BOOTSTRAP_KEY, startStack } from '../helpers/stack.ts';
+import { browser, PASSWORD, tokenOf, type Browser } from '../helpers/dashboard.ts';
 
-const PASSWORD = 'correct horse battery staple';
-
-/** One browser: its own cookie jar (the session cookie) and CSRF token, a request helper. */
-function browser(stack: Stack) {
-  let cookie: string | undefined;
-  let csrf: string | undefined;
-  return {
-    set csrf(v: string | undefined) {
-      csrf = v;
-    },
-    get csrf() {
-      return csrf;
-    },
-    async call(method: string, route: string, body?: unknown, headers: Record<string, string> = {}) {
-      const res = await fetch(`${stack.url}/dashboard/api${route}`, {
-        method,
-        headers: {
-          ...(body !== undefined && { 'content-type': 'application/json' }),
-          ...(cookie && { cookie: `svc_session=${cookie}` }),
-          ...(csrf && method !== 'GET' && { 'x-csrf-token': csrf }),
-          ...headers,
-        },
-        ...(body !== undefined && { body: JSON.stringify(body) }),
-      });
-      const setCookie = res.headers.get('set-cookie');
-      if (setCookie) {
-        const m = /^svc_session=([^;]*)/.exec(setCookie);
-        cookie = m && m[1] ? m[1] : undefined;
-      }
-      const text = await res.text();
-      const json = text ? JSON.parse(text) : undefined;
-      if (json?.csrf_token) csrf = json.csrf_token;
-      return { status: res.status, body: json };
-    },
-  };
-}
-type Browser = ReturnType<typeof browser>;
 
 /** A port free now: the service's public URL names the port it listens on (the MCP resource). */
 async function freePort(): Promise<number> {
@@ -66,7 +30,6 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-const tokenOf = (url: string) => new URL(url).hash.replace(/^#token=/, '');
 
 /** A set-up step's check (the subtests assert; a failed set-up stops the file). */
 function expect(got: unknown, want: unknown, what: string): void {

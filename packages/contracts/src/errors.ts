@@ -196,3 +196,18 @@ export interface ErrorBody {
   available?: number;
   [extra: string]: unknown;
 }
+
+/**
+ * Awaits `p`; any failure that is not already a ServiceError becomes the ServiceError `code`
+ * (with `message`, else the code's own), the original as its cause. For a dependency whose every
+ * failure means one thing to the caller (an analytics read that failed is an outage; a failed
+ * import stored nothing).
+ */
+export async function failingAs<T>(p: Promise<T>, code: ErrorCode, message?: string): Promise<T> {
+  try {
+    return await p;
+  } catch (err) {
+    if (err instanceof ServiceError) throw err;
+    throw new ServiceError(code, message, {}, {}, err);
+  }
+}

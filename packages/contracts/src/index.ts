@@ -1,5 +1,5 @@
 // @svc/contracts: the vocabulary every package shares. No dependencies, no I/O.
-export { ERRORS, ERROR_CODES, isErrorCode, OperatorError, ServiceError, type ErrorBody, type ErrorCode, type ErrorSpec } from './errors.ts';
+export { ERRORS, ERROR_CODES, failingAs, isErrorCode, OperatorError, ServiceError, type ErrorBody, type ErrorCode, type ErrorSpec } from './errors.ts';
 export {
   CHARGE_REASONS,
   CONFIDENCES,

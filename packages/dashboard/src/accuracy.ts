@@ -9,7 +9,7 @@
 // for owners: its webhook URL is a standing credential that writes into the account, as a key is.
 
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { ServiceError } from '@svc/contracts';
+import { failingAs, ServiceError } from '@svc/contracts';
 import { bodyOf, hide, hideNoBody, query, type DashboardContext } from './context.ts';
 
 const DAY_MS = 86_400_000;
@@ -43,24 +43,10 @@ export function bucketsOf(w: { from: Date; to: Date }, size: 'day' | 'week'): Ar
 }
 
 /** A failure of the analytics backend while reading is an outage, as on the REST reports. */
-async function reading<T>(p: Promise<T>): Promise<T> {
-  try {
-    return await p;
-  } catch (err) {
-    if (err instanceof ServiceError) throw err;
-    throw new ServiceError('service_unavailable', 'The analytics store could not be read; retry later', {}, {}, err);
-  }
-}
+const reading = <T>(p: Promise<T>): Promise<T> => failingAs(p, 'service_unavailable', 'The analytics store could not be read; retry later');
 
 /** A database failure while importing is the retryable import failure (nothing was kept), as on REST. */
-async function storing<T>(p: Promise<T>): Promise<T> {
-  try {
-    return await p;
-  } catch (err) {
-    if (err instanceof ServiceError) throw err;
-    throw new ServiceError('outcome_import_failed', undefined, {}, {}, err);
-  }
-}
+const storing = <T>(p: Promise<T>): Promise<T> => failingAs(p, 'outcome_import_failed');
 
 export async function accuracyRoutes(app: FastifyInstance, { store, opts, guard }: DashboardContext): Promise<void> {
   // ---- The reports, for anyone signed in.

@@ -3,7 +3,7 @@
 // OutcomesService and back.
 
 import type { FastifyPluginAsync } from 'fastify';
-import { ServiceError, type ErrorCode } from '@svc/contracts';
+import { failingAs, ServiceError, type ErrorCode } from '@svc/contracts';
 import { CONNECTOR_PLATFORMS, MAX_OUTCOME_ROWS, OUTCOME_BODY_LIMIT, outcomeCsvRows, type ConnectorPlatform, type OutcomesService } from '@svc/outcomes';
 import { parseAddress } from '@svc/verifier';
 import type { ApiServices } from '../types.ts';
@@ -81,14 +81,7 @@ function platformOf(p: string): ConnectorPlatform {
 }
 
 /** A database failure while importing is the retryable import failure (nothing was kept). */
-async function storing<T>(p: Promise<T>): Promise<T> {
-  try {
-    return await p;
-  } catch (err) {
-    if (err instanceof ServiceError) throw err;
-    throw new ServiceError('outcome_import_failed', undefined, {}, {}, err);
-  }
-}
+const storing = <T>(p: Promise<T>): Promise<T> => failingAs(p, 'outcome_import_failed');
 
 export const outcomeRoutes: FastifyPluginAsync<{ services: ApiServices & { outcomes: OutcomesService } }> = async (app, { services }) => {
   const { outcomes } = services;

@@ -5,7 +5,7 @@
 // report (confusion matrix, hard-bounce rate per predicted result with a 95% interval, precision).
 
 import type { FastifyPluginAsync } from 'fastify';
-import { ServiceError } from '@svc/contracts';
+import { failingAs, ServiceError } from '@svc/contracts';
 import { domainsReport, summaryReport } from '@svc/outcomes';
 import type { Analytics } from '@svc/store';
 import { errorResponses, type RouteErrors } from '../schemas.ts';
@@ -44,14 +44,7 @@ const windowQuery = {
 } as const;
 
 /** A failure of the analytics backend while reading is an outage: retry later. */
-async function reading<T>(p: Promise<T>): Promise<T> {
-  try {
-    return await p;
-  } catch (err) {
-    if (err instanceof ServiceError) throw err;
-    throw new ServiceError('service_unavailable', 'The analytics store could not be read; retry later', {}, {}, err);
-  }
-}
+const reading = <T>(p: Promise<T>): Promise<T> => failingAs(p, 'service_unavailable', 'The analytics store could not be read; retry later');
 
 export const reportRoutes: FastifyPluginAsync<{ analytics: Pick<Analytics, 'outcomeMatrix' | 'outcomeDomains'> }> = async (app, { analytics }) => {
   app.get<{ Querystring: { from?: string; to?: string } }>(
