@@ -9,7 +9,8 @@ import { Table } from './table.tsx';
 
 export interface Series {
   label: string;
-  values: number[];
+  /** One value per label; null (or NaN) where there is none (a gap in a line, "—" in the table). */
+  values: Array<number | null>;
 }
 
 export interface ChartProps {
@@ -143,7 +144,7 @@ export function Chart({ title, labels, series, kind = 'bar', stacked = false, yT
                 <tr key={l}>
                   <th scope="row">{l}</th>
                   {series.map((s) => (
-                    <td key={s.label}>{format(s.values[i] ?? 0)}</td>
+                    <td key={s.label}>{s.values[i] === null || Number.isNaN(s.values[i]) ? '—' : format(s.values[i] ?? 0)}</td>
                   ))}
                 </tr>
               ))}

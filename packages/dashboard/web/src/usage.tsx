@@ -1,6 +1,7 @@
 // Usage and credits: the balance, validations per day by verdict and credits spent per day (charts
 // with their figures as tables), and the credit ledger, paged, with a CSV export.
 
+import type { CreditBalance, ValidationResult } from '@svc/contracts';
 import { useEffect, useState } from 'preact/hooks';
 import { api, errorText } from './api.ts';
 import { Chart } from './chart.tsx';
@@ -15,11 +16,11 @@ const RESULTS = [
 ] as const;
 
 interface Usage {
-  balance: { balance: number; reserved: number; available: number; subscription_status: string; current_period_end: string | null; cancel_at_period_end: boolean };
+  balance: Omit<CreditBalance, 'account_id'>;
   from: string;
   to: string;
   analytics: boolean;
-  days: Array<{ day: string; validations: number; by_result: Record<string, number>; credits_spent: number }>;
+  days: Array<{ day: string; validations: number; by_result: Record<ValidationResult, number>; credits_spent: number }>;
 }
 
 interface Entry {

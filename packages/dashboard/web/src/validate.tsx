@@ -2,20 +2,13 @@
 // cost and why, and the API's own result object for developers.
 
 import { useState } from 'preact/hooks';
+import type { ChargeReason, ValidationResult, ValidationResultBody } from '@svc/contracts';
 import { api, errorText } from './api.ts';
 
-interface Result {
-  email: string;
-  result: string;
-  reason_code: string;
-  reason: string;
-  credits_charged: number;
-  charge_reason: string;
-  validation_layer: string;
-  did_you_mean?: string | null;
-}
+/** The API's result object (`POST /v1/validate`), typed by the service's own contract. */
+type Result = ValidationResultBody;
 
-const VERDICTS: Record<string, string> = {
+const VERDICTS: Record<ValidationResult, string> = {
   valid: 'Valid: a personal mailbox that accepts mail. Safe to email.',
   valid_role_based: 'Valid, but a role address (a shared inbox such as info@ or sales@).',
   risky: 'Risky: the domain accepts every address (catch-all) or the address is disposable; delivery is not proven.',
@@ -23,7 +16,7 @@ const VERDICTS: Record<string, string> = {
   unknown: 'Unknown: the mail server did not give a definite answer (a time-out, a temporary refusal or a policy block). Try again later.',
 };
 
-const CHARGES: Record<string, string> = {
+const CHARGES: Partial<Record<ChargeReason, string>> = {
   high_value_validation: 'charged: a usable personal address is the only result that costs a credit',
   role_based_not_charged: 'not charged: role addresses are free',
   catchall_not_charged: 'not charged: a catch-all domain proves nothing about the mailbox',
