@@ -12,6 +12,8 @@
 // `chromium`). CHROMIUM_PATH names another binary.
 
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
@@ -328,7 +330,7 @@ async function run(): Promise<void> {
     await shoot(member, 'member-overview');
     const refused = await member.evaluate(async () => {
       const out: Array<[string, number, string]> = [];
-      for (const route of ['/keys', '/users']) {
+      for (const route of ['/keys', '/users', '/account', '/account/apps', '/operator/accounts']) {
         const r = await fetch(`/dashboard/api${route}`);
         out.push([route, r.status, (await r.json()).code]);
       }
@@ -337,7 +339,72 @@ async function run(): Promise<void> {
     t.same(refused, [
       ['/keys', 403, 'owner_role_required'],
       ['/users', 403, 'owner_role_required'],
-    ], 'the server refuses, not only the menu');
+      ['/account', 403, 'owner_role_required'],
+      ['/account/apps', 403, 'owner_role_required'],
+      ['/operator/accounts', 403, 'operator_required'],
+    ], 'the server refuses keys, team, billing and the operator console, not only the menu');
+  });
+
+  t.test('cross-site requests: a hostile page on another origin cannot change anything', async (t) => {
+    // The owner's browser, signed in, visits a page served from another port of the same host: the
+    // same site, so SameSite=Lax lets the cookie ride along; the Origin check is what refuses.
+    await page.goto(`${stack.url}/dashboard/usage`);
+    await page.getByLabel('Email address').fill('owner@example.test');
+    await page.getByLabel('Password').fill(PASSWORD);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Usage and credits' }).waitFor();
+    const accountId = (await stack.call('GET', '/v1/credits')).body.account_id as string;
+    const keysBefore = (await stack.store.keys.list(accountId)).length;
+    const target = `${stack.url}/dashboard/api`;
+    const evil = createServer((_req, res) => {
+      res.setHeader('content-type', 'text/html');
+      res.end(`<!doctype html><title>prize</title>
+<form id="f" method="POST" action="${target}/keys" enctype="text/plain"><input name='{"name":"evil","kind":"live","x":"' value='"}'></form>
+<script>
+const keys = ${JSON.stringify(`${target}/keys`)};
+fetch(keys, { method: 'POST', credentials: 'include', headers: { 'content-type': 'application/json' }, body: '{"name":"evil1"}' })
+  .catch(() => fetch(keys, { method: 'POST', credentials: 'include', mode: 'no-cors', headers: { 'content-type': 'text/plain' }, body: '{"name":"evil2"}' }))
+  .finally(() => document.getElementById('f').submit());
+</script>`);
+    });
+    await new Promise<void>((resolve) => evil.listen(0, '127.0.0.1', resolve));
+    t.teardown(() => new Promise<void>((resolve) => evil.close(() => resolve())));
+    const evilUrl = `http://127.0.0.1:${(evil.address() as AddressInfo).port}/`;
+    t.not(new URL(evilUrl).origin, new URL(stack.url).origin, 'another origin');
+    const answers: Array<[string, number]> = [];
+    const onResponse = (r: import('playwright-core').Response) => {
+      if (r.url().startsWith(target)) answers.push([r.request().method(), r.status()]);
+    };
+    page.on('response', onResponse);
+    const done = page.waitForURL(`${target}/keys`);
+    await page.goto(evilUrl);
+    await done;
+    page.off('response', onResponse);
+    // A JSON POST needs a CORS preflight, which this server never grants: the browser sends no
+    // POST at all. A text/plain fetch and a text/plain form post (what a page may send another
+    // origin unasked) arrive with the cookie and are refused: the API takes JSON bodies only.
+    t.same(answers.filter(([m]) => m === 'POST'), [['POST', 415], ['POST', 415]], 'the two simple requests refused (415), the JSON one never sent');
+    t.equal((await stack.store.keys.list(accountId)).length, keysBefore, 'no key was created');
+    await page.goto(`${stack.url}/dashboard/usage`);
+    await page.getByRole('heading', { name: 'Usage and credits' }).waitFor();
+    t.pass('the session is still good for its own pages');
+  });
+
+  t.test('session fixation: a cookie planted before sign-in is replaced at sign-in', async (t) => {
+    const ctx = await browser.newContext();
+    t.teardown(() => ctx.close());
+    const planted = 'A'.repeat(43);
+    await ctx.addCookies([{ name: 'svc_session', value: planted, domain: new URL(stack.url).hostname, path: '/dashboard', httpOnly: true, sameSite: 'Lax' }]);
+    const p = await ctx.newPage();
+    await p.goto(`${stack.url}/dashboard/`);
+    await p.getByLabel('Email address').fill('member@example.test');
+    await p.getByLabel('Password').fill(PASSWORD);
+    await p.getByRole('button', { name: 'Sign in' }).click();
+    await p.getByRole('heading', { name: 'Overview' }).waitFor();
+    const cookies = await ctx.cookies();
+    t.equal(cookies.length, 1);
+    t.not(cookies[0]!.value, planted, 'a new session id');
+    t.match(cookies[0]!.value, /^[A-Za-z0-9_-]{43}$/);
   });
 
   t.test('no script error, no CSP refusal, no serious accessibility violation on any page', async (t) => {
