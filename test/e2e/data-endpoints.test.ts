@@ -254,6 +254,39 @@ t.test('bulk company: 100 requests a minute per key, then 429 (before the body i
   t.equal(single.status, 400, 'the single endpoint has no such limit');
 });
 
+t.test('find/bulk: 100 contacts on one MX host share its sessions (counted at the server)', async (t) => {
+  const { key, accountId } = await dataKey({ credits: 150 }); // the hold covers every contact
+  const FIRST = ['Alba', 'Bruno', 'Clara', 'Dario', 'Elena', 'Felix', 'Greta', 'Hugo', 'Ines', 'Jonas'];
+  const LAST = ['Abril', 'Berger', 'Costa', 'Dumont', 'Eklund', 'Ferreira', 'Gallo', 'Horvat', 'Ibarra', 'Janssen'];
+  // 98 people accept.test does not know, and the two it does: one MX host (mx1.accept.test) for all.
+  const contacts = FIRST.flatMap((first) => LAST.map((last) => ({ first_name: first, last_name: last, domain: 'accept.test' }))).slice(0, 98);
+  contacts.splice(40, 0, { first_name: 'Jane', last_name: 'Doe', domain: 'accept.test' });
+  contacts.push({ first_name: 'John', last_name: 'Smith', domain: 'accept.test' });
+  t.equal(contacts.length, 100);
+  const before = stack.sim.statsFor('accept.test');
+  const r = await post('/v1/find/bulk', key, { contacts, max_concurrent: 10 });
+  t.equal(r.status, 200, JSON.stringify(r.body).slice(0, 300));
+  const found = r.body.results.filter((x: { email: string | null }) => x.email !== null).map((x: { id: string; email: string }) => [x.id, x.email]);
+  t.strictSame(found, [
+    ['40', 'jane.doe@accept.test'],
+    ['99', 'john.smith@accept.test'],
+  ], 'the two known people found, in input order');
+  const { total_latency_ms: _latency, ...summary } = r.body.summary;
+  t.strictSame(summary, { total: 100, found: 2, not_found: 98, errors: 0, credits_charged: 2 });
+  t.equal(await balance(accountId), 148, 'two credits, for the two found');
+  const after = stack.sim.statsFor('accept.test');
+  const sessions = after.connections - before.connections;
+  const rcpts = after.rcpt - before.rcpt;
+  const mails = after.mail - before.mail;
+  // Every unknown person's 8 candidates were asked, a candidate several contacts share (`{first}`:
+  // ten first names among 98 people) once: 98 × 8 − 88 = 696 addresses at least. Sessions carry
+  // many contacts' candidates until the server's error budget ends them.
+  t.ok(rcpts >= 696, `every candidate asked: ${rcpts} RCPTs`);
+  t.ok(sessions * 5 <= rcpts, `${sessions} sessions for ${rcpts} RCPTs (one per candidate would be ${rcpts})`);
+  t.ok(mails <= rcpts / 3, `${mails} transactions for ${rcpts} RCPTs`);
+  t.comment(`100 contacts on one MX host: ${sessions} sessions, ${mails} transactions, ${rcpts} RCPTs`);
+});
+
 t.test('find/bulk: each B2B pattern proven on the mail server, 1 credit each; not found 0', async (t) => {
   const { key, accountId } = await dataKey({ credits: 50 });
   const contacts = [
