@@ -11,22 +11,67 @@ interface Parsed {
   name: string;
   blob: Blob;
   columns: string[];
-  rows: Array<Record<string, string>>;
+  /** The first rows: enough to guess the email column. */
+  sample: Array<Record<string, string>>;
 }
+
+/** A column's rows and unique addresses, counted over the whole file. */
+interface Count {
+  column: string;
+  rows: number;
+  unique: number;
+}
+
+const SAMPLE_ROWS = 50;
+/** The file is read this much at a time: a list of hundreds of MB never sits in the page whole. */
+const CHUNK_BYTES = 1 << 20;
 
 /** The column most likely to hold the emails: named like one, else the one whose cells hold an @. */
 function guessColumn(p: Parsed): string {
   const named = p.columns.find((c) => /^e-?mail( address)?$/i.test(c.trim())) ?? p.columns.find((c) => /e-?mail/i.test(c));
   if (named) return named;
-  const sample = p.rows.slice(0, 50);
+  const sample = p.sample;
   return p.columns.find((c) => sample.filter((r) => (r[c] ?? '').includes('@')).length > sample.length / 2) ?? p.columns[0] ?? '';
 }
 
-function parse(name: string, blob: Blob): Promise<Parsed> {
-  return blob.text().then((text) => {
-    const r = Papa.parse<Record<string, string>>(text, { header: true, skipEmptyLines: 'greedy' });
-    if (!r.meta.fields || r.meta.fields.length === 0) throw new Error('the file has no header row naming its columns');
-    return { name, blob, columns: r.meta.fields, rows: r.data };
+/** The header and the first rows only. */
+function preview(name: string, blob: Blob): Promise<Parsed> {
+  return new Promise((resolve, reject) =>
+    Papa.parse<Record<string, string>>(blob as File, {
+      header: true,
+      skipEmptyLines: 'greedy',
+      preview: SAMPLE_ROWS,
+      complete: (r) => (r.meta.fields && r.meta.fields.length > 0 ? resolve({ name, blob, columns: r.meta.fields, sample: r.data }) : reject(new Error('the file has no header row naming its columns'))),
+      error: (e) => reject(e),
+    }),
+  );
+}
+
+// As the server dedupes a job: the domain is case-blind, the mailbox name is not.
+const keyOf = (v: string) => {
+  const at = v.lastIndexOf('@');
+  return at < 1 ? '' : `${v.slice(0, at)}@${v.slice(at + 1).toLowerCase()}`;
+};
+
+/** Rows and unique addresses of `column`, streamed a chunk at a time (only the addresses are kept). */
+function count(blob: Blob, column: string): Promise<Count> {
+  return new Promise((resolve, reject) => {
+    const seen = new Set<string>();
+    let rows = 0;
+    Papa.parse<Record<string, string>>(blob as File, {
+      header: true,
+      skipEmptyLines: 'greedy',
+      chunkSize: CHUNK_BYTES,
+      chunk: (r) => {
+        for (const row of r.data) {
+          rows++;
+          const k = keyOf((row[column] ?? '').trim());
+          if (k) seen.add(k);
+        }
+      },
+      complete: () => resolve({ column, rows, unique: seen.size }),
+      error: (e) => reject(e),
+    });
   });
 }
 
@@ -41,11 +86,14 @@ export function Upload() {
   const [eta, setEta] = useState('');
   const last = useRef<{ at: number; processed: number } | null>(null);
 
+  const [counted, setCounted] = useState<Count | null>(null);
+
   const take = async (name: string, blob: Blob) => {
     setError('');
     setJob(null);
+    setCounted(null);
     try {
-      const p = await parse(name, blob);
+      const p = await preview(name, blob);
       setParsed(p);
       setColumn(guessColumn(p));
     } catch (e) {
@@ -53,12 +101,20 @@ export function Upload() {
       setError(errorText(e));
     }
   };
-  // As the server dedupes a job: the domain is case-blind, the mailbox name is not.
-  const keyOf = (v: string) => {
-    const at = v.lastIndexOf('@');
-    return at < 1 ? '' : `${v.slice(0, at)}@${v.slice(at + 1).toLowerCase()}`;
-  };
-  const unique = parsed && column ? new Set(parsed.rows.map((r) => keyOf((r[column] ?? '').trim())).filter(Boolean)).size : 0;
+  // The whole file, counted for the chosen column (again when another is chosen).
+  useEffect(() => {
+    if (!parsed || !column) return;
+    let gone = false;
+    setCounted(null);
+    count(parsed.blob, column).then(
+      (c) => !gone && setCounted(c),
+      (e) => !gone && setError(errorText(e)),
+    );
+    return () => {
+      gone = true;
+    };
+  }, [parsed, column]);
+  const unique = counted?.column === column ? counted.unique : null;
 
   const start = async () => {
     if (!parsed) return;
@@ -127,7 +183,7 @@ export function Upload() {
       {parsed && (
         <div class="card">
           <p>
-            <strong>{parsed.name}</strong>: {parsed.rows.length} row{parsed.rows.length === 1 ? '' : 's'}, {parsed.columns.length} column{parsed.columns.length === 1 ? '' : 's'}.
+            <strong>{parsed.name}</strong>: {counted ? `${counted.rows} row${counted.rows === 1 ? '' : 's'}` : 'counting rows…'}, {parsed.columns.length} column{parsed.columns.length === 1 ? '' : 's'}.
           </p>
           <label for="csv-column">Column holding the emails</label>
           <select id="csv-column" value={column} onChange={(e) => setColumn(e.currentTarget.value)}>
@@ -138,11 +194,11 @@ export function Upload() {
             ))}
           </select>
           <p role="status" aria-label="Cost ceiling">
-            At most {unique} credit{unique === 1 ? '' : 's'}: one is held per unique address, and only usable personal addresses are charged; the rest is refunded when the job ends.
+            {unique === null ? 'Counting the unique addresses…' : `At most ${unique} credit${unique === 1 ? '' : 's'}: one is held per unique address, and only usable personal addresses are charged; the rest is refunded when the job ends.`}
           </p>
           <label for="csv-webhook">Webhook URL when it ends (optional)</label>
           <input id="csv-webhook" type="url" value={webhook} onInput={(e) => setWebhook(e.currentTarget.value)} />
-          <button type="button" disabled={busy || !column} onClick={() => void start()}>
+          <button type="button" disabled={busy || !column || unique === null} onClick={() => void start()}>
             {busy ? 'Starting…' : 'Start validation'}
           </button>
         </div>
