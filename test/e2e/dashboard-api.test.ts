@@ -264,3 +264,33 @@ t.test('a list through the dashboard: prepare, the PUT to the signed path, start
   r = await b.call('GET', '/jobs/job_000000000000000000000000');
   t.same([r.status, r.body.code], [404, 'job_not_found']);
 });
+
+t.test('owners: the account always keeps one; a demoted or removed owner loses what they could do', async (t) => {
+  const anyone = browser(stack);
+  await anyone.call('POST', '/sign-in', { email: 'second.owner@example.test', password: PASSWORD });
+  const accountId = (await anyone.call('GET', '/session')).body.account_id as string;
+  const owners = async () => (await stack.store.users.list(accountId)).filter((u) => u.role === 'owner').length;
+  const signedIn = async (email: string) => {
+    t.match(await createUser(stack.store, { accountId, email, password: PASSWORD, role: 'owner' }), { ok: true });
+    const b = browser(stack);
+    t.equal((await b.call('POST', '/sign-in', { email, password: PASSWORD })).status, 200);
+    const me = (await b.call('GET', '/session')).body.user.id as string;
+    return { b, id: me };
+  };
+  const a = await signedIn('owner.a@example.test');
+  const b = await signedIn('owner.b@example.test');
+  // B invites an owner, then A makes B a member: B's unused owner invitation dies with B's role.
+  const link = await b.b.call('POST', '/invitations', { role: 'owner' });
+  t.equal(link.status, 201);
+  t.strictSame((await a.b.call('POST', `/users/${b.id}/role`, { role: 'member' })).body.changed, true);
+  const redeem = await browser(stack).call('POST', '/setup', { token: tokenOf(link.body.url), email: 'back.door@example.test', password: PASSWORD });
+  t.strictSame([redeem.status, redeem.body.code], [409, 'sign_in_link_expired'], "a demoted owner's owner invitation no longer works");
+  t.strictSame((await b.b.call('POST', `/users/${a.id}/role`, { role: 'member' })).body.code, 'owner_role_required', 'the demoted owner changes nobody');
+  // Two owners removing each other at the same moment: one of them stays.
+  const c = await signedIn('owner.c@example.test');
+  const before = await owners();
+  const [x, y] = await Promise.all([a.b.call('DELETE', `/users/${c.id}`), c.b.call('DELETE', `/users/${a.id}`)]);
+  t.strictSame([x.status, y.status].sort(), [204, 403], 'one removal lands, the other finds its sender removed');
+  t.equal([x, y].find((r) => r.status === 403)!.body.code, 'owner_role_required');
+  t.equal(await owners(), before - 1, 'exactly one owner fewer');
+});

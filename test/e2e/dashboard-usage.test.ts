@@ -34,11 +34,13 @@ t.test('balance, validations per day by verdict and credits spent, equal to the 
   t.equal(r.body.days[6].day, today, 'the last day is today (UTC)');
   t.equal(r.body.days[0].day, new Date(Date.now() - 6 * 86_400_000).toISOString().slice(0, 10), 'the first day is six days ago');
   t.equal(r.body.analytics, true);
-  const was = before.days[6];
-  const now = r.body.days[6];
+  // By day, not by position: a run that crosses midnight (UTC) compares today with nothing.
+  type Day = { day: string; validations: number; by_result: Record<string, number>; credits_spent: number };
+  const now = r.body.days[6] as Day;
+  const was = (before.days as Day[]).find((d) => d.day === now.day) ?? { day: now.day, validations: 0, by_result: { valid: 0, valid_role_based: 0, risky: 0, invalid: 0, unknown: 0 }, credits_spent: 0 };
   t.equal(now.validations - was.validations, 5, 'five validations today');
   t.strictSame(
-    Object.fromEntries(Object.entries(now.by_result).map(([k, v]) => [k, (v as number) - was.by_result[k]])),
+    Object.fromEntries(Object.entries(now.by_result).map(([k, v]) => [k, v - was.by_result[k]!])),
     { valid: 2, valid_role_based: 1, risky: 1, invalid: 1, unknown: 0 },
     'by verdict',
   );

@@ -337,7 +337,13 @@ export async function subscribeLocally(store: Pick<Store, 'subscriptions'>, loca
   if (!(await store.subscriptions.plan(planId))) return { ok: false, code: 'plan_not_found', message: `no plan ${planId}` };
   const live = await store.subscriptions.live(accountId);
   if (live) return { ok: false, code: 'subscription_exists', message: `account ${accountId} already has a live subscription ${live.id} (${live.status})` };
-  return { ok: true, subscription: await local.create(accountId, planId) };
+  try {
+    return { ok: true, subscription: await local.create(accountId, planId) };
+  } catch (err) {
+    // Another request subscribed the account between the check and the insert: the one-live index said no.
+    if ((err as { code?: unknown }).code === '23505') return { ok: false, code: 'subscription_exists', message: `account ${accountId} already has a live subscription` };
+    throw err;
+  }
 }
 
 /**

@@ -10,29 +10,17 @@
 
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { failingAs, ServiceError } from '@svc/contracts';
-import { bodyOf, hide, hideNoBody, query, type DashboardContext } from './context.ts';
+import { bodyOf, DAY_MS, hide, hideNoBody, query, readAnalytics, windowOf as windowIn, type DashboardContext } from './context.ts';
 
-const DAY_MS = 86_400_000;
+const windowOf = (req: FastifyRequest) => windowIn(req, 'invalid_outcome_query');
+
 /** The windows the page offers, in days. */
-export const WINDOW_DAYS = [7, 30, 90] as const;
 /** Day buckets read at most this many days (one report each). */
 export const MAX_DAY_BUCKETS = 31;
 /** Reports of the buckets read at once. */
 const BUCKETS_AT_ONCE = 4;
 /** The latest recoveries listed. */
 const RECOVERIES_LISTED = 20;
-
-/**
- * The window of `days` (7, 30 or 90; default 30): whole UTC days, today the last of them, so its
- * days and weeks are calendar ones. `from` <= t < `to`, as the REST reports read it.
- */
-export function windowOf(req: FastifyRequest, now = Date.now()): { from: Date; to: Date; days: number } {
-  const raw = query(req, 'days') ?? '30';
-  const days = Number(raw);
-  if (!(WINDOW_DAYS as readonly number[]).includes(days) || !/^\d+$/.test(raw)) throw new ServiceError('invalid_outcome_query', `days must be one of ${WINDOW_DAYS.join(', ')}`);
-  const to = new Date(Math.floor(now / DAY_MS) * DAY_MS + DAY_MS);
-  return { from: new Date(to.getTime() - days * DAY_MS), to, days };
-}
 
 /** The window cut into days or weeks, newest last; weeks end with `to`, the oldest one may be shorter. */
 export function bucketsOf(w: { from: Date; to: Date }, size: 'day' | 'week'): Array<{ from: Date; to: Date }> {
@@ -42,8 +30,7 @@ export function bucketsOf(w: { from: Date; to: Date }, size: 'day' | 'week'): Ar
   return out;
 }
 
-/** A failure of the analytics backend while reading is an outage, as on the REST reports. */
-const reading = <T>(p: Promise<T>): Promise<T> => failingAs(p, 'service_unavailable', 'The analytics store could not be read; retry later');
+const reading = readAnalytics;
 
 /** A database failure while importing is the retryable import failure (nothing was kept), as on REST. */
 const storing = <T>(p: Promise<T>): Promise<T> => failingAs(p, 'outcome_import_failed');

@@ -117,9 +117,6 @@ export async function dashboardApi(app: FastifyInstance, opts: DashboardApiOptio
     return { user: userBody(user), account_id: user.account_id, csrf_token: csrfOf(idHash) };
   }
 
-  const hide = { schema: { hide: true } };
-  const hideNoBody = { schema: { hide: true }, config: { noBody: true } };
-
   // Nothing of the dashboard's API is cached by a browser or a proxy.
   app.addHook('onSend', async (_req, reply) => {
     reply.header('Cache-Control', 'no-store');

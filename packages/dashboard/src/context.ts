@@ -2,7 +2,7 @@
 // readers, and the route options. api.ts builds one DashboardContext; each routes file
 // (keys.ts, jobs.ts, usage.ts, ...) registers its routes with it.
 
-import { ServiceError } from '@svc/contracts';
+import { failingAs, ServiceError, type ErrorCode } from '@svc/contracts';
 import { signInAddress } from '@svc/accounts';
 import type { FastifyRequest } from 'fastify';
 import type { SessionRecord, Store } from '@svc/store';
@@ -69,3 +69,23 @@ export function query(req: FastifyRequest, name: string): string | undefined {
   if (typeof v !== 'string') throw new ServiceError('invalid_request', `${name} must be given once`);
   return v;
 }
+
+export const DAY_MS = 86_400_000;
+/** The windows the usage and accuracy pages offer, in days. */
+export const WINDOW_DAYS = [7, 30, 90] as const;
+
+/**
+ * The query's window of `days` (7, 30 or 90; default 30), else 400 `code`: whole UTC days, today
+ * the last of them, so its days and weeks are calendar ones; `from` <= t < `to`, as the REST
+ * reports read a window.
+ */
+export function windowOf(req: FastifyRequest, code: ErrorCode, now = Date.now()): { from: Date; to: Date; days: number } {
+  const raw = query(req, 'days') ?? '30';
+  const days = Number(raw);
+  if (!(WINDOW_DAYS as readonly number[]).includes(days) || !/^\d+$/.test(raw)) throw new ServiceError(code, `days must be one of ${WINDOW_DAYS.join(', ')}`);
+  const to = new Date(Math.floor(now / DAY_MS) * DAY_MS + DAY_MS);
+  return { from: new Date(to.getTime() - days * DAY_MS), to, days };
+}
+
+/** An analytics read: any failure is an outage of that store (503 service_unavailable), as on the REST reports. */
+export const readAnalytics = <T>(p: Promise<T>): Promise<T> => failingAs(p, 'service_unavailable', 'The analytics store could not be read; retry later');

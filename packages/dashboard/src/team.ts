@@ -29,18 +29,18 @@ export async function teamRoutes(app: FastifyInstance, { store, opts, guard }: D
     const s = await guard(req, 'owner');
     const role = bodyOf(req).role;
     if (role !== 'owner' && role !== 'member') throw new ServiceError('invalid_request', 'role must be owner or member');
-    const r = await store.users.changeRole(s.user.account_id, req.params.id, role);
-    if (r === 'user_not_found') throw new ServiceError('user_not_found');
+    const r = await store.users.changeRole(s.user.account_id, req.params.id, role, s.user.id);
+    if (r === 'owner_role_required' || r === 'user_not_found') throw new ServiceError(r);
     if (r === 'last_owner') throw new ServiceError('last_owner', req.params.id === s.user.id ? 'You are the only owner of this account: make someone else an owner first' : 'This is the only owner of the account: make someone else an owner first');
     return { user: userBody(r.user), changed: r.changed };
   });
 
   app.delete<{ Params: { id: string } }>(`/users/:id`, hide, async (req, reply) => {
     const s = await guard(req, 'owner');
-    const target = await store.users.get(req.params.id);
-    if (!target || target.account_id !== s.user.account_id) throw new ServiceError('user_not_found');
-    if (target.id === s.user.id) throw new ServiceError('invalid_request', 'you cannot remove yourself; another owner can');
-    await store.users.remove(target.id);
+    if (req.params.id === s.user.id) throw new ServiceError('invalid_request', 'you cannot remove yourself; another owner can');
+    const r = await store.users.removeFromAccount(s.user.account_id, req.params.id, s.user.id);
+    if (r === 'owner_role_required' || r === 'user_not_found') throw new ServiceError(r);
+    if (r === 'last_owner') throw new ServiceError('last_owner', 'This is the only owner of the account: make someone else an owner first');
     return reply.status(204).send();
   });
 }

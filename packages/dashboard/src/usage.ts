@@ -6,11 +6,8 @@ import { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { ledgerCsv } from '@svc/billing';
 import { ServiceError, VALIDATION_RESULTS } from '@svc/contracts';
-import { hide, iso, query, type DashboardContext } from './context.ts';
+import { DAY_MS, hide, iso, query, readAnalytics, windowOf, type DashboardContext } from './context.ts';
 
-/** The windows the usage page offers, in days (today, UTC, is the last day of each). */
-export const USAGE_WINDOWS = [7, 30, 90] as const;
-const DAY_MS = 86_400_000;
 
 function limitOf(raw: string | undefined): number {
   if (raw === undefined) return 50;
@@ -28,15 +25,11 @@ function cursorOf(raw: string | undefined): number | undefined {
 export async function usageRoutes(app: FastifyInstance, { store, opts, guard }: DashboardContext): Promise<void> {
   app.get('/usage', hide, async (req) => {
     const s = await guard(req, 'session');
-    const raw = query(req, 'days') ?? '30';
-    const days = Number(raw);
-    if (!(USAGE_WINDOWS as readonly number[]).includes(days) || String(days) !== raw) throw new ServiceError('invalid_request', `days must be one of ${USAGE_WINDOWS.join(', ')}`);
+    const { from, to } = windowOf(req, 'invalid_request');
     const account = s.user.account_id;
-    const to = new Date(Math.floor(Date.now() / DAY_MS) * DAY_MS + DAY_MS); // the end of today, UTC
-    const from = new Date(to.getTime() - days * DAY_MS);
     const [balance, decided, spent] = await Promise.all([
       store.ledger.balance(account),
-      opts.analytics ? opts.analytics.daily({ account_id: account, from, to }) : Promise.resolve([]),
+      opts.analytics ? readAnalytics(opts.analytics.daily({ account_id: account, from, to })) : Promise.resolve([]),
       store.ledger.spentPerDay(account, from, to),
     ]);
     if (!balance) throw new ServiceError('not_signed_in');

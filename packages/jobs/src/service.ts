@@ -397,8 +397,7 @@ export class JobsService {
     return job;
   }
 
-  /** The account's jobs, newest first (GET /v1/csv/jobs). A cursor that is not ours: 400 invalid_request. */
-  /** A page of the account's jobs, newest first; `limit` 1-100 (default 20), else 400 invalid_request. */
+  /** A page of the account's jobs, newest first (GET /v1/csv/jobs); `limit` 1-100 (default 20); a bad limit or a cursor that is not ours: 400 invalid_request. */
   async list(accountId: string, opts: { limit?: number; cursor?: string; status?: JobState }): Promise<{ jobs: JobRecord[]; next_cursor: string | null }> {
     const limit = opts.limit ?? 20;
     if (!(Number.isInteger(limit) && limit >= 1 && limit <= 100)) throw new ServiceError('invalid_request', 'limit must be an integer from 1 to 100');

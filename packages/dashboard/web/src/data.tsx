@@ -58,8 +58,6 @@ interface Contact {
 const PER_REQUEST = 100;
 
 const orDash = (v: string | number | null | undefined) => (v === null || v === undefined || v === '' ? '—' : String(v));
-/** A CSV cell that a spreadsheet would run as a formula is written as text. */
-const cell = (v: string) => (/^[=+\-@\t\r]/.test(v) ? `'${v}` : v);
 
 function FindResults({ answer, contacts }: { answer: FindAnswer; contacts: Contact[] }) {
   return (
@@ -260,13 +258,14 @@ function ManyContacts() {
   };
   const download = () => {
     if (!found) return;
+    // A cell a spreadsheet would run as a formula (`=`, `+`, `-`, `@`, tab, CR first) is written as text.
     const csv = Papa.unparse({
       fields: ['first_name', 'last_name', 'domain', 'company', 'email', 'confidence', 'pattern', 'credits_charged', 'note'],
       data: found.answer.results.map((r, i) => {
         const c = contacts[i] ?? {};
-        return [c.first_name ?? '', c.last_name ?? '', c.domain ?? '', c.company ?? '', r.email ?? '', String(r.email ? r.confidence : ''), r.pattern ?? '', String(r.credits_charged), r.error ?? ''].map(cell);
+        return [c.first_name ?? '', c.last_name ?? '', c.domain ?? '', c.company ?? '', r.email ?? '', String(r.email ? r.confidence : ''), r.pattern ?? '', String(r.credits_charged), r.error ?? ''];
       }),
-    });
+    }, { escapeFormulae: true });
     const a = document.createElement('a');
     a.href = URL.createObjectURL(new Blob([csv], { type: 'text/csv' }));
     a.download = `found-${(file?.name ?? 'contacts.csv').replace(/\.csv$/i, '')}.csv`;

@@ -29,7 +29,7 @@ export function Team({ self }: { self: string }) {
     }
   };
   const changeRole = async (u: User, to: string) => {
-    if (u.id === self && to === 'member' && !confirm('Make yourself a member? You will no longer manage keys, the team or billing.')) return;
+    if (u.id === self && to === 'member' && !confirm('Make yourself a member? You will no longer manage keys, the team or billing.')) return void load(); // the select shows the role again
     setError('');
     try {
       await api('POST', `/users/${u.id}/role`, { role: to });

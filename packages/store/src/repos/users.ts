@@ -4,7 +4,7 @@
 // lengths, password checks) are @svc/accounts'; this repository makes each step atomic: a link is
 // redeemed once, with the user it creates, and removing a user ends every session of theirs.
 
-import type { Db } from '../db/db.ts';
+import type { Db, Queryable } from '../db/db.ts';
 import { newId } from '../db/ids.ts';
 
 export type UserRole = 'owner' | 'member';
@@ -54,6 +54,11 @@ const userOf = (r: Record<string, unknown>): UserRecord => ({
 });
 const UNIQUE_VIOLATION = '23505';
 
+/** Whether `userId` is a current (not removed) owner of `accountId`, read in the caller's transaction. */
+async function currentOwner(tx: Queryable, accountId: string, userId: string): Promise<boolean> {
+  return (await tx.query("SELECT 1 FROM users WHERE id = $1 AND account_id = $2 AND role = 'owner' AND removed_at IS NULL", [userId, accountId])).length > 0;
+}
+
 export class UsersRepo {
   constructor(private readonly db: Db) {}
 
@@ -98,15 +103,19 @@ export class UsersRepo {
   }
 
   /**
-   * Sets the role of one of the account's current users unless that leaves the account without an
-   * owner: `user_not_found` (no such current user in this account), `last_owner` (they are its only
-   * owner and the new role is member), else the user after the change (`changed` false when they
-   * had that role already). One transaction with the account's row locked first, so two owners
+   * Sets the role of one of the account's current users, by `actorId` (an owner of the account)
+   * unless that leaves the account without an owner: `owner_role_required` (the actor is no longer
+   * a current owner: removed or demoted since their request was let in), `user_not_found` (no such
+   * current user in this account), `last_owner` (they are its only owner and the new role is
+   * member), else the user after the change (`changed` false when they had that role already). A
+   * demoted owner's unused owner invitations expire with the change (they could otherwise make
+   * their sender owner again). One transaction with the account's row locked first, so two owners
    * demoting each other at once leave one owner.
    */
-  async changeRole(accountId: string, id: string, role: UserRole): Promise<{ user: UserRecord; changed: boolean } | 'user_not_found' | 'last_owner'> {
+  async changeRole(accountId: string, id: string, role: UserRole, actorId: string): Promise<{ user: UserRecord; changed: boolean } | 'owner_role_required' | 'user_not_found' | 'last_owner'> {
     return this.db.transaction(async (tx) => {
       await tx.query('SELECT id FROM accounts WHERE id = $1 FOR UPDATE', [accountId]);
+      if (!(await currentOwner(tx, accountId, actorId))) return 'owner_role_required';
       const found = (await tx.query(`SELECT ${USER_COLUMNS} FROM users u WHERE u.id = $1 AND u.account_id = $2 AND u.removed_at IS NULL`, [id, accountId]))[0];
       if (!found) return 'user_not_found';
       const user = userOf(found);
@@ -114,9 +123,35 @@ export class UsersRepo {
       if (role !== 'owner') {
         const others = await tx.query("SELECT 1 FROM users WHERE account_id = $1 AND role = 'owner' AND removed_at IS NULL AND id <> $2 LIMIT 1", [accountId, id]);
         if (others.length === 0) return 'last_owner';
+        await tx.query("UPDATE user_links SET expires_at = now() WHERE created_by = $1 AND used_at IS NULL AND role = 'owner' AND expires_at > now()", [id]);
       }
       await tx.query('UPDATE users SET role = $2 WHERE id = $1', [id, role]);
       return { user: { ...user, role }, changed: true };
+    });
+  }
+
+  /**
+   * Removes one of the account's current users on behalf of `actorId` (an owner of the account),
+   * ending every session of theirs and expiring the invitations they sent and nobody used:
+   * `owner_role_required` (the actor is no longer a current owner), `user_not_found` (no such
+   * current user in this account), `last_owner` (the account would be left without an owner).
+   * One transaction with the account's row locked first, so two owners removing each other at once
+   * leave one of them.
+   */
+  async removeFromAccount(accountId: string, id: string, actorId: string): Promise<'removed' | 'owner_role_required' | 'user_not_found' | 'last_owner'> {
+    return this.db.transaction(async (tx) => {
+      await tx.query('SELECT id FROM accounts WHERE id = $1 FOR UPDATE', [accountId]);
+      if (!(await currentOwner(tx, accountId, actorId))) return 'owner_role_required';
+      const found = (await tx.query('SELECT role FROM users WHERE id = $1 AND account_id = $2 AND removed_at IS NULL', [id, accountId]))[0] as { role: UserRole } | undefined;
+      if (!found) return 'user_not_found';
+      if (found.role === 'owner') {
+        const others = await tx.query("SELECT 1 FROM users WHERE account_id = $1 AND role = 'owner' AND removed_at IS NULL AND id <> $2 LIMIT 1", [accountId, id]);
+        if (others.length === 0) return 'last_owner';
+      }
+      await tx.query('UPDATE users SET removed_at = now() WHERE id = $1', [id]);
+      await tx.query('UPDATE user_sessions SET revoked_at = now() WHERE user_id = $1 AND revoked_at IS NULL', [id]);
+      await tx.query('UPDATE user_links SET expires_at = now() WHERE created_by = $1 AND used_at IS NULL AND expires_at > now()', [id]);
+      return 'removed';
     });
   }
 
