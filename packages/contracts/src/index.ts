@@ -40,6 +40,13 @@ export {
   type OutcomeSource,
   type OutcomeValue,
   type SuppressionKind,
+  type AccuracyFigures,
+  type DomainsReport,
+  type ImportResponse,
+  type Precision,
+  type ResultFigures,
+  type RowError,
+  type SummaryReport,
 } from './outcomes.ts';
 export { JOB_ID_PATTERN, hidePassword, isJobId, notPrintable } from './text.ts';
 export { inNetworks, inPrefix, ipBytes, parseNetwork, type Network } from './networks.ts';

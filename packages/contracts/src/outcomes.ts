@@ -139,3 +139,65 @@ export interface OutcomeEvent {
   fingerprint: string;
 }
 
+
+// ---- The wire shapes of the outcome reports and of an import's answer (GET /v1/outcomes/email/reports/*,
+// POST /v1/outcomes/email/import; the dashboard's accuracy page reads the same).
+
+export interface ResultFigures {
+  sent: number;
+  /** Claim outcomes (every label) for this predicted result. */
+  outcomes: number;
+  delivered: number;
+  bounced_hard: number;
+  hard_bounce_rate: number | null;
+  hard_bounce_rate_ci95: [number, number] | null;
+}
+
+export interface Precision {
+  value: number | null;
+  delivered: number;
+  bounced_hard: number;
+  ci95: [number, number] | null;
+}
+
+export interface AccuracyFigures {
+  denominator_status: 'ok' | 'sent_event_missing';
+  totals: { outcomes: number; claims: number; sent: number; opens: number; not_validated: number };
+  matrix: Record<PredictedResult, Record<OutcomeLabel, number>>;
+  by_result: Record<PredictedResult, ResultFigures>;
+  precision: { valid: Precision; invalid: Precision };
+}
+
+export interface SummaryReport extends AccuracyFigures {
+  from: string;
+  to: string;
+}
+
+export interface DomainsReport {
+  from: string;
+  to: string;
+  domains: Array<AccuracyFigures & { domain: string }>;
+}
+
+/** One row error of the import response: never the address. */
+export interface RowError {
+  index: number;
+  code: OutcomeRowError;
+  reason: string;
+}
+
+/** The import response. */
+export interface ImportResponse {
+  received: number;
+  accepted: number;
+  skipped_invalid: number;
+  duplicates: number;
+  suppressed: number;
+  complaints_suppressed: number;
+  unsubscribed_suppressed: number;
+  stale_suppressions_skipped: number;
+  suppression_cache_invalidated: number;
+  errors: RowError[];
+  credits_charged: 0;
+  imported_at: string;
+}

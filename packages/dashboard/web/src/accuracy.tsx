@@ -7,34 +7,11 @@
 import Papa from 'papaparse';
 import { useEffect, useState } from 'preact/hooks';
 import { api, errorText, type ApiError } from './api.ts';
+import type { AccuracyFigures, ImportResponse, OutcomeLabel, PredictedResult, SummaryReport } from '@svc/contracts';
 import { Chart } from './chart.tsx';
 import { Table } from './table.tsx';
 
-interface ResultFigures {
-  sent: number;
-  outcomes: number;
-  delivered: number;
-  bounced_hard: number;
-  hard_bounce_rate: number | null;
-  hard_bounce_rate_ci95: [number, number] | null;
-}
-interface Precision {
-  value: number | null;
-  delivered: number;
-  bounced_hard: number;
-  ci95: [number, number] | null;
-}
-interface Figures {
-  denominator_status: 'ok' | 'sent_event_missing';
-  totals: { outcomes: number; claims: number; sent: number; opens: number; not_validated: number };
-  matrix: Record<string, Record<string, number>>;
-  by_result: Record<string, ResultFigures>;
-  precision: { valid: Precision; invalid: Precision };
-}
-interface Summary extends Figures {
-  from: string;
-  to: string;
-}
+type Summary = SummaryReport;
 interface Trend {
   bucket: 'day' | 'week';
   buckets: Summary[];
@@ -49,20 +26,7 @@ interface Recoveries {
   by_reason: Record<string, number>;
   latest: Array<{ recovery_id: string; job_id: string; rows: number; upgraded: number; downgraded: number; unchanged: number; credits_charged: number; completed_at: string }>;
 }
-interface ImportAnswer {
-  received: number;
-  accepted: number;
-  skipped_invalid: number;
-  duplicates: number;
-  suppressed: number;
-  complaints_suppressed: number;
-  unsubscribed_suppressed: number;
-  stale_suppressions_skipped: number;
-  suppression_cache_invalidated: number;
-  errors: Array<{ index: number; code: string; reason: string }>;
-  credits_charged: number;
-  imported_at: string;
-}
+type ImportAnswer = ImportResponse;
 interface Connector {
   platform: string;
   status: 'active' | 'revoked';
@@ -98,7 +62,7 @@ const REASONS: Record<string, string> = {
 };
 const verdict = (r: string) => VERDICTS[r] ?? r;
 
-/** A rate as a percentage; NaN (no `sent` event to divide by) reads as a dash. */
+/** A rate as a percentage; none (no `sent` event to divide by) reads as a dash. */
 const pct = (v: number | null) => (v === null || Number.isNaN(v) ? '—' : `${(v * 100).toFixed(1)}%`);
 const interval = (ci: [number, number] | null) => (ci ? `${pct(ci[0])} to ${pct(ci[1])}` : '—');
 const date = (iso: string) => iso.slice(0, 10);
@@ -140,8 +104,8 @@ function Problem({ error }: { error?: string }) {
 }
 
 function ByVerdict({ s }: { s: Summary }) {
-  const results = Object.keys(s.by_result);
-  const labels = Object.keys(s.matrix[results[0] ?? ''] ?? LABELS);
+  const results = Object.keys(s.by_result) as PredictedResult[];
+  const labels = Object.keys((results[0] && s.matrix[results[0]]) ?? LABELS) as OutcomeLabel[];
   return (
     <>
       {s.denominator_status === 'sent_event_missing' && (
@@ -149,7 +113,7 @@ function ByVerdict({ s }: { s: Summary }) {
           No <code>sent</code> event in this window, so no rate can be computed: the counts stand, the rates wait for sends (import <code>sent</code> outcomes, or connect your sending platform below).
         </p>
       )}
-      <Chart title="Hard-bounce rate by verdict" labels={results.map(verdict)} series={[{ label: 'Hard-bounce rate', values: results.map((r) => s.by_result[r]!.hard_bounce_rate ?? NaN) }]} yTitle="Hard bounces per address sent" format={pct} />
+      <Chart title="Hard-bounce rate by verdict" labels={results.map(verdict)} series={[{ label: 'Hard-bounce rate', values: results.map((r) => s.by_result[r]!.hard_bounce_rate ?? null) }]} yTitle="Hard bounces per address sent" format={pct} />
       <Table caption="Hard-bounce rate by verdict, with its 95% interval (Wilson)" headers={['Verdict', 'Sent', 'Outcomes', 'Delivered', 'Hard bounces', 'Hard-bounce rate', '95% interval']}>
         {results.map((r) => {
           const f = s.by_result[r]!;
@@ -197,12 +161,12 @@ function ByVerdict({ s }: { s: Summary }) {
   );
 }
 
-function ByDomain({ d }: { d: { domains: Array<Figures & { domain: string }> } }) {
+function ByDomain({ d }: { d: { domains: Array<AccuracyFigures & { domain: string }> } }) {
   if (d.domains.length === 0) return <p>No outcome in this window.</p>;
   const top = d.domains.slice(0, 10);
   return (
     <>
-      <Chart title="Hard-bounce rate of addresses validated as valid, by domain (the 10 with the most outcomes)" labels={top.map((x) => x.domain)} series={[{ label: 'Valid: hard-bounce rate', values: top.map((x) => x.by_result.valid?.hard_bounce_rate ?? NaN) }]} format={pct} />
+      <Chart title="Hard-bounce rate of addresses validated as valid, by domain (the 10 with the most outcomes)" labels={top.map((x) => x.domain)} series={[{ label: 'Valid: hard-bounce rate', values: top.map((x) => x.by_result.valid?.hard_bounce_rate ?? null) }]} format={pct} />
       <Table caption="By recipient domain (most outcomes first)" headers={['Domain', 'Outcomes', 'Sent', 'Valid: hard-bounce rate', 'Valid: 95% interval', 'Valid: precision', 'Invalid: hard-bounce rate']}>
         {d.domains.map((x) => (
           <tr key={x.domain}>
@@ -221,7 +185,7 @@ function ByDomain({ d }: { d: { domains: Array<Figures & { domain: string }> } }
 }
 
 function OverTime({ t }: { t: Trend }) {
-  const results = Object.keys(t.buckets[0]?.by_result ?? {}).filter((r) => r !== 'not_validated' && t.buckets.some((b) => (b.by_result[r]?.sent ?? 0) > 0));
+  const results = (Object.keys(t.buckets[0]?.by_result ?? {}) as PredictedResult[]).filter((r) => r !== 'not_validated' && t.buckets.some((b) => (b.by_result[r]?.sent ?? 0) > 0));
   if (results.length === 0)
     return (
       <p>
@@ -233,7 +197,7 @@ function OverTime({ t }: { t: Trend }) {
       kind="line"
       title={`Hard-bounce rate by verdict, per ${t.bucket}`}
       labels={t.buckets.map((b) => bucketLabel(b, t.bucket))}
-      series={results.map((r) => ({ label: verdict(r), values: t.buckets.map((b) => b.by_result[r]?.hard_bounce_rate ?? NaN) }))}
+      series={results.map((r) => ({ label: verdict(r), values: t.buckets.map((b) => b.by_result[r]?.hard_bounce_rate ?? null) }))}
       yTitle="Hard bounces per address sent"
       format={pct}
     />
@@ -493,7 +457,7 @@ export function Accuracy() {
   }, []);
   const size = days > 31 ? 'week' : bucket;
   const summary = useLoad<Summary>(`/accuracy/summary?days=${days}`, version);
-  const domains = useLoad<{ domains: Array<Figures & { domain: string }> }>(`/accuracy/domains?days=${days}&limit=50`, version);
+  const domains = useLoad<{ domains: Array<AccuracyFigures & { domain: string }> }>(`/accuracy/domains?days=${days}&limit=50`, version);
   const trend = useLoad<Trend>(`/accuracy/trend?days=${days}&bucket=${size}`, version);
   const recoveries = useLoad<Recoveries>(`/accuracy/recoveries?days=${days}`, version);
   const loading = <p>Loading…</p>;

@@ -5,7 +5,7 @@
 // Outcome operations charge 0 credits.
 
 import { createHash, randomBytes } from 'node:crypto';
-import { ServiceError, type OutcomeEvent, type OutcomeRowError, type OutcomeSource, type SuppressionKind } from '@svc/contracts';
+import { ServiceError, type ImportResponse, type OutcomeEvent, type OutcomeRowError, type OutcomeSource, type RowError, type SuppressionKind } from '@svc/contracts';
 import { parseOutcomeRow } from '../parse/evidence.ts';
 import { suppressionRules } from '../rules/suppression.ts';
 import { OutcomeWriteError, type ConnectorRecord, type OutcomeFact, type StoredOutcomeEvent, type Store } from '@svc/store';
@@ -20,28 +20,7 @@ export const OUTCOME_BODY_LIMIT = 5 * 1024 * 1024;
 export const CONNECTOR_PLATFORMS = ['emailbison'] as const;
 export type ConnectorPlatform = (typeof CONNECTOR_PLATFORMS)[number];
 
-/** One row error of the import response: never the address. */
-export interface RowError {
-  index: number;
-  code: OutcomeRowError;
-  reason: string;
-}
-
-/** The import response. */
-export interface ImportResponse {
-  received: number;
-  accepted: number;
-  skipped_invalid: number;
-  duplicates: number;
-  suppressed: number;
-  complaints_suppressed: number;
-  unsubscribed_suppressed: number;
-  stale_suppressions_skipped: number;
-  suppression_cache_invalidated: number;
-  errors: RowError[];
-  credits_charged: 0;
-  imported_at: string;
-}
+export type { ImportResponse, RowError } from '@svc/contracts';
 
 /** An event as GET /v1/outcomes/email/events shows it. */
 export interface EventView {

@@ -13,7 +13,7 @@
 //   accuracy figure (rates, precisions, intervals) is null and the counts stay.
 // Figures are rounded to 6 decimals.
 
-import { OUTCOME_LABELS, PREDICTED_RESULTS, type DomainOutcomeMatrix, type OutcomeLabel, type OutcomeMatrix, type PredictedResult } from '@svc/contracts';
+import { OUTCOME_LABELS, PREDICTED_RESULTS, type AccuracyFigures, type DomainOutcomeMatrix, type DomainsReport, type OutcomeLabel, type OutcomeMatrix, type Precision, type PredictedResult, type ResultFigures, type SummaryReport } from '@svc/contracts';
 
 /** z for a two-sided 95% interval. */
 const Z = 1.959964;
@@ -31,41 +31,7 @@ export function wilson(k: number, n: number): [number, number] | null {
   return [round(Math.max(0, centre - half)), round(Math.min(1, centre + half))];
 }
 
-export interface ResultFigures {
-  sent: number;
-  /** Claim outcomes (every label) for this predicted result. */
-  outcomes: number;
-  delivered: number;
-  bounced_hard: number;
-  hard_bounce_rate: number | null;
-  hard_bounce_rate_ci95: [number, number] | null;
-}
-
-export interface Precision {
-  value: number | null;
-  delivered: number;
-  bounced_hard: number;
-  ci95: [number, number] | null;
-}
-
-export interface AccuracyFigures {
-  denominator_status: 'ok' | 'sent_event_missing';
-  totals: { outcomes: number; claims: number; sent: number; opens: number; not_validated: number };
-  matrix: Record<PredictedResult, Record<OutcomeLabel, number>>;
-  by_result: Record<PredictedResult, ResultFigures>;
-  precision: { valid: Precision; invalid: Precision };
-}
-
-export interface SummaryReport extends AccuracyFigures {
-  from: string;
-  to: string;
-}
-
-export interface DomainsReport {
-  from: string;
-  to: string;
-  domains: Array<AccuracyFigures & { domain: string }>;
-}
+export type { AccuracyFigures, DomainsReport, Precision, ResultFigures, SummaryReport } from '@svc/contracts';
 
 const sum = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0);
 
