@@ -8,7 +8,6 @@
 
 import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync, mkdtempSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -19,16 +18,9 @@ import { webhookSignature } from '@svc/jobs';
 import { hashKey } from '@svc/store';
 import { BOOTSTRAP_KEY, startStack } from '../helpers/stack.ts';
 import { browser, PASSWORD, tokenOf, type Browser } from '../helpers/dashboard.ts';
+import { freePort } from '../helpers/private-infra.ts';
 
 
-/** A port free now: the service's public URL names the port it listens on (the MCP resource). */
-async function freePort(): Promise<number> {
-  const srv = net.createServer();
-  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
-  const port = (srv.address() as net.AddressInfo).port;
-  await new Promise((resolve) => srv.close(resolve));
-  return port;
-}
 
 
 /** A set-up step's check (the subtests assert; a failed set-up stops the file). */
