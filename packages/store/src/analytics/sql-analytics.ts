@@ -91,7 +91,7 @@ export class SqlAnalytics extends BufferedAnalytics {
     for (let start = 0; start < batch.length; start += ROWS_PER_COPY) {
       const rows = batch.slice(start, start + ROWS_PER_COPY);
       try {
-        await copyIn('validation_decisions', COLUMNS, rows.map(decisionValues));
+        await copyIn('validation_decisions', COLUMNS, rows.map(decisionValues), { background: true });
       } catch (err) {
         // A decision written before (a redelivery): COPY has no ON CONFLICT and wrote nothing of
         // these rows, so they go again through the INSERT that skips what is there.

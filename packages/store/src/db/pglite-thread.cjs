@@ -11,10 +11,20 @@
 //   { op: 'begin' }                    -> { id, tx }          (the transaction is open)
 //   { op: 'end', tx, commit }          -> { id }              (COMMIT, or ROLLBACK when !commit)
 //   { op: 'exec', sql }                -> { id }
-//   { op: 'copy', sql, text }          -> { id }              (COPY ... FROM '/dev/blob', `text` its data)
+//   { op: 'copy', sql, text, background?, sentAt? } -> { id } (COPY ... FROM '/dev/blob', `text` its data)
 //   { op: 'close' }                    -> { id }              (then the thread ends)
 // A failure replies { id, error }: the error's message, name and Postgres fields (code, detail,
 // constraint, ...), which the caller puts back on an Error of its own.
+//
+// The order of statements is kept here, not by the caller. PGlite has one connection, so one
+// top-level operation (a statement, a script, a COPY, or a whole transaction from its BEGIN to
+// its end) runs at a time; the others wait in this thread's queue, in the order they were sent,
+// and a statement of the open transaction (it carries `tx`) runs at once. The caller posts every
+// operation as soon as it has one: the next statement is already here when one ends, instead of
+// waiting for the request thread's event loop to receive the reply and send it (under load, a
+// turn of that loop is milliseconds, and every statement waited one). A `background` operation
+// (analytics rows) lets the foreground ones queued behind it go first, for at most
+// BACKGROUND_MAX_WAIT_MS: a debit is not held behind a COPY of decisions that could wait.
 
 'use strict';
 
@@ -89,18 +99,20 @@ function begin(id) {
         reply(id, { tx: n });
       }),
   );
-  done.then(
-    () => {
-      open.delete(n);
-      reply(entry.endId, {});
-    },
-    (err) => {
-      open.delete(n);
-      if (entry.endId === undefined) reply(id, { error: wireError(err) }); // BEGIN itself failed
-      else if (entry.commit) reply(entry.endId, { error: wireError(err) }); // COMMIT failed
-      else reply(entry.endId, {}); // the ROLLBACK asked for
-    },
-  );
+  done
+    .then(
+      () => {
+        open.delete(n);
+        reply(entry.endId, {});
+      },
+      (err) => {
+        open.delete(n);
+        if (entry.endId === undefined) reply(id, { error: wireError(err) }); // BEGIN itself failed
+        else if (entry.commit) reply(entry.endId, { error: wireError(err) }); // COMMIT failed
+        else reply(entry.endId, {}); // the ROLLBACK asked for
+      },
+    )
+    .finally(finished);
 }
 
 async function handle(m) {
@@ -133,8 +145,64 @@ async function handle(m) {
   }
 }
 
+/** How long a background operation lets later foreground ones overtake it. */
+const BACKGROUND_MAX_WAIT_MS = 100;
+/** Top-level operations not started yet, in the order they came: { m, at }. */
+const waiting = [];
+/** A top-level operation is running, or a transaction is open. */
+let busy = false;
+
+/**
+ * The next operation to start: the oldest, unless it is a background one younger than
+ * BACKGROUND_MAX_WAIT_MS and a foreground operation waits behind it (the oldest of those goes
+ * first). `close` never overtakes: it ends the thread, so everything sent before it runs first.
+ */
+function take() {
+  const first = waiting[0];
+  if (first.m.background && Date.now() - first.at < BACKGROUND_MAX_WAIT_MS) {
+    const i = waiting.findIndex((w) => !w.m.background);
+    if (i > 0 && waiting[i].m.op !== 'close') return waiting.splice(i, 1)[0].m;
+  }
+  return waiting.shift().m;
+}
+
+function finished() {
+  busy = false;
+  schedule();
+}
+
+let scheduled = false;
+/**
+ * Starts the next operation after this turn's messages are in: a statement runs synchronously in
+ * this thread, so the messages sent meanwhile are still in the port when it ends, and one taken
+ * at once would be chosen without them (the background COPY first because it came first).
+ */
+function schedule() {
+  if (scheduled) return;
+  scheduled = true;
+  setImmediate(() => {
+    scheduled = false;
+    startNext();
+  });
+}
+
+function startNext() {
+  if (busy || waiting.length === 0) return;
+  busy = true;
+  const m = take();
+  if (m.op === 'begin') return begin(m.id); // busy until the transaction ends (finished)
+  handle(m)
+    .then(
+      (body) => {
+        reply(m.id, body);
+        if (m.op === 'close') parentPort.close();
+      },
+      (err) => reply(m.id, { error: wireError(err) }),
+    )
+    .finally(finished);
+}
+
 parentPort.on('message', (m) => {
-  if (m.op === 'begin') return begin(m.id);
   if (m.op === 'end') {
     const entry = open.get(m.tx);
     if (!entry) return reply(m.id, { error: wireError(new Error(`transaction ${m.tx} is not open`)) });
@@ -144,13 +212,18 @@ parentPort.on('message', (m) => {
     else entry.finish.reject(new Error('rolled back by the caller'));
     return;
   }
-  handle(m).then(
-    (body) => {
-      reply(m.id, body);
-      if (m.op === 'close') parentPort.close();
-    },
-    (err) => reply(m.id, { error: wireError(err) }),
-  );
+  if (m.tx !== undefined) {
+    // A statement of the open transaction (its caller sends the next only after this reply).
+    handle(m).then(
+      (body) => reply(m.id, body),
+      (err) => reply(m.id, { error: wireError(err) }),
+    );
+    return;
+  }
+  // A background operation's age counts from when it was sent (`sentAt`, the same clock): while
+  // a statement runs, the messages sent meanwhile reach this queue only when it ends.
+  waiting.push({ m, at: m.sentAt ?? Date.now() });
+  schedule();
 });
 
 pg.waitReady.then(

@@ -277,47 +277,39 @@ export async function openPglite(dataDir: string | undefined, opts: PgliteOption
     throw err;
   }
   // One connection: every top-level statement, script and transaction runs after the one before
-  // has ended, so a plain query never lands inside another caller's open transaction.
-  let chain: Promise<unknown> = Promise.resolve();
-  const exclusive = <T>(fn: () => Promise<T>): Promise<T> => {
-    const run = chain.then(fn, fn);
-    chain = run.catch(() => undefined);
-    return run;
-  };
+  // has ended, so a plain query never lands inside another caller's open transaction. The thread
+  // keeps that order (pglite-thread.cjs): each operation is posted at once and waits there.
   const query = async <T extends Row>(sql: string, params: unknown[] | undefined, tx?: number): Promise<T[]> =>
     (await thread.call({ op: 'query', sql, params, ...(tx === undefined ? {} : { tx }) })).rows as T[];
   let closed = false;
   return {
     kind: 'pglite',
-    query: (sql, params) => exclusive(() => query(sql, params)),
-    transaction: (fn) =>
-      exclusive(async () => {
-        const { tx } = await thread.call({ op: 'begin' });
-        let out;
-        try {
-          out = await fn({ query: (sql, params) => query(sql, params, tx) });
-        } catch (err) {
-          await thread.call({ op: 'end', tx, commit: false }).catch(() => {});
-          throw err;
-        }
-        await thread.call({ op: 'end', tx, commit: true });
-        return out;
-      }),
-    copyIn: (table, columns, rows) => {
-      const sql = `COPY ${table} (${columns.join(', ')}) FROM '/dev/blob'`;
-      const text = copyText(rows);
-      return exclusive(async () => void (await thread.call({ op: 'copy', sql, text })));
+    query: (sql, params) => query(sql, params),
+    transaction: async (fn) => {
+      const { tx } = await thread.call({ op: 'begin' });
+      let out;
+      try {
+        out = await fn({ query: (sql, params) => query(sql, params, tx) });
+      } catch (err) {
+        await thread.call({ op: 'end', tx, commit: false }).catch(() => {});
+        throw err;
+      }
+      await thread.call({ op: 'end', tx, commit: true });
+      return out;
     },
-    exec: (sql) => exclusive(async () => void (await thread.call({ op: 'exec', sql }))),
-    close: () =>
-      exclusive(async () => {
-        if (closed) return;
-        closed = true;
-        try {
-          await thread.close();
-        } finally {
-          unlock();
-        }
-      }),
+    copyIn: async (table, columns, rows, opts) => {
+      const sql = `COPY ${table} (${columns.join(', ')}) FROM '/dev/blob'`;
+      await thread.call({ op: 'copy', sql, text: copyText(rows), ...(opts?.background && { background: true, sentAt: Date.now() }) });
+    },
+    exec: async (sql) => void (await thread.call({ op: 'exec', sql })),
+    close: async () => {
+      if (closed) return;
+      closed = true;
+      try {
+        await thread.close();
+      } finally {
+        unlock();
+      }
+    },
   };
 }

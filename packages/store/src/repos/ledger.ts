@@ -180,13 +180,7 @@ export class LedgerRepo {
       total += d.amount;
       byNote.set(d.note, (byNote.get(d.note) ?? 0) + d.amount);
     }
-    const rows = await this.db.query(
-      `WITH taken AS (UPDATE accounts SET balance = balance - $2 WHERE id = $1 AND balance - reserved >= $2 RETURNING id)
-       INSERT INTO credit_ledger (account_id, kind, amount, note)
-       SELECT taken.id, 'debit', d.amount, d.note FROM taken, unnest($3::bigint[], $4::text[]) WITH ORDINALITY AS d(amount, note, n) ORDER BY d.n RETURNING id`,
-      [accountId, total, [...byNote.values()], [...byNote.keys()]],
-    );
-    return rows.length === byNote.size;
+    return debitIn(this.db, accountId, total, [...byNote.values()], [...byNote.keys()]);
   }
 
   /**
@@ -304,14 +298,19 @@ export async function settleIn(tx: Queryable, reservationId: string, charged: nu
   return true;
 }
 
-/** One debit in one statement: the UPDATE's condition and the ledger row together. */
+/**
+ * Takes `total` from the balance if that much is available, with one `debit` ledger row per
+ * amount (their notes, in order), in one call of the credit_debit function
+ * (infra/migrations/025_debit_function.sql): false, and nothing written, when it is not.
+ */
+async function debitIn(q: Queryable, accountId: string, total: number, amounts: number[], notes: string[]): Promise<boolean> {
+  const [r] = await q.query<{ ok: boolean }>('SELECT credit_debit($1, $2, $3::bigint[], $4::text[]) AS ok', [accountId, total, amounts, notes]);
+  return r?.ok === true;
+}
+
+/** One debit in one statement: the balance's condition and the ledger row together. */
 async function debitOne(q: Queryable, accountId: string, amount: number, note: string): Promise<DebitResult> {
-  const rows = await q.query(
-    `WITH taken AS (UPDATE accounts SET balance = balance - $2 WHERE id = $1 AND balance - reserved >= $2 RETURNING id)
-     INSERT INTO credit_ledger (account_id, kind, amount, note) SELECT id, 'debit', $2, $3 FROM taken RETURNING id`,
-    [accountId, amount, note],
-  );
-  return rows.length > 0 ? { ok: true } : { ok: false, available: await availableIn(q, accountId) };
+  return (await debitIn(q, accountId, amount, [amount], [note])) ? { ok: true } : { ok: false, available: await availableIn(q, accountId) };
 }
 
 /** Credits an account can still hold or spend (0 for an unknown account); `lock` takes the row. */
