@@ -41,12 +41,19 @@ export function insufficient(required: number, available: number): ServiceError 
 }
 
 /**
+ * Whether an account whose subscription is in this state may not spend (402
+ * subscription_inactive): one that ended, whose credits expired with it. The REST gate, the
+ * dashboard's routes and a refused charge all ask here.
+ */
+export const subscriptionEnded = (status: string | undefined): boolean => status === 'canceled';
+
+/**
  * Why credits were refused: the subscription ended (its credits expired; the gate's short key
  * cache may not have seen it yet), else too few credits (`insufficient`).
  */
 export async function refusal(store: Partial<Pick<Store, 'ledger'>>, accountId: string, insufficient: ServiceError): Promise<ServiceError> {
   const b = await store.ledger?.balance(accountId).catch(() => undefined);
-  return b?.subscription_status === 'canceled' ? new ServiceError('subscription_inactive') : insufficient;
+  return subscriptionEnded(b?.subscription_status) ? new ServiceError('subscription_inactive') : insufficient;
 }
 
 /** The Idempotency-Key's completion of a response, recorded with its charge (none without a key). */

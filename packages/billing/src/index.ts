@@ -1,7 +1,7 @@
 // @svc/billing: pricing and the reserve/charge/settle use cases, the money of jobs and recoveries
 // included; the suppression list applied before probing; the validation decisions for analytics;
 // subscriptions and their payment processors (local, Stripe).
-export { refusal, validateAndCharge, type ChargeOptions, type Completion } from './charge.ts';
+export { refusal, subscriptionEnded, validateAndCharge, type ChargeOptions, type Completion } from './charge.ts';
 export { chargeData, chargeKnownData, type DataCompletion, type DataWork } from './data.ts';
 export { chargeReasonFor, creditsOf, priced, summarize, type ChargedResult } from './pricing.ts';
 export { isConnectionFailure, upstream } from './failures.ts';

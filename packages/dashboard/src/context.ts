@@ -4,6 +4,7 @@
 
 import { failingAs, ServiceError, type ErrorCode } from '@svc/contracts';
 import { signInAddress } from '@svc/accounts';
+import { subscriptionEnded } from '@svc/billing';
 import type { FastifyRequest } from 'fastify';
 import type { SessionRecord, Store } from '@svc/store';
 import type { DashboardApiOptions } from './options.ts';
@@ -59,7 +60,7 @@ export function emailOf(body: Record<string, unknown>): string {
  * work that costs credits (402 subscription_inactive), in the dashboard as through a key.
  */
 export async function requireBillable(store: Store, accountId: string): Promise<void> {
-  if ((await store.ledger.balance(accountId))?.subscription_status === 'canceled') throw new ServiceError('subscription_inactive');
+  if (subscriptionEnded((await store.ledger.balance(accountId))?.subscription_status)) throw new ServiceError('subscription_inactive');
 }
 
 /** A query parameter that is absent or a string (repeated parameters are a 400). */

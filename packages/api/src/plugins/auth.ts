@@ -10,6 +10,7 @@
 import fp from 'fastify-plugin';
 import type { FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
 import { ServiceError, type ErrorCode, type Scope } from '@svc/contracts';
+import { subscriptionEnded } from '@svc/billing';
 import { hashKey, keyRefusal, type KeyRecord, type RateDecision, type RateLimiterPort } from '@svc/store';
 
 export interface Principal {
@@ -168,7 +169,7 @@ export const auth = fp<AuthOptions>(
               throw new ServiceError('insufficient_scope', `API key lacks the ${scope} scope`, { required_scope: scope });
             }
             if (req.routeOptions.config.product === 'data' && !rec.data_product) throw new ServiceError('product_not_enabled');
-            if (req.routeOptions.config.billable && rec.subscription_status === 'canceled') throw new ServiceError('subscription_inactive');
+            if (req.routeOptions.config.billable && subscriptionEnded(rec.subscription_status)) throw new ServiceError('subscription_inactive');
             req.principal = { key: rec, accountId: rec.account_id };
           });
         });

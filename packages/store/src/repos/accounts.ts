@@ -65,19 +65,7 @@ export class AccountsRepo {
 
   /** Every account (or the one `id` names), oldest first, with its credits and how many keys it has. */
   async list(opts: { id?: string } = {}): Promise<AccountListing[]> {
-    const rows = await this.db.query<{
-      id: string;
-      name: string;
-      balance: number;
-      reserved: number;
-      created_at: Date;
-      keys: number;
-      data_product: boolean;
-      subscription_status: string;
-      subscription_id: string | null;
-      current_period_end: Date | null;
-      cancel_at_period_end: boolean;
-    }>(
+    const rows = await this.db.query<Omit<AccountListing, 'available'>>(
       `SELECT a.id, a.name, a.balance, a.reserved, a.created_at, (SELECT count(*) FROM api_keys k WHERE k.account_id = a.id)::int AS keys,
               a.data_product, a.subscription_status, a.subscription_id, a.current_period_end, a.cancel_at_period_end
          FROM accounts a WHERE ($1::text IS NULL OR a.id = $1) ORDER BY date_trunc('milliseconds', a.created_at), a.id`,
