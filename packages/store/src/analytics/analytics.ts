@@ -23,7 +23,11 @@ export type DecisionSource = (typeof DECISION_SOURCES)[number];
 
 /** One validation decision, as analytics keeps it. Never the address itself: its hash. */
 export interface Decision {
-  /** Unique decision id: a redelivered decision carries the same id and is counted once. */
+  /**
+   * Unique decision id: a redelivered decision carries the same id and is counted once. A
+   * redelivery is the decision as first made, its account and decided_at too (the SQL table's key
+   * is all three).
+   */
   id: string;
   account_id: string;
   /** Hex SHA-256 (64 lowercase hex digits) of the normalized address. */

@@ -18,8 +18,8 @@ const ROWS_PER_COPY = 100;
 
 /**
  * Writes checked decisions to validation_decisions on `db` (a connection or a transaction), in
- * statements of ROWS_PER_STATEMENT rows. A duplicate id (in the batch, or written before) inserts
- * nothing. The jobs repository uses it in the transaction of a job's results when analytics is
+ * statements of ROWS_PER_STATEMENT rows. A decision delivered again (the same account, time and
+ * id: in the batch, or written before) inserts nothing. The jobs repository uses it in the transaction of a job's results when analytics is
  * this table (JobsRepo.decisionsInTable).
  */
 export async function insertDecisionRows(db: Queryable, batch: readonly Decision[]): Promise<void> {
@@ -30,7 +30,7 @@ export async function insertDecisionRows(db: Queryable, batch: readonly Decision
     await db.query(
       `INSERT INTO validation_decisions (${COLUMNS.join(', ')})
        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::int[], $10::text[], $11::text[], $12::int[], $13::timestamptz[])
-       ON CONFLICT (id) DO NOTHING`,
+       ON CONFLICT (account_id, decided_at, id) DO NOTHING`,
       [
         rows.map((d) => d.id),
         rows.map((d) => d.account_id),
