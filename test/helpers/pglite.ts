@@ -8,7 +8,7 @@ import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
-import { migrate, openPglite, type Db } from '@svc/store';
+import { migrate, openPglite, type Db, type PgliteOptions } from '@svc/store';
 
 // The installed PGlite's version names the dump (its package.json is not an exported entry).
 const main = createRequire(import.meta.url).resolve('@electric-sql/pglite');
@@ -37,8 +37,8 @@ export function pgliteTemplate(): Promise<Blob> {
 }
 
 /** A fresh PGlite database (in memory, or in `dataDir`), un-migrated. */
-export async function freshPglite(dataDir?: string): Promise<Db> {
-  return openPglite(dataDir, { template: await pgliteTemplate() });
+export async function freshPglite(dataDir?: string, opts: Omit<PgliteOptions, 'template'> = {}): Promise<Db> {
+  return openPglite(dataDir, { ...opts, template: await pgliteTemplate() });
 }
 
 /** A fresh PGlite database with the schema applied. */

@@ -145,8 +145,8 @@ async function handle(m) {
   }
 }
 
-/** How long a background operation lets later foreground ones overtake it. */
-const BACKGROUND_MAX_WAIT_MS = 100;
+/** How long a background operation lets later foreground ones overtake it (PgliteOptions). */
+const BACKGROUND_MAX_WAIT_MS = d.backgroundMaxWaitMs ?? 100;
 /** Top-level operations not started yet, in the order they came: { m, at }. */
 const waiting = [];
 /** A top-level operation is running, or a transaction is open. */

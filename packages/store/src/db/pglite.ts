@@ -105,6 +105,11 @@ export interface PgliteOptions {
    * of running initdb: tests open many fresh databases, and initdb is most of the cost.
    */
   template?: Blob;
+  /**
+   * How long a background operation (`copyIn` with `background`) lets the foreground operations
+   * sent after it go first: 100 ms by default.
+   */
+  backgroundMaxWaitMs?: number;
 }
 
 /**
@@ -224,10 +229,10 @@ class PgliteThread {
 }
 
 /** Starts the PGlite thread and waits until its database is open (or fails to open). */
-async function startThread(pgdata: string | undefined, template: Blob | undefined): Promise<PgliteThread> {
+async function startThread(pgdata: string | undefined, template: Blob | undefined, backgroundMaxWaitMs?: number): Promise<PgliteThread> {
   const buf = template ? await template.arrayBuffer() : undefined;
   const worker = new Worker(new URL('./pglite-thread.cjs', import.meta.url), {
-    workerData: { pgdata, extraStartParams: EXTRA_START_PARAMS, template: buf },
+    workerData: { pgdata, extraStartParams: EXTRA_START_PARAMS, template: buf, backgroundMaxWaitMs },
     ...(buf ? { transferList: [buf] } : {}),
     // The thread runs plain CommonJS: none of this process's loader flags (tsx's --import), only
     // --cpu-prof* when this process is being profiled (the thread then writes a profile too).
@@ -271,7 +276,7 @@ export async function openPglite(dataDir: string | undefined, opts: PgliteOption
       }
       if (!opts.template && !existsSync(path.join(pgdata, 'PG_VERSION'))) await initdbInWorker(pgdata);
     }
-    thread = await startThread(pgdata, opts.template);
+    thread = await startThread(pgdata, opts.template, opts.backgroundMaxWaitMs);
   } catch (err) {
     unlock();
     throw err;
