@@ -27,6 +27,7 @@ export type Values = {
   email?: string;
   role?: string;
   operator?: boolean;
+  force?: boolean;
   'password-stdin'?: boolean;
   help?: boolean;
 };
@@ -72,6 +73,7 @@ export const OPTIONS = {
   email: { type: 'string' },
   role: { type: 'string' },
   operator: { type: 'boolean' },
+  force: { type: 'boolean' },
   'password-stdin': { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;

@@ -235,7 +235,7 @@ t.test('--help on every command, exit 0; usage errors exit 2', async (t) => {
     '  admin webhook-secret list --account ACCOUNT_ID',
     '  admin user create --account ACCOUNT_ID --email EMAIL [--role owner|member] [--operator] --password-stdin',
     '  admin user list --account ACCOUNT_ID',
-    '  admin user remove USER_ID',
+    '  admin user remove USER_ID [--force]',
     '  admin user link --account ACCOUNT_ID [--role owner|member]',
     `scopes: ${SCOPES.join(', ')}`,
   ].join('\n');
@@ -574,6 +574,24 @@ t.test('user commands: create with the password from standard input, list, link,
   t.strictSame(await admin('user', 'remove', u!.id), { code: 0, out: `user ${u!.id} removed; their sessions ended` });
   t.strictSame(await admin('user', 'remove', u!.id), { code: 1, out: 'no such user' });
   t.strictSame(await store.users.list(C), []);
+});
+
+t.test("user remove keeps an account's last owner unless --force, and expires the invitations the removed user sent", async (t) => {
+  const C = await store.accounts.create({ name: 'owners' });
+  const withPw = (password: string, ...argv: string[]) => runAdmin(store, argv, () => {}, { publicUrl: 'https://svc.example.test', password });
+  t.equal((await withPw('a long enough password', 'user', 'create', '--account', C, '--email', 'first@example.test', '--password-stdin')).code, 0);
+  t.equal((await withPw('a long enough password', 'user', 'create', '--account', C, '--email', 'second@example.test', '--password-stdin')).code, 0);
+  const [first, second] = await store.users.list(C);
+  // An invitation the first owner sent and nobody used.
+  await store.users.createLink({ tokenHash: 'h'.repeat(64), kind: 'invite', accountId: C, role: 'owner', createdBy: first!.id, expiresAt: new Date(Date.now() + 3_600_000) });
+  t.strictSame(await runAdmin(store, ['user', 'remove', first!.id]), { code: 0, out: `user ${first!.id} removed; their sessions ended` }, 'one of two owners');
+  t.ok((await store.users.link('h'.repeat(64)))!.expires_at.getTime() <= Date.now(), "the removed owner's invitation expired");
+  const refused = `user ${second!.id} is the last owner of their account: give it another owner first (user link --account ACCOUNT_ID), or pass --force`;
+  t.strictSame(await runAdmin(store, ['user', 'remove', second!.id]), { code: 1, out: refused });
+  t.strictSame((await store.users.list(C)).map((u) => u.email), ['second@example.test'], 'the last owner stays');
+  t.strictSame(await runAdmin(store, ['user', 'remove', second!.id, '--force']), { code: 0, out: `user ${second!.id} removed; their sessions ended` });
+  t.strictSame(await store.users.list(C), []);
+  t.strictSame(await runAdmin(store, ['user', 'remove', second!.id, '--force']), { code: 1, out: 'no such user' });
 });
 
 t.test('user create through runAdminCli reads standard input (one line, its newline dropped)', async (t) => {

@@ -43,13 +43,16 @@ export const usersCommands: Command[] = [
   {
     noun: 'user',
     verb: 'remove',
-    synopsis: 'USER_ID',
-    about: "Removes a dashboard user and ends every session of theirs at once.",
-    options: [],
+    synopsis: 'USER_ID [--force]',
+    about: "Removes a dashboard user, ends every session of theirs and expires the invitations they sent. An account's last owner is kept unless --force (then give the account a new owner with `user link --account ACCOUNT_ID`).",
+    options: [['--force', "remove the account's last owner too"]],
     arg: 'USER_ID',
-    async run(store, _v, arg) {
+    async run(store, v, arg) {
       if (!arg) return usageError('which user? give their id', this);
-      return (await store.users.remove(arg)) ? { code: 0, out: `user ${arg} removed; their sessions ended` } : { code: 1, out: 'no such user' };
+      const r = await store.users.remove(arg, { allowLastOwner: v.force === true });
+      if (r === 'user_not_found') return { code: 1, out: 'no such user' };
+      if (r === 'last_owner') return { code: 1, out: `user ${arg} is the last owner of their account: give it another owner first (user link --account ACCOUNT_ID), or pass --force` };
+      return { code: 0, out: `user ${arg} removed; their sessions ended` };
     },
   },
   {

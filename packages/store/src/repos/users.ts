@@ -59,6 +59,25 @@ async function currentOwner(tx: Queryable, accountId: string, userId: string): P
   return (await tx.query("SELECT 1 FROM users WHERE id = $1 AND account_id = $2 AND role = 'owner' AND removed_at IS NULL", [userId, accountId])).length > 0;
 }
 
+/**
+ * Removes a current user of `accountId` in the caller's transaction, the account's row locked:
+ * `user_not_found`, `last_owner` (the account's only current owner, unless `allowLastOwner`), else
+ * their sessions end and the invitations they sent and nobody used expire (a removed owner's link
+ * could otherwise bring them back).
+ */
+async function removeIn(tx: Queryable, accountId: string, id: string, allowLastOwner: boolean): Promise<'removed' | 'user_not_found' | 'last_owner'> {
+  const found = (await tx.query('SELECT role FROM users WHERE id = $1 AND account_id = $2 AND removed_at IS NULL', [id, accountId]))[0] as { role: UserRole } | undefined;
+  if (!found) return 'user_not_found';
+  if (found.role === 'owner' && !allowLastOwner) {
+    const others = await tx.query("SELECT 1 FROM users WHERE account_id = $1 AND role = 'owner' AND removed_at IS NULL AND id <> $2 LIMIT 1", [accountId, id]);
+    if (others.length === 0) return 'last_owner';
+  }
+  await tx.query('UPDATE users SET removed_at = now() WHERE id = $1', [id]);
+  await tx.query('UPDATE user_sessions SET revoked_at = now() WHERE user_id = $1 AND revoked_at IS NULL', [id]);
+  await tx.query('UPDATE user_links SET expires_at = now() WHERE created_by = $1 AND used_at IS NULL AND expires_at > now()', [id]);
+  return 'removed';
+}
+
 export class UsersRepo {
   constructor(private readonly db: Db) {}
 
@@ -142,16 +161,7 @@ export class UsersRepo {
     return this.db.transaction(async (tx) => {
       await tx.query('SELECT id FROM accounts WHERE id = $1 FOR UPDATE', [accountId]);
       if (!(await currentOwner(tx, accountId, actorId))) return 'owner_role_required';
-      const found = (await tx.query('SELECT role FROM users WHERE id = $1 AND account_id = $2 AND removed_at IS NULL', [id, accountId]))[0] as { role: UserRole } | undefined;
-      if (!found) return 'user_not_found';
-      if (found.role === 'owner') {
-        const others = await tx.query("SELECT 1 FROM users WHERE account_id = $1 AND role = 'owner' AND removed_at IS NULL AND id <> $2 LIMIT 1", [accountId, id]);
-        if (others.length === 0) return 'last_owner';
-      }
-      await tx.query('UPDATE users SET removed_at = now() WHERE id = $1', [id]);
-      await tx.query('UPDATE user_sessions SET revoked_at = now() WHERE user_id = $1 AND revoked_at IS NULL', [id]);
-      await tx.query('UPDATE user_links SET expires_at = now() WHERE created_by = $1 AND used_at IS NULL AND expires_at > now()', [id]);
-      return 'removed';
+      return removeIn(tx, accountId, id, false);
     });
   }
 
@@ -159,13 +169,18 @@ export class UsersRepo {
     return (await this.db.query('UPDATE users SET operator = $2 WHERE id = $1 AND removed_at IS NULL RETURNING id', [id, operator])).length > 0;
   }
 
-  /** Removes a user and ends every session of theirs, in one transaction. */
-  async remove(id: string): Promise<boolean> {
+  /**
+   * Removes a user for the operator (`admin user remove`), as an owner's removal does (sessions
+   * ended, unused invitations they sent expired): `user_not_found` (no such current user),
+   * `last_owner` (their account's only current owner) unless `allowLastOwner`. The account's row
+   * is locked first, as in removeFromAccount.
+   */
+  async remove(id: string, opts: { allowLastOwner?: boolean } = {}): Promise<'removed' | 'user_not_found' | 'last_owner'> {
     return this.db.transaction(async (tx) => {
-      const rows = await tx.query('UPDATE users SET removed_at = now() WHERE id = $1 AND removed_at IS NULL RETURNING id', [id]);
-      if (rows.length === 0) return false;
-      await tx.query('UPDATE user_sessions SET revoked_at = now() WHERE user_id = $1 AND revoked_at IS NULL', [id]);
-      return true;
+      const found = (await tx.query('SELECT account_id FROM users WHERE id = $1 AND removed_at IS NULL', [id]))[0] as { account_id: string } | undefined;
+      if (!found) return 'user_not_found';
+      await tx.query('SELECT id FROM accounts WHERE id = $1 FOR UPDATE', [found.account_id]);
+      return removeIn(tx, found.account_id, id, opts.allowLastOwner === true);
     });
   }
 
