@@ -12,6 +12,7 @@
 // Inputs that make it fail, wherever they appear in a request (query string or body):
 //   ratelimited.test → 429 with Retry-After: 1      boom.test    → 500
 //   slow.test        → no answer for 6 s             garbled.test → 200 with a body that is not JSON
+// or, whatever the input, while `failAll` is set: 429 (as ratelimited.test) or 500 (as boom.test);
 // and: an unknown person or company → 404; a missing or wrong key → 401; the key
 // `svc-pdl-out-of-credits` → 402.
 
@@ -34,6 +35,8 @@ export interface PdlStandinRequest {
 export interface PdlStandin {
   url: string;
   requests: PdlStandinRequest[];
+  /** 429 or 500: every request with the right key fails as ratelimited.test or boom.test makes it; null (the default): answer normally. */
+  failAll: 429 | 500 | null;
   close(): Promise<void>;
 }
 
@@ -472,6 +475,7 @@ export async function startPdlStandin(opts: { key?: string; now?: Date; /** 0 (d
   const key = opts.key ?? PDL_STANDIN_KEY;
   const now = opts.now ?? new Date();
   const requests: PdlStandinRequest[] = [];
+  let failAll: 429 | 500 | null = null;
   const timers = new Set<NodeJS.Timeout>();
 
   const server = http.createServer((req, res) => {
@@ -502,11 +506,11 @@ export async function startPdlStandin(opts: { key?: string; now?: Date; /** 0 (d
       if (apiKey !== key) return send(error(401, 'authentication_error', 'Invalid or missing API key'));
 
       const everything = `${decodeURIComponent(url.search)} ${raw}`.toLowerCase();
-      if (everything.includes('ratelimited.test')) {
+      if (failAll === 429 || everything.includes('ratelimited.test')) {
         const r = error(429, 'rate_limit_error', 'Rate limit exceeded');
         return send({ ...r, headers: { 'retry-after': '1', 'x-ratelimit-remaining': '{"minute": 0}' } });
       }
-      if (everything.includes('boom.test')) return send(error(500, 'error', 'Internal error'));
+      if (failAll === 500 || everything.includes('boom.test')) return send(error(500, 'error', 'Internal error'));
       if (everything.includes('garbled.test')) return send({ status: 200, body: '{"status": 200, "data": {"full_na' });
       if (everything.includes('slow.test')) {
         const t = setTimeout(() => {
@@ -534,6 +538,12 @@ export async function startPdlStandin(opts: { key?: string; now?: Date; /** 0 (d
   return {
     url: `http://127.0.0.1:${port}`,
     requests,
+    get failAll() {
+      return failAll;
+    },
+    set failAll(v: 429 | 500 | null) {
+      failAll = v;
+    },
     close: () =>
       new Promise<void>((resolve) => {
         for (const t of timers) clearTimeout(t);

@@ -19,8 +19,8 @@ const ROWS_PER_COPY = 100;
 /**
  * Writes checked decisions to validation_decisions on `db` (a connection or a transaction), in
  * statements of ROWS_PER_STATEMENT rows. A decision delivered again (the same account, time and
- * id: in the batch, or written before) inserts nothing. The jobs repository uses it in the transaction of a job's results when analytics is
- * this table (JobsRepo.decisionsInTable).
+ * id: in the batch, or written before) inserts nothing. The jobs repository uses it in the
+ * transaction of a job's results when analytics is this table (JobsRepo.decisionsInTable).
  */
 export async function insertDecisionRows(db: Queryable, batch: readonly Decision[]): Promise<void> {
   for (let start = 0; start < batch.length; start += ROWS_PER_STATEMENT) {

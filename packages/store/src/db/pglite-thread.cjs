@@ -191,15 +191,18 @@ function startNext() {
   busy = true;
   const m = take();
   if (m.op === 'begin') return begin(m.id); // busy until the transaction ends (finished)
-  handle(m)
-    .then(
-      (body) => {
-        reply(m.id, body);
-        if (m.op === 'close') parentPort.close();
-      },
-      (err) => reply(m.id, { error: wireError(err) }),
-    )
-    .finally(finished);
+  run(m).finally(finished);
+}
+
+/** Runs one operation and sends its answer (its result, or its error); never rejects. */
+function run(m) {
+  return handle(m).then(
+    (body) => {
+      reply(m.id, body);
+      if (m.op === 'close') parentPort.close();
+    },
+    (err) => reply(m.id, { error: wireError(err) }),
+  );
 }
 
 parentPort.on('message', (m) => {
@@ -214,10 +217,7 @@ parentPort.on('message', (m) => {
   }
   if (m.tx !== undefined) {
     // A statement of the open transaction (its caller sends the next only after this reply).
-    handle(m).then(
-      (body) => reply(m.id, body),
-      (err) => reply(m.id, { error: wireError(err) }),
-    );
+    run(m);
     return;
   }
   // A background operation's age counts from when it was sent (`sentAt`, the same clock): while

@@ -1,7 +1,8 @@
 // Embedded adapter: PGlite (Postgres compiled to WASM) in a data directory, run in a thread of its
 // own (pglite-thread.cjs) so that its statements never hold the service's event loop. PGlite is a
-// single connection, so every top-level query and transaction runs under one mutex: a plain query
-// can never land inside another caller's open transaction. One process per data directory: a lock
+// single connection, so the thread runs one top-level statement, script, COPY or whole transaction
+// at a time, in the order sent: a plain query can never land inside another caller's open
+// transaction. One process per data directory: a lock
 // file guards it (a second process opening the same directory corrupts it). The directory holds
 // the database (key hashes, balances, stored responses): it is owner-only, 0700 with files 0600,
 // whatever the process umask, and an existing one that others can reach is refused.
