@@ -77,6 +77,8 @@ export interface ChainOptions {
   backoffMs: number;
   maxBackoffMs: number;
   breaker: Omit<BreakerOptions, 'now'>;
+  /** A provider's own time cap and attempts, by its name (a website is not a vendor's API). */
+  perProvider?: Readonly<Record<string, Partial<Pick<ChainOptions, 'timeoutMs' | 'attempts'>>>>;
   now?: () => number;
   sleep?: (ms: number) => Promise<void>;
 }
@@ -95,7 +97,8 @@ export interface Named {
 
 export type ChainResult<T> =
   | { found: true; value: T; provider: string; tried: string[] }
-  | { found: false; error?: string; tried: string[] }
+  /** `failures`: the providers that failed meanwhile (their answer is unknown, so the miss may not be one). */
+  | { found: false; error?: string; tried: string[]; failures: string[] }
   | { failed: true; tried: string[]; errors: string[] };
 
 /** A family's providers with one breaker each. */
@@ -153,27 +156,28 @@ export class ProviderChain<P extends Named> {
       notFound ??= answer.error === undefined ? {} : { error: answer.error };
     }
     if (fallback) return { found: true, value: fallback.value, provider: fallback.provider, tried };
-    if (notFound) return { found: false, ...notFound, tried };
+    if (notFound) return { found: false, ...notFound, tried, failures: errors };
     return { failed: true, tried, errors };
   }
 
   async #attempt<T>(p: P, call: (p: P, signal: AbortSignal) => Promise<ProviderAnswer<T>>, outer?: AbortSignal): Promise<{ answer: ProviderAnswer<T> } | { failed: true; error: string }> {
     const sleep = this.#o.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
+    const { timeoutMs, attempts } = { timeoutMs: this.#o.timeoutMs, attempts: this.#o.attempts, ...this.#o.perProvider?.[p.name] };
     let last = 'no attempt';
-    for (let attempt = 1; attempt <= this.#o.attempts; attempt++) {
+    for (let attempt = 1; attempt <= attempts; attempt++) {
       // A timer of our own (AbortSignal.timeout's does not keep the process alive while a call hangs).
       const ac = new AbortController();
-      const timer = setTimeout(() => ac.abort(timeoutError(this.#o.timeoutMs)), this.#o.timeoutMs);
+      const timer = setTimeout(() => ac.abort(timeoutError(timeoutMs)), timeoutMs);
       const signal = outer ? AbortSignal.any([outer, ac.signal]) : ac.signal;
       try {
-        const answer = await raceAbort(call(p, signal), signal, this.#o.timeoutMs);
+        const answer = await raceAbort(call(p, signal), signal, timeoutMs);
         clearTimeout(timer);
         return { answer };
       } catch (err) {
         clearTimeout(timer);
         const retryable = err instanceof ProviderError ? err.retryable : isTimeout(err);
         last = err instanceof Error ? err.message : String(err);
-        if (!retryable || attempt === this.#o.attempts || outer?.aborted) break;
+        if (!retryable || attempt === attempts || outer?.aborted) break;
         const hint = err instanceof ProviderError ? (err.retryAfterMs ?? 0) : 0;
         const backoff = Math.min(this.#o.maxBackoffMs, Math.max(hint, this.#o.backoffMs * 2 ** (attempt - 1) * (0.5 + Math.random() / 2)));
         await sleep(backoff);

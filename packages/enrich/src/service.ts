@@ -154,7 +154,8 @@ export class DataService {
     if ('failed' in r) throw new ServiceError('provider_unavailable', undefined, {}, {}, new Error(r.errors.join('; ')));
     if (!r.found) {
       const error = r.error ?? 'no company found for this domain';
-      await this.#store('company', q.domain, CACHE_TTL_MS.company, { found: false, value: { error } });
+      // A miss while a provider failed is not remembered: that provider may know the company.
+      if (r.failures.length === 0) await this.#store('company', q.domain, CACHE_TTL_MS.company, { found: false, value: { error } });
       return { found: false, cache_hit: false, error };
     }
     const company = { ...r.value, source_provider: r.value.source_provider || r.provider };
@@ -333,7 +334,8 @@ export class DataService {
         const r = await chain.run(o.call);
         if ('failed' in r) throw new ServiceError('provider_unavailable', undefined, {}, {}, new Error(r.errors.join('; ')));
         const a: VendorAnswer<V> = r.found ? { found: true, value: r.value, provider: r.provider, cache_hit: false } : { found: false, error: r.error ?? 'not found', cache_hit: false };
-        if (o.cache) await this.#store(o.endpoint, o.cache.key, o.cache.ttlMs, a.found ? { found: true, value: a.value, source_provider: a.provider } : { found: false, value: { error: a.error } });
+        // A miss while a provider failed is not remembered (as for companies).
+        if (o.cache && (r.found || r.failures.length === 0)) await this.#store(o.endpoint, o.cache.key, o.cache.ttlMs, a.found ? { found: true, value: a.value, source_provider: a.provider } : { found: false, value: { error: a.error } });
         return o.respond(a, latency());
       },
       o.completion,

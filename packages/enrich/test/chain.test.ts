@@ -26,7 +26,7 @@ t.test('the first found answer wins; not found hands over; the tried list names 
 
 t.test('all not found: not found with the first reason; an empty chain is not configured', async (t) => {
   const chain = new ProviderChain([provider('a', async () => ({ found: false, error: 'first' })), provider('b', async () => ({ found: false, error: 'second' }))], { sleep: noSleep });
-  t.strictSame(await chain.run(call), { found: false, error: 'first', tried: ['a', 'b'] });
+  t.strictSame(await chain.run(call), { found: false, error: 'first', tried: ['a', 'b'], failures: [] });
   t.equal(new ProviderChain([]).configured, false);
   t.equal(chain.configured, true);
 });
@@ -63,9 +63,25 @@ t.test('every provider failed: failed, with each error', async (t) => {
   t.strictSame(await chain.run(call), { failed: true, tried: ['a', 'b'], errors: ['a: HTTP 500', 'b: HTTP 503'] });
 });
 
-t.test('one failed and one not found: not found (a failure does not hide an answer)', async (t) => {
+t.test('one failed and one not found: not found (a failure does not hide an answer), naming the failure', async (t) => {
   const chain = new ProviderChain([provider('a', async () => Promise.reject(new ProviderError('HTTP 500', false))), provider('b', async () => ({ found: false }))], { sleep: noSleep });
-  t.strictSame(await chain.run(call), { found: false, tried: ['a', 'b'] });
+  t.strictSame(await chain.run(call), { found: false, tried: ['a', 'b'], failures: ['a: HTTP 500'] });
+});
+
+t.test("perProvider: a provider's own attempts and time cap, the others keep the chain's", async (t) => {
+  const site = provider('native', async () => Promise.reject(new ProviderError('HTTP 503', true)));
+  const vendor = provider('pdl', async (n) => {
+    if (n < 3) throw new ProviderError('HTTP 500', true);
+    return { found: true, value: 'from the vendor' };
+  });
+  const chain = new ProviderChain([site, vendor], { attempts: 3, perProvider: { native: { attempts: 1 } }, sleep: noSleep });
+  t.strictSame(await chain.run(call), { found: true, value: 'from the vendor', provider: 'pdl', tried: ['native', 'pdl'] });
+  t.strictSame([site.calls, vendor.calls], [1, 3], 'the site asked once, the vendor three times');
+  const hang = provider('hang', () => new Promise(() => {}));
+  const capped = new ProviderChain([hang], { timeoutMs: 60_000, attempts: 1, perProvider: { hang: { timeoutMs: 30 } }, sleep: noSleep });
+  const t0 = performance.now();
+  t.strictSame(await capped.run(call), { failed: true, tried: ['hang'], errors: ['hang: no answer within 30 ms'] });
+  t.ok(performance.now() - t0 < 5_000, "the provider's own cap, not the chain's minute");
 });
 
 t.test('accepts: a refused find asks the next provider and is the fallback', async (t) => {

@@ -340,8 +340,9 @@ export function dataService(config: Config, store: Store, verifier: Verifier, ca
   return new DataService(
     store,
     {
-    // A website fetch has its own time cap; the chain's is a little longer, and a site is not retried at once.
-    company: new ProviderChain(company, { timeoutMs: config.webFetchTimeoutMs + 1_000, attempts: 1 }),
+    // A website fetch has its own time cap; the chain's is a little longer, and a site is not
+    // retried at once. A vendor in the chain keeps the vendor's three attempts and 10 s.
+    company: new ProviderChain(company, { perProvider: { native: { timeoutMs: config.webFetchTimeoutMs + 1_000, attempts: 1 } } }),
     // A find is one validation of its candidates (each bounded by SVC_VALIDATION_TIMEOUT_MS); a mail server is not asked twice at once.
     finder: new ProviderChain(finder, { timeoutMs: config.validationTimeoutMs + 5_000, attempts: 1 }),
     // The vendor's: its calls retried on 429 and 5xx (three attempts), 10 s each, a circuit per family.
