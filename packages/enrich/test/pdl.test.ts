@@ -8,6 +8,7 @@ import { ProviderError } from '../src/chain.ts';
 import type { PersonProfile } from '../src/ports.ts';
 import {
   PdlProvider,
+  pdlCompany,
   pdlCompanyType,
   pdlCountryCode,
   pdlDepartment,
@@ -319,9 +320,9 @@ const ACME_COMPANY = {
   location: { city: 'Austin', region: 'Texas', country: 'United States', country_code: 'US' },
   linkedin_url: 'https://www.linkedin.com/company/acme-robotics',
   twitter_url: 'https://twitter.com/acmerobotics',
-  facebook_url: 'https://facebook.com/acmerobotics',
+  facebook_url: 'https://www.facebook.com/acmerobotics',
   phone: null,
-  technologies: ['salesforce', 'slack'],
+  technologies: ['Salesforce', 'Slack'],
   technology_count: 2,
   funding: { total_raised: 38000000, last_round: 'series_b', last_round_date: '2024-05-01' },
   confidence: 0.8,
@@ -628,4 +629,12 @@ t.test('similarity, role phrases, the 429 hint', async (t) => {
   t.equal(retryAfterMs({ 'x-ratelimit-reset': String(NOW.getTime() / 1000 + 30) }, NOW), 30_000);
   t.equal(retryAfterMs({ 'x-ratelimit-reset': new Date(NOW.getTime() + 7000).toISOString() }, NOW), 7000);
   t.equal(retryAfterMs({}, NOW), undefined);
+});
+
+t.test("a company's social links in the home page's canonical form; product names as the native rules write them", async (t) => {
+  const c = pdlCompany({ name: 'acme', twitter_url: 'x.com/AcmeRobotics', facebook_url: 'https://m.facebook.com/AcmeRobotics/', technologies_used: [{ name: 'hubspot' }, { name: 'google workspace' }, { name: 'some rare tool' }, { name: 'HubSpot' }] }, null);
+  t.strictSame([c.twitter_url, c.facebook_url], ['https://twitter.com/acmerobotics', 'https://www.facebook.com/acmerobotics']);
+  t.strictSame(c.technologies, ['HubSpot', 'Google Workspace', 'some rare tool'], 'known names canonical, once each; an unknown one as given');
+  const odd = pdlCompany({ name: 'acme', twitter_url: 'twitter.com/intent/tweet', facebook_url: 'not a url at all' }, null);
+  t.strictSame([odd.twitter_url, odd.facebook_url], [null, null], 'what is not a profile is no link');
 });

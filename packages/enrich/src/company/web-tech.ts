@@ -144,3 +144,6 @@ export function webTechnologies(input: WebTechInput): string[] {
   }
   return out;
 }
+
+/** The names of the products these rules know (for a vendor's lower-cased names: `technologyName`). */
+export const WEB_TECH_NAMES: readonly string[] = RULES.map((r) => r.name);

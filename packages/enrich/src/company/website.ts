@@ -834,6 +834,17 @@ function pickSocial(kind: SocialKind, sameAsUrls: string[], fromMeta: string | u
   return best;
 }
 
+/**
+ * The canonical URL of an X/Twitter account or a Facebook page as a vendor gives it (with or
+ * without a scheme: `facebook.com/Acme` → `https://www.facebook.com/acme`), the same form the
+ * home page's links get; null when it is not one.
+ */
+export function canonicalSocialUrl(kind: 'twitter' | 'facebook', href: string | null): string | null {
+  if (!href) return null;
+  const p = socialProfile(/^https?:\/\//i.test(href) ? href : `https://${href.replace(/^\/\//, '')}`, undefined);
+  return p?.kind === kind ? p.url : null;
+}
+
 /** The canonical profile URL of a LinkedIn company, X/Twitter account or Facebook page link. */
 function socialProfile(href: string, base: URL | undefined): Profile | undefined {
   const url = httpUrl(href, base);

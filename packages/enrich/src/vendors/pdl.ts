@@ -39,7 +39,10 @@
 import { request, type Dispatcher } from 'undici';
 import type { CompanyType, Department, EmployeeRange, Seniority } from '@svc/contracts';
 import { ProviderError, type ProviderAnswer } from '../chain.ts';
+import { DNS_RULES } from '../company/dns-signals.ts';
 import type { Company, CompanyProvider } from '../company/native.ts';
+import { WEB_TECH_NAMES } from '../company/web-tech.ts';
+import { canonicalSocialUrl } from '../company/website.ts';
 import { canonicalLinkedInCompanyUrl, canonicalLinkedInProfileUrl, linkedInSlug } from '../linkedin-url.ts';
 import { normalisePhone } from '../phone.ts';
 import type { Education, Experience, Hire, LinkedInCompany, LinkedInProvider, MobileProvider, PeopleProvider, PersonProfile, ProfileProvider } from '../ports.ts';
@@ -291,7 +294,12 @@ const int = (v: unknown): number | null => {
 const strs = (v: unknown): string[] => (Array.isArray(v) ? v.map(str).filter((s): s is string => s !== null) : []);
 const rec = (v: unknown): Rec => (isRec(v) ? v : {});
 
-/** `twitter.com/x` → `https://twitter.com/x`. */
+/** The names the native rules give products, by their lower case (PDL's are lower-cased). */
+const KNOWN_TECH = new Map([...WEB_TECH_NAMES, ...DNS_RULES.map((r) => r.product)].map((n) => [n.toLowerCase(), n]));
+/** A product's name as the native rules write it (`salesforce` → `Salesforce`), else as PDL gave it. */
+const technologyName = (n: string): string => KNOWN_TECH.get(n.toLowerCase()) ?? n;
+
+/** `acme.test` → `https://acme.test`. */
 function withScheme(v: unknown): string | null {
   const s = str(v);
   if (!s) return null;
@@ -359,7 +367,7 @@ export function pdlPersonProfile(p: Rec, now: Date): PersonProfile {
     personal_email: str(p.recommended_personal_email) ?? strs(p.personal_emails)[0] ?? null,
     mobile: phone?.valid ? phone.e164 : null,
     linkedin_url: linkedInProfile(p.linkedin_url),
-    twitter_url: withScheme(p.twitter_url),
+    twitter_url: canonicalSocialUrl('twitter', str(p.twitter_url)),
     profile_picture: null,
     title: str(p.job_title),
     headline: str(p.headline),
@@ -492,7 +500,7 @@ export function pdlLinkedInCompany(c: Rec): LinkedInCompany {
 /** A PDL company record as the company port's answer. */
 export function pdlCompany(c: Rec, likelihood: number | null): Company {
   const loc = rec(c.location);
-  const technologies = [...new Set((Array.isArray(c.technologies_used) ? c.technologies_used.filter(isRec) : []).map((t) => str(t.name)).filter((n): n is string => n !== null))];
+  const technologies = [...new Set((Array.isArray(c.technologies_used) ? c.technologies_used.filter(isRec) : []).map((t) => str(t.name)).filter((n): n is string => n !== null).map(technologyName))];
   return {
     company_name: str(c.name),
     display_name: str(c.display_name) ?? str(c.name),
@@ -507,8 +515,8 @@ export function pdlCompany(c: Rec, likelihood: number | null): Company {
     company_type: pdlCompanyType(c.type),
     location: { city: str(loc.locality), region: str(loc.region), country: str(loc.country), country_code: pdlCountryCode(loc.country) },
     linkedin_url: linkedInCompany(c.linkedin_url),
-    twitter_url: withScheme(c.twitter_url),
-    facebook_url: withScheme(c.facebook_url),
+    twitter_url: canonicalSocialUrl('twitter', str(c.twitter_url)),
+    facebook_url: canonicalSocialUrl('facebook', str(c.facebook_url)),
     phone: null,
     technologies,
     technology_count: technologies.length,
