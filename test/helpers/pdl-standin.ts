@@ -553,3 +553,28 @@ export async function startPdlStandin(opts: { key?: string; now?: Date; /** 0 (d
       }),
   };
 }
+
+/** The stand-in's Acme Robotics record as the PDL adapter answers it (its company port's value). */
+export const PDL_ACME_COMPANY = {
+  company_name: 'Acme Robotics',
+  display_name: 'Acme Robotics',
+  description: 'Acme Robotics builds robots for warehouses.',
+  website: 'https://acme-robotics.test',
+  employee_count: 320,
+  employee_range: '201-500',
+  revenue_range: '$25M-$50M',
+  industry: 'industrial automation',
+  sub_industry: null,
+  founded_year: 2012,
+  company_type: 'private',
+  location: { city: 'Austin', region: 'Texas', country: 'United States', country_code: 'US' },
+  linkedin_url: 'https://www.linkedin.com/company/acme-robotics',
+  twitter_url: 'https://twitter.com/acmerobotics',
+  facebook_url: 'https://www.facebook.com/acmerobotics',
+  phone: null,
+  technologies: ['Salesforce', 'Slack'],
+  technology_count: 2,
+  funding: { total_raised: 38000000, last_round: 'series_b', last_round_date: '2024-05-01' },
+  confidence: 0.8,
+  source_provider: 'pdl',
+};

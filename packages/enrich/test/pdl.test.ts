@@ -20,7 +20,7 @@ import {
   rolePhrases,
   similarity,
 } from '../src/vendors/pdl.ts';
-import { PDL_OUT_OF_CREDITS_KEY, startPdlStandin, type PdlStandin } from '../../../test/helpers/pdl-standin.ts';
+import { PDL_ACME_COMPANY as ACME_COMPANY, PDL_OUT_OF_CREDITS_KEY, startPdlStandin, type PdlStandin } from '../../../test/helpers/pdl-standin.ts';
 
 const NOW = new Date('2026-03-15T12:00:00Z');
 const KEY = 'svc-pdl-test-key-7f3a9c21';
@@ -305,29 +305,6 @@ t.test('mobile: enrichment with required=mobile_phone, the number as PDL writes 
   t.equal(nameOnly.requests.length, 0, 'a name alone is not sent');
 });
 
-const ACME_COMPANY = {
-  company_name: 'Acme Robotics',
-  display_name: 'Acme Robotics',
-  description: 'Acme Robotics builds robots for warehouses.',
-  website: 'https://acme-robotics.test',
-  employee_count: 320,
-  employee_range: '201-500',
-  revenue_range: '$25M-$50M',
-  industry: 'industrial automation',
-  sub_industry: null,
-  founded_year: 2012,
-  company_type: 'private',
-  location: { city: 'Austin', region: 'Texas', country: 'United States', country_code: 'US' },
-  linkedin_url: 'https://www.linkedin.com/company/acme-robotics',
-  twitter_url: 'https://twitter.com/acmerobotics',
-  facebook_url: 'https://www.facebook.com/acmerobotics',
-  phone: null,
-  technologies: ['Salesforce', 'Slack'],
-  technology_count: 2,
-  funding: { total_raised: 38000000, last_round: 'series_b', last_round_date: '2024-05-01' },
-  confidence: 0.8,
-  source_provider: 'pdl',
-};
 
 t.test('company (company port): website match, likelihood ÷10 as confidence', async (t) => {
   const r = await seen(() => pdl.company({ domain: 'acme-robotics.test', company_name: 'Acme' }, never()));
