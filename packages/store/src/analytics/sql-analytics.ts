@@ -7,7 +7,18 @@ import { BufferedAnalytics } from './buffered.ts';
 import { dailyFrom, zeroCounts, type MatrixRow } from './report.ts';
 import { checkLimit, checkWindow } from './validate.ts';
 
+/** A Decision's fields, then this table's own `email_key` (emailKey of the hash). */
 const COLUMNS = ['id', 'account_id', 'email_hash', 'domain', 'result', 'reason_code', 'layer', 'mx_host', 'latency_ms', 'job_id', 'source', 'credits_charged', 'decided_at'] as const;
+const WRITTEN = [...COLUMNS, 'email_key'] as const;
+
+/**
+ * The first 64 bits of a hex SHA-256 as a signed bigint, in decimal: the key of one address's
+ * decisions (infra/migrations/027_decision_email_key.sql), the value of
+ * `('x' || left(email_hash, 16))::bit(64)::bigint` in SQL.
+ */
+export const emailKey = (emailHash: string): string => BigInt.asIntN(64, BigInt(`0x${emailHash.slice(0, 16)}`)).toString();
+/** The same key computed in SQL from a hash column or parameter. */
+const emailKeyOf = (hashSql: string): string => `('x' || left(${hashSql}, 16))::bit(64)::bigint`;
 /**
  * Rows per INSERT (or COPY) statement. The store's connection is shared with the requests (on PGlite one
  * statement at a time, in its own thread): a statement of 250 decision rows holds it ~5-10 ms,
@@ -28,8 +39,8 @@ export async function insertDecisionRows(db: Queryable, batch: readonly Decision
     // The columns as 13 arrays: one short statement however many rows (13 parameters, not 13 per
     // row: binding thousands of parameters cost more than the rows' own inserts).
     await db.query(
-      `INSERT INTO validation_decisions (${COLUMNS.join(', ')})
-       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::int[], $10::text[], $11::text[], $12::int[], $13::timestamptz[])
+      `INSERT INTO validation_decisions (${WRITTEN.join(', ')})
+       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::int[], $10::text[], $11::text[], $12::int[], $13::timestamptz[], $14::bigint[])
        ON CONFLICT (account_id, decided_at, id) DO NOTHING`,
       [
         rows.map((d) => d.id),
@@ -45,6 +56,7 @@ export async function insertDecisionRows(db: Queryable, batch: readonly Decision
         rows.map((d) => d.source),
         rows.map((d) => d.credits_charged),
         rows.map((d) => d.decided_at.toISOString()),
+        rows.map((d) => emailKey(d.email_hash)),
       ],
     );
   }
@@ -52,7 +64,7 @@ export async function insertDecisionRows(db: Queryable, batch: readonly Decision
 
 const UNIQUE_VIOLATION = '23505';
 
-/** A decision's values in COLUMNS order (for Db.copyIn). */
+/** A decision's values in WRITTEN order (for Db.copyIn). */
 const decisionValues = (d: Decision): Array<string | number | null> => [
   d.id,
   d.account_id,
@@ -67,6 +79,7 @@ const decisionValues = (d: Decision): Array<string | number | null> => [
   d.source,
   d.credits_charged,
   d.decided_at.toISOString(),
+  emailKey(d.email_hash),
 ];
 
 /** A row of validation_decisions: a Decision as the database gives it back. */
@@ -91,7 +104,7 @@ export class SqlAnalytics extends BufferedAnalytics {
     for (let start = 0; start < batch.length; start += ROWS_PER_COPY) {
       const rows = batch.slice(start, start + ROWS_PER_COPY);
       try {
-        await copyIn('validation_decisions', COLUMNS, rows.map(decisionValues), { background: true });
+        await copyIn('validation_decisions', WRITTEN, rows.map(decisionValues), { background: true });
       } catch (err) {
         // A decision written before (a redelivery): COPY has no ON CONFLICT and wrote nothing of
         // these rows, so they go again through the INSERT that skips what is there.
@@ -120,12 +133,15 @@ export class SqlAnalytics extends BufferedAnalytics {
 
   async decisionsFor(q: { account_id: string; email_hash: string; limit?: number }): Promise<Decision[]> {
     const limit = checkLimit(q.limit, 20, 1000);
+    if (typeof q.account_id !== 'string' || typeof q.email_hash !== 'string') throw new TypeError('account_id and email_hash must be strings');
+    // Every stored hash is 64 lower-case hex digits (checkDecision): nothing else has decisions.
+    if (!/^[0-9a-f]{64}$/.test(q.email_hash)) return [];
     const rows = await this.#db.query<DecisionRow>(
       `SELECT ${COLUMNS.join(', ')} FROM validation_decisions
-        WHERE account_id = $1 AND email_hash = $2
+        WHERE email_key = $4 AND account_id = $1 AND email_hash = $2
         ORDER BY decided_at DESC, id COLLATE "C" DESC
         LIMIT $3`,
-      [q.account_id, q.email_hash, limit],
+      [q.account_id, q.email_hash, limit, emailKey(q.email_hash)],
     );
     return rows.map((r) => decisionFromRow(r, new Date(r.decided_at)));
   }
@@ -189,7 +205,7 @@ export class SqlAnalytics extends BufferedAnalytics {
          FROM outcome_facts f
          LEFT JOIN LATERAL (
            SELECT result FROM validation_decisions v
-            WHERE v.account_id = f.account_id AND v.email_hash = f.email_hash AND v.decided_at <= f.occurred_at
+            WHERE v.email_key = ${emailKeyOf('f.email_hash')} AND v.account_id = f.account_id AND v.email_hash = f.email_hash AND v.decided_at <= f.occurred_at
             ORDER BY v.decided_at DESC, v.id COLLATE "C" DESC
             LIMIT 1
          ) d ON true
