@@ -17,7 +17,7 @@ export {
 export { API_KEY_FORMAT, SCOPES, isScope, type Scope } from './scopes.ts';
 export { formatCell } from './csv.ts';
 export { FINAL_JOB_STATES, JOB_COUNTERS, JOB_RESULT_FIELDS, JOB_STATES, JOB_TRANSITIONS, countResult, emptyJobCounters, jobCounters, type JobCounter, type JobCounters, type JobState } from './jobs.ts';
-export type { BulkSummary, CheckState, CreditBalance, ReadinessState, ValidationResultBody } from './wire.ts';
+export type { BulkSummary, CheckState, CreditBalance, ReadinessState, SubscriptionPlan, ValidationResultBody } from './wire.ts';
 export { isResultsMessage, isWorkMessage, type ResultItem, type ResultsMessageV1, type RoutedMx, type WorkItem, type WorkMessageV1 } from './messages.ts';
 export {
   OUTCOME_EVIDENCE_FIELDS,

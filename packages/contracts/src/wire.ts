@@ -58,3 +58,13 @@ export interface ReadinessState {
   checks: Record<string, CheckState>;
   errors: string[];
 }
+
+/** A subscription plan (the store's plans table; the admin CLI's and the operator console's lists). */
+export interface SubscriptionPlan {
+  id: string;
+  name: string;
+  price_cents: number;
+  currency: string;
+  credits_per_period: number;
+  period_days: number;
+}

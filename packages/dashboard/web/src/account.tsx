@@ -5,6 +5,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, errorText } from './api.ts';
 import { Table } from './table.tsx';
+import { Alerts, when } from './ui.tsx';
 
 interface Overview {
   credits: { balance: number; reserved: number; available: number; subscription_status: string; current_period_end: string | null; cancel_at_period_end: boolean };
@@ -37,7 +38,6 @@ interface Secret {
   expires_at: string | null;
 }
 
-const when = (iso: string | null) => (iso ? `${iso.slice(0, 16).replace('T', ' ')} UTC` : '—');
 
 /** A receiver's check of X-Signature, in Node (shown as text, never run by the page). */
 export const VERIFY_SNIPPET = `import { createHmac, timingSafeEqual } from 'node:crypto';
@@ -82,12 +82,7 @@ function Subscription() {
   return (
     <section aria-labelledby="sub-h" class="card wide">
       <h2 id="sub-h">Credits and subscription</h2>
-      {error && (
-        <p role="alert" class="error">
-          {error}
-        </p>
-      )}
-      {note && <p role="status">{note}</p>}
+      <Alerts error={error} note={note} />
       <dl class="facts">
         <dt>Available credits</dt>
         <dd>{credits.available}</dd>
@@ -161,12 +156,7 @@ function Apps() {
         AI agents and other MCP clients someone allowed to use this account, each through one of its API keys and with some of that key's scopes. Revoking, deactivating or
         expiring that key disconnects the app too.
       </p>
-      {error && (
-        <p role="alert" class="error">
-          {error}
-        </p>
-      )}
-      {note && <p role="status">{note}</p>}
+      <Alerts error={error} note={note} />
       {apps.length === 0 ? (
         <p>No app is connected.</p>
       ) : (
@@ -214,11 +204,7 @@ function Webhooks() {
         </li>
       </ul>
       <h3>Signing secrets</h3>
-      {error && (
-        <p role="alert" class="error">
-          {error}
-        </p>
-      )}
+      <Alerts error={error} />
       {secrets && secrets.length === 0 && <p>No secret yet. One is made at the first delivery, and never shown: rotate to get one you can verify with.</p>}
       {secrets && secrets.length > 0 && (
         <Table caption="Current signing secrets (first characters only)" headers={['Secret', 'Created', 'Signs until']}>

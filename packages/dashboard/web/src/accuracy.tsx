@@ -10,6 +10,7 @@ import { api, errorText, type ApiError } from './api.ts';
 import type { AccuracyFigures, ImportResponse, OutcomeLabel, PredictedResult, SummaryReport } from '@svc/contracts';
 import { Chart } from './chart.tsx';
 import { Table } from './table.tsx';
+import { reloadingAction, when as shownTime } from './ui.tsx';
 
 type Summary = SummaryReport;
 interface Trend {
@@ -66,7 +67,7 @@ const verdict = (r: string) => VERDICTS[r] ?? r;
 const pct = (v: number | null) => (v === null || Number.isNaN(v) ? '—' : `${(v * 100).toFixed(1)}%`);
 const interval = (ci: [number, number] | null) => (ci ? `${pct(ci[0])} to ${pct(ci[1])}` : '—');
 const date = (iso: string) => iso.slice(0, 10);
-const when = (iso: string | null) => (iso ? `${iso.slice(0, 16).replace('T', ' ')} UTC` : 'never');
+const when = (iso: string | null) => shownTime(iso, 'never');
 const DAY_MS = 86_400_000;
 
 /** A bucket's label: its day, or its first and last day. */
@@ -359,15 +360,7 @@ function ConnectorPanel({ owner }: { owner: boolean }) {
       (e: ApiError) => (e.code === 'connector_not_found' ? setStatus(null) : (setStatus(null), setError(errorText(e)))),
     );
   useEffect(() => void load(), []);
-  const act = async (f: () => Promise<unknown>) => {
-    setError('');
-    try {
-      await f();
-    } catch (e) {
-      setError(errorText(e));
-    }
-    await load();
-  };
+  const act = reloadingAction(setError, load);
   const create = () =>
     act(async () => {
       if (status?.status === 'active' && !confirm('Creating it again replaces its URL: the current one stops working at once. Go on?')) return;

@@ -8,6 +8,7 @@ import Papa from 'papaparse';
 import { useState } from 'preact/hooks';
 import { api, errorText } from './api.ts';
 import { Table } from './table.tsx';
+import { Alerts, useSubmission } from './ui.tsx';
 
 interface FindRow {
   id: string;
@@ -92,23 +93,10 @@ function OneContact() {
   const [domain, setDomain] = useState('');
   const [company, setCompany] = useState('');
   const [validate, setValidate] = useState(false);
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState('');
-  const [found, setFound] = useState<{ answer: FindAnswer; contacts: Contact[] } | null>(null);
-  const submit = async (e: Event) => {
-    e.preventDefault();
-    setBusy(true);
-    setError('');
-    setFound(null);
+  const { busy, error, answer: found, submit } = useSubmission(async () => {
     const contact: Contact = { first_name: first.trim(), last_name: last.trim(), ...(domain.trim() ? { domain: domain.trim() } : { company: company.trim() }) };
-    try {
-      setFound({ answer: await api<FindAnswer>('POST', '/data/find', { contacts: [contact], validate }), contacts: [contact] });
-    } catch (err) {
-      setError(errorText(err));
-    } finally {
-      setBusy(false);
-    }
-  };
+    return { answer: await api<FindAnswer>('POST', '/data/find', { contacts: [contact], validate }), contacts: [contact] };
+  });
   return (
     <form onSubmit={submit} class="card">
       <h2>Find one person's email address</h2>
@@ -127,11 +115,7 @@ function OneContact() {
       <button type="submit" disabled={busy || (!domain.trim() && !company.trim())}>
         {busy ? 'Finding…' : 'Find the address'}
       </button>
-      {error && (
-        <p role="alert" class="error">
-          {error}
-        </p>
-      )}
+      <Alerts error={error} />
       {found && <FindResults answer={found.answer} contacts={found.contacts} />}
     </form>
   );
@@ -172,22 +156,7 @@ function CompanyCard({ c }: { c: CompanyAnswer }) {
 function OneCompany() {
   const [domain, setDomain] = useState('');
   const [name, setName] = useState('');
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState('');
-  const [company, setCompany] = useState<CompanyAnswer | null>(null);
-  const submit = async (e: Event) => {
-    e.preventDefault();
-    setBusy(true);
-    setError('');
-    setCompany(null);
-    try {
-      setCompany(await api<CompanyAnswer>('POST', '/data/company', { domain: domain.trim(), ...(name.trim() && { company_name: name.trim() }) }));
-    } catch (err) {
-      setError(errorText(err));
-    } finally {
-      setBusy(false);
-    }
-  };
+  const { busy, error, answer: company, submit } = useSubmission(() => api<CompanyAnswer>('POST', '/data/company', { domain: domain.trim(), ...(name.trim() && { company_name: name.trim() }) }));
   return (
     <form onSubmit={submit} class="card">
       <h2>Enrich a company</h2>
@@ -199,11 +168,7 @@ function OneCompany() {
       <button type="submit" disabled={busy}>
         {busy ? 'Looking…' : 'Enrich the company'}
       </button>
-      {error && (
-        <p role="alert" class="error">
-          {error}
-        </p>
-      )}
+      <Alerts error={error} />
       {company && <CompanyCard c={company} />}
     </form>
   );

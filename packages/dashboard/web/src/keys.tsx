@@ -4,6 +4,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, errorText } from './api.ts';
 import { Table } from './table.tsx';
+import { reloadingAction } from './ui.tsx';
 
 interface Key {
   id: string;
@@ -35,15 +36,7 @@ export function Keys() {
     void load();
     api<{ scopes: string[] }>('GET', '/scopes').then((r) => setCatalogue(r.scopes), () => {});
   }, []);
-  const act = async (f: () => Promise<unknown>) => {
-    setError('');
-    try {
-      await f();
-    } catch (e) {
-      setError(errorText(e));
-    }
-    await load();
-  };
+  const act = reloadingAction(setError, load);
   const create = (e: Event) => {
     e.preventDefault();
     void act(async () => {

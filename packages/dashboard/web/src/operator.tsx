@@ -3,9 +3,11 @@
 // changes an operator makes (subscribe to a plan, move the period, cancel or undo), under the same
 // rules as the admin CLI (the server's).
 
+import type { SubscriptionPlan as Plan } from '@svc/contracts';
 import { useEffect, useState } from 'preact/hooks';
 import { api, errorText } from './api.ts';
 import { Table } from './table.tsx';
+import { Alerts, when } from './ui.tsx';
 
 interface AccountRow {
   id: string;
@@ -22,14 +24,6 @@ interface AccountRow {
   cancel_at_period_end: boolean;
 }
 
-interface Plan {
-  id: string;
-  name: string;
-  price_cents: number;
-  currency: string;
-  credits_per_period: number;
-  period_days: number;
-}
 
 interface Detail {
   account: AccountRow;
@@ -38,7 +32,6 @@ interface Detail {
   message?: string;
 }
 
-const when = (iso: string | null) => (iso ? `${iso.slice(0, 16).replace('T', ' ')} UTC` : '—');
 
 function AccountDetail({ id, plans, local, onChanged }: { id: string; plans: Plan[]; local: boolean; onChanged: () => void }) {
   const [d, setD] = useState<Detail | null>(null);
@@ -89,12 +82,7 @@ function AccountDetail({ id, plans, local, onChanged }: { id: string; plans: Pla
       <h2 id="acct-h">
         Account <code>{a.id}</code> {a.name && `(${a.name})`}
       </h2>
-      {error && (
-        <p role="alert" class="error">
-          {error}
-        </p>
-      )}
-      {note && <p role="status">{note}</p>}
+      <Alerts error={error} note={note} />
       <dl class="facts">
         <dt>Balance</dt>
         <dd>{a.balance}</dd>
@@ -213,11 +201,7 @@ export function Operator() {
     <section>
       <h1>Operator console</h1>
       <p>Every account of this service. Changes here are the admin CLI's, under the same rules.</p>
-      {error && (
-        <p role="alert" class="error">
-          {error}
-        </p>
-      )}
+      <Alerts error={error} />
       <Table caption="Accounts, oldest first" headers={['Account', 'Name', 'Available', 'Balance', 'Subscription', 'Data product', 'Actions']}>
         {accounts.map((a) => (
           <tr key={a.id}>

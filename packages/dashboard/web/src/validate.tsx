@@ -3,7 +3,8 @@
 
 import { useState } from 'preact/hooks';
 import type { ChargeReason, ValidationResult, ValidationResultBody } from '@svc/contracts';
-import { api, errorText } from './api.ts';
+import { api } from './api.ts';
+import { Alerts, useSubmission } from './ui.tsx';
 
 /** The API's result object (`POST /v1/validate`), typed by the service's own contract. */
 type Result = ValidationResultBody;
@@ -30,22 +31,7 @@ const CHARGES: Partial<Record<ChargeReason, string>> = {
 
 export function Validate() {
   const [email, setEmail] = useState('');
-  const [busy, setBusy] = useState(false);
-  const [answer, setAnswer] = useState<Result | null>(null);
-  const [error, setError] = useState('');
-  const submit = async (e: Event) => {
-    e.preventDefault();
-    setBusy(true);
-    setError('');
-    setAnswer(null);
-    try {
-      setAnswer(await api<Result>('POST', '/validate', { email }));
-    } catch (err) {
-      setError(errorText(err));
-    } finally {
-      setBusy(false);
-    }
-  };
+  const { busy, error, answer, submit } = useSubmission(() => api<Result>('POST', '/validate', { email }));
   return (
     <section>
       <h1>Validate an address</h1>
@@ -56,11 +42,7 @@ export function Validate() {
           {busy ? 'Validating…' : 'Validate'}
         </button>
       </form>
-      {error && (
-        <p role="alert" class="error">
-          {error}
-        </p>
-      )}
+      <Alerts error={error} />
       {answer && (
         <div class="shown" role="status" aria-label="Validation result">
           <p>

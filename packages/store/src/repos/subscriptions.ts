@@ -4,19 +4,14 @@
 // processor event applied once (by its id), and the credit movements of a period (grant at a
 // renewal, expire at the end) through the ledger in that same transaction.
 
+import type { SubscriptionPlan } from '@svc/contracts';
 import type { Db, Queryable } from '../db/db.ts';
 import { expireIn, grantIn } from './ledger.ts';
 
 export type Processor = 'local' | 'stripe';
 
-export interface Plan {
-  id: string;
-  name: string;
-  price_cents: number;
-  currency: string;
-  credits_per_period: number;
-  period_days: number;
-}
+/** A plan as the plans table holds it (the wire shape contracts names). */
+export type Plan = SubscriptionPlan;
 
 export interface SubscriptionRecord {
   id: string;
