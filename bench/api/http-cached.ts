@@ -20,10 +20,10 @@ import type { BenchResult, Row } from '../lib/result.ts';
 import { fmt, withTimeout } from '../lib/stats.ts';
 
 export const NAME = 'api/http-cached';
-const KEY = 'svc_live_benchBootstrapKey000000000001';
+export const KEY = 'svc_live_benchBootstrapKey000000000001';
 const CREDITS = 10_000_000;
-const ROLE = 'info@accept.test';
-const CHARGED = 'jane.doe@accept.test';
+export const ROLE = 'info@accept.test';
+export const CHARGED = 'jane.doe@accept.test';
 const TARGET_RATIO = 0.5;
 const COMPANY = 'acme-robotics.test';
 
@@ -35,7 +35,7 @@ export interface HttpOptions {
   connections?: number;
 }
 
-interface Load {
+export interface Load {
   label: string;
   reqPerS: number;
   p50: number;
@@ -56,7 +56,7 @@ async function post(url: string, body: unknown): Promise<{ status: number; text:
   return { status: res.status, text, json: JSON.parse(text) as Record<string, unknown> };
 }
 
-async function load(label: string, child: Child<{ url: string }>, email: string, o: Required<HttpOptions>, route = '/v1/validate', body: unknown = { email }): Promise<Load> {
+export async function load(label: string, child: Child<{ url: string }>, email: string, o: Required<HttpOptions>, route = '/v1/validate', body: unknown = { email }): Promise<Load> {
   const opts = {
     url: `${child.info.url}${route}`,
     method: 'POST' as const,
@@ -90,12 +90,49 @@ async function load(label: string, child: Child<{ url: string }>, email: string,
   };
 }
 
+/** What the simulated internet's child reports: where its DNS, SMTP and web servers listen. */
+export interface SimInfo {
+  dnsServers: string;
+  smtpPort: number;
+  webHttpPort: number;
+  webHttpsPort: number;
+}
+
+/** The environment of a service child (bench/api/service-child.ts) on the sim, as this benchmark runs it. */
+export function serviceEnv(sim: SimInfo): Record<string, string> {
+  return {
+    PORT: '0',
+    HOST: '127.0.0.1',
+    SVC_DATA_DIR: '', // the child makes (and removes) a temporary one
+    DATABASE_URL: '', // embedded profile: PGlite, in-process caches
+    REDIS_URL: '',
+    KAFKA_BROKERS: '',
+    CLICKHOUSE_URL: '',
+    SVC_DNS_SERVERS: sim.dnsServers,
+    SVC_SMTP_PORT: String(sim.smtpPort),
+    SVC_WEB_HTTP_PORT: String(sim.webHttpPort),
+    SVC_WEB_HTTPS_PORT: String(sim.webHttpsPort),
+    // The sim's websites are on loopback.
+    SVC_OUTBOUND_ALLOW_NETWORKS: '127.0.0.0/8',
+    SVC_READY_DOMAIN: 'gmail.com',
+    SVC_HELO_NAME: 'verifier.bench.test',
+    SVC_MAIL_FROM: 'probe@verifier.bench.test',
+    SVC_SMTP_TIMEOUT_MS: '5000',
+    SVC_LOG_LEVEL: 'silent',
+    SVC_BOOTSTRAP_API_KEY: KEY,
+    SVC_BOOTSTRAP_CREDITS: String(CREDITS),
+    // The configured maximum (10,000,000 a minute): the limiter is passed, not the thing measured.
+    SVC_RATE_LIMIT_PER_KEY: '10000000',
+    SVC_RATE_LIMIT_PER_IP: '10000000',
+  };
+}
+
 export async function run(opts: HttpOptions = {}): Promise<BenchResult> {
   const o: Required<HttpOptions> = { durationS: opts.durationS ?? 10, warmupS: opts.warmupS ?? 2, connections: opts.connections ?? 50 };
   const warnings: string[] = [];
   const details: string[] = [];
   const loads: Load[] = [];
-  const sim = await startChild<{ dnsServers: string; smtpPort: number; webHttpPort: number; webHttpsPort: number }>('sim-child.ts', { args: ['0'] });
+  const sim = await startChild<SimInfo>('sim-child.ts', { args: ['0'] });
   let svc: Child<{ url: string }> | undefined;
   let bare: Child<{ url: string }> | undefined;
   try {
@@ -105,31 +142,7 @@ export async function run(opts: HttpOptions = {}): Promise<BenchResult> {
     const profDir = process.env.HTTP_BENCH_CPU_PROF;
     svc = await startChild<{ url: string }>('api/service-child.ts', {
       ...(profDir ? { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${profDir}`] } : {}),
-      env: {
-        PORT: '0',
-        HOST: '127.0.0.1',
-        SVC_DATA_DIR: '', // the child makes (and removes) a temporary one
-        DATABASE_URL: '', // embedded profile: PGlite, in-process caches
-        REDIS_URL: '',
-        KAFKA_BROKERS: '',
-        CLICKHOUSE_URL: '',
-        SVC_DNS_SERVERS: sim.info.dnsServers,
-        SVC_SMTP_PORT: String(sim.info.smtpPort),
-        SVC_WEB_HTTP_PORT: String(sim.info.webHttpPort),
-        SVC_WEB_HTTPS_PORT: String(sim.info.webHttpsPort),
-        // The sim's websites are on loopback.
-        SVC_OUTBOUND_ALLOW_NETWORKS: '127.0.0.0/8',
-        SVC_READY_DOMAIN: 'gmail.com',
-        SVC_HELO_NAME: 'verifier.bench.test',
-        SVC_MAIL_FROM: 'probe@verifier.bench.test',
-        SVC_SMTP_TIMEOUT_MS: '5000',
-        SVC_LOG_LEVEL: 'silent',
-        SVC_BOOTSTRAP_API_KEY: KEY,
-        SVC_BOOTSTRAP_CREDITS: String(CREDITS),
-        // The configured maximum (10,000,000 a minute): the limiter is passed, not the thing measured.
-        SVC_RATE_LIMIT_PER_KEY: '10000000',
-        SVC_RATE_LIMIT_PER_IP: '10000000',
-      },
+      env: serviceEnv(sim.info),
     });
     // Fill the verdict cache: one real validation (DNS + SMTP against the sim) of each address.
     const role = await post(`${svc.info.url}/v1/validate`, { email: ROLE });

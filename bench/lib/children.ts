@@ -22,12 +22,15 @@ export interface Child<Info> {
 /**
  * Starts `bench/<rel>` under tsx; resolves with the JSON it prints on its first stdout line.
  * `nodeArgs` go to node itself (e.g. ['--cpu-prof', '--cpu-prof-dir=/tmp/prof'] to profile a child).
+ * `root`: another checkout of this repository (with its own node_modules) whose `bench/<rel>` runs,
+ * from that directory (bench/api/ab.ts compares revisions so).
  */
-export async function startChild<Info>(rel: string, opts: { env?: Record<string, string>; args?: string[]; nodeArgs?: string[]; readyTimeoutMs?: number } = {}): Promise<Child<Info>> {
-  const file = path.join(BENCH_DIR, rel);
+export async function startChild<Info>(rel: string, opts: { env?: Record<string, string>; args?: string[]; nodeArgs?: string[]; readyTimeoutMs?: number; root?: string } = {}): Promise<Child<Info>> {
+  const file = opts.root ? path.join(path.resolve(opts.root), 'bench', rel) : path.join(BENCH_DIR, rel);
   const cp = spawn(process.execPath, [...(opts.nodeArgs ?? []), '--import', 'tsx', file, ...(opts.args ?? [])], {
     stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
     env: { ...process.env, ...opts.env },
+    ...(opts.root && { cwd: path.resolve(opts.root) }),
   });
   const exited = new Promise<void>((resolve) => cp.once('exit', () => resolve()));
   const info = await withTimeout(
