@@ -16,7 +16,7 @@
 
 import { parseArgs } from 'node:util';
 import { startChild, type Child } from '../lib/children.ts';
-import { fmt } from '../lib/stats.ts';
+import { fmt, median } from '../lib/stats.ts';
 import { CHARGED, KEY, load, ROLE, serviceEnv, type Load, type SimInfo } from './http-cached.ts';
 
 const { values, positionals } = parseArgs({
@@ -36,12 +36,6 @@ interface Target {
   child: Child<{ url: string }>;
   runs: Load[];
 }
-
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
 
 const sim = await startChild<SimInfo>('sim-child.ts', { args: ['0'] });
 const targets: Target[] = [];

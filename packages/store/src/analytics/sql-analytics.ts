@@ -5,7 +5,7 @@ import type { Db, Queryable } from '../db/db.ts';
 import { decisionFromRow, type AnalyticsOptions, type DailyCounts, type Decision, type DomainSummaryRow, type OutcomeFact, type ResultCounts, type Window } from './analytics.ts';
 import { BufferedAnalytics } from './buffered.ts';
 import { dailyFrom, zeroCounts, type MatrixRow } from './report.ts';
-import { checkLimit, checkWindow } from './validate.ts';
+import { checkLimit, checkWindow, EMAIL_HASH } from './validate.ts';
 
 /** A Decision's fields, then this table's own `email_key` (emailKey of the hash). */
 const COLUMNS = ['id', 'account_id', 'email_hash', 'domain', 'result', 'reason_code', 'layer', 'mx_host', 'latency_ms', 'job_id', 'source', 'credits_charged', 'decided_at'] as const;
@@ -135,7 +135,7 @@ export class SqlAnalytics extends BufferedAnalytics {
     const limit = checkLimit(q.limit, 20, 1000);
     if (typeof q.account_id !== 'string' || typeof q.email_hash !== 'string') throw new TypeError('account_id and email_hash must be strings');
     // Every stored hash is 64 lower-case hex digits (checkDecision): nothing else has decisions.
-    if (!/^[0-9a-f]{64}$/.test(q.email_hash)) return [];
+    if (!EMAIL_HASH.test(q.email_hash)) return [];
     const rows = await this.#db.query<DecisionRow>(
       `SELECT ${COLUMNS.join(', ')} FROM validation_decisions
         WHERE email_key = $4 AND account_id = $1 AND email_hash = $2

@@ -9,7 +9,8 @@ const MAX_HOST = 255;
 const MAX_INT4 = 2_147_483_647;
 /** ClickHouse DateTime is unsigned 32-bit seconds. */
 const MAX_TIME_MS = 4_294_967_295_000;
-const HASH = /^[0-9a-f]{64}$/;
+/** What a stored address hash is: the hex SHA-256, 64 lower-case digits. */
+export const EMAIL_HASH = /^[0-9a-f]{64}$/;
 
 const fail = (i: number, field: string, why: string): never => {
   throw new TypeError(`decision ${i}: ${field} ${why}`);
@@ -43,7 +44,7 @@ function count(i: number, field: string, v: unknown, round: boolean): number {
 export function checkDecision(d: Decision, i = 0): Decision {
   if (d === null || typeof d !== 'object') return fail(i, 'decision', 'must be an object');
   const email_hash = d.email_hash;
-  if (typeof email_hash !== 'string' || !HASH.test(email_hash)) fail(i, 'email_hash', 'must be 64 lowercase hex digits (SHA-256)');
+  if (typeof email_hash !== 'string' || !EMAIL_HASH.test(email_hash)) fail(i, 'email_hash', 'must be 64 lowercase hex digits (SHA-256)');
   const at = d.decided_at;
   if (!(at instanceof Date) || Number.isNaN(at.getTime())) fail(i, 'decided_at', 'must be a valid Date');
   const ms = at.getTime();
@@ -68,7 +69,7 @@ export function checkDecision(d: Decision, i = 0): Decision {
 /** Checks one outcome fact and returns the copy analytics keeps (domain lowercased). */
 export function checkOutcomeFact(f: OutcomeFact, i = 0): OutcomeFact {
   if (f === null || typeof f !== 'object') return fail(i, 'fact', 'must be an object');
-  if (typeof f.email_hash !== 'string' || !HASH.test(f.email_hash)) fail(i, 'email_hash', 'must be 64 lowercase hex digits (SHA-256)');
+  if (typeof f.email_hash !== 'string' || !EMAIL_HASH.test(f.email_hash)) fail(i, 'email_hash', 'must be 64 lowercase hex digits (SHA-256)');
   const at = f.occurred_at;
   if (!(at instanceof Date) || Number.isNaN(at.getTime())) fail(i, 'occurred_at', 'must be a valid Date');
   const ms = at.getTime();
