@@ -4,7 +4,8 @@
 // KAFKA_BROKERS: from the environment, or the infra-up.sh defaults), prints where the fronts
 // listen, and passes SIGINT/SIGTERM on to every child (each drains: a front finishes its requests,
 // a worker its messages, and commits) before it exits. A child that dies takes the cluster down
-// with a non-zero exit, so a supervisor sees it.
+// with a non-zero exit, so a supervisor sees it; this process dying (even by SIGKILL) takes the
+// children down too, through their IPC channel.
 //
 //   npm run cluster -- --fronts 2 --workers 3 [--port 8080]   fronts on 8080, 8081; workers on 8090…
 //
@@ -70,7 +71,9 @@ async function main(): Promise<void> {
     const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'cluster/embedded.ts')], {
       cwd: ROOT,
       env: { ...env, SVC_ROLE: role, PORT: String(port), SVC_PUBLIC_URL: env.SVC_PUBLIC_URL ?? `http://localhost:${args.port}` },
-      stdio: ['ignore', 'pipe', 'inherit'],
+      // The IPC channel ties each child to this process: if it dies (even by SIGKILL), the
+      // channel closes and every child drains and stops (cluster/embedded.ts).
+      stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
     });
     children.push({ name, child });
     // Each JSON log line, tagged with the process it came from; resolves once it listens.
@@ -100,6 +103,11 @@ async function main(): Promise<void> {
   };
   process.on('SIGINT', () => stopAll('SIGINT'));
   process.on('SIGTERM', () => stopAll('SIGTERM'));
+  // Started with an IPC channel itself (by a test or a supervisor): its end stops the cluster.
+  if (process.channel) {
+    process.channel.unref();
+    process.once('disconnect', () => stopAll('SIGTERM'));
+  }
   // The first front alone first: it migrates the database and creates the bootstrap account, so
   // the others find both done instead of racing for them.
   await start('front-1', 'front', args.port);

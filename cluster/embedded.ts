@@ -54,10 +54,11 @@ async function main(): Promise<void> {
   const log = svc.app.log;
   log.info({ url: svc.url, role: config.role, store: config.databaseUrl ? 'postgres' : 'pglite', cache: config.redisUrl ? 'redis' : 'in-process', bus: config.kafkaBrokers ? 'kafka' : 'in-process', analytics: config.clickhouseUrl ? 'clickhouse' : 'sql', dataDir: config.databaseUrl ? undefined : config.dataDir }, 'email validation service listening');
   let stopping = false;
-  const stop = (signal: string) => {
+  /** Drains and exits; `why` (the signal, or the reason) goes in the log line. */
+  const stop = (why: { signal: NodeJS.Signals } | { reason: string }) => {
     if (stopping) return;
     stopping = true;
-    log.info({ signal }, 'draining in-flight requests and SMTP sessions');
+    log.info(why, 'draining in-flight requests and SMTP sessions');
     const force = setTimeout(() => {
       log.error('drain took longer than 30 s; exiting');
       process.exit(1);
@@ -74,8 +75,15 @@ async function main(): Promise<void> {
       },
     );
   };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
+  process.on('SIGTERM', () => stop({ signal: 'SIGTERM' }));
+  process.on('SIGINT', () => stop({ signal: 'SIGINT' }));
+  // Started with an IPC channel (by `npm run cluster`, or a test): the supervisor's death closes
+  // it, and the service drains and stops as on SIGTERM instead of running on as an orphan that
+  // nobody will stop. The channel alone does not keep the process alive.
+  if (process.channel) {
+    process.channel.unref();
+    process.once('disconnect', () => stop({ reason: 'the parent process is gone (its IPC channel closed)' }));
+  }
 }
 
 main().catch(fail);

@@ -781,7 +781,7 @@ async function startServiceChild(env: Record<string, string>): Promise<Service> 
   const nodeArgs = (process.env.REALJ_SERVICE_NODE_ARGS ?? '').split(' ').filter(Boolean);
   const cp: ChildProcess = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', 'cluster/embedded.ts'], {
     cwd: ROOT,
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     env: {
       ...process.env,
       PORT: String(port),

@@ -25,6 +25,7 @@
 // process cleanly (each logs "stopped", none hits the 30 s drain limit).
 //
 // PostgreSQL, Redis or Kafka missing: skipped, or a failure under CI_REQUIRE_SERVICES=1.
+// CLUSTER_KEEP_LOGS=1 writes the cluster's whole output to a file (its path printed) even when the test passes.
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -110,12 +111,16 @@ async function runJob(profile: Run['profile'], submit: string, poll: string, dow
   const id: string = created.body.id;
   if (created.body.unique_emails !== UNIQUE || created.body.total_rows !== TOTAL_ROWS) throw new Error(`${profile}: ${JSON.stringify(created.body)}`);
   let job: any;
+  // Rows processed every 10 s: a failure says whether the job was slow throughout or stalled.
+  const progress: string[] = [];
   for (;;) {
     const r = await callApi(poll, 'GET', `/v1/csv/jobs/${id}`);
     if (r.status !== 200) throw new Error(`${profile}: GET /v1/csv/jobs/${id}: ${r.status} ${r.text.slice(0, 300)}`);
     job = r.body;
     if (!['queued', 'processing'].includes(job.status)) break;
-    if (Date.now() - t0 > 200_000) throw new Error(`${profile}: job still ${job.status} (${JSON.stringify(job.progress)})`);
+    const s = Math.floor((Date.now() - t0) / 10_000) * 10;
+    if (!progress.at(-1)?.startsWith(`${s} s:`)) progress.push(`${s} s: ${job.progress?.processed}`);
+    if (Date.now() - t0 > 200_000) throw new Error(`${profile}: job still ${job.status} (${JSON.stringify(job.progress)}; processed by then: ${progress.join(', ')})`);
     await sleep(250);
   }
   const seconds = (Date.now() - t0) / 1000;
@@ -163,7 +168,7 @@ async function main(): Promise<void> {
   // Analytics go to the schema's own table (this test is not about ClickHouse).
   delete env.CLICKHOUSE_URL;
   delete env.PORT;
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'cluster/cluster.ts', '--fronts', '2', '--workers', '3', '--port', String(port)], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'cluster/cluster.ts', '--fronts', '2', '--workers', '3', '--port', String(port)], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe', 'ipc'] });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   let out = '';
   let err = '';
@@ -174,6 +179,11 @@ async function main(): Promise<void> {
     if (child.exitCode === null && child.signalCode === null) {
       child.kill('SIGKILL');
       await exited;
+    }
+    if (process.env.CLUSTER_KEEP_LOGS === '1') {
+      const logs = path.join(os.tmpdir(), `svc-10k-cluster-${id}.log`);
+      writeFileSync(logs, `${out}\n----- stderr -----\n${err}`);
+      t.comment(`the cluster's whole output: ${logs}`);
     }
     await clusterDb?.close();
     await schema.drop();

@@ -1,6 +1,7 @@
 // `npm run cluster`: argument checks, and a real local cluster of one front and one worker on the
 // servers of scripts/infra-up.sh (a fresh PostgreSQL schema, a topic prefix of its own): it says
-// where the front listens, the front and the worker both answer, and SIGTERM stops both cleanly.
+// where the front listens, the front and the worker both answer, and SIGTERM stops both cleanly;
+// killed with SIGKILL (it cannot pass anything on), its front still stops by itself.
 // The servers missing: skipped, or a failure under CI_REQUIRE_SERVICES=1.
 
 import { spawn } from 'node:child_process';
@@ -64,7 +65,7 @@ t.test('one front and one worker: listening, answering, stopped by SIGTERM', asy
   const child = spawn(process.execPath, ['--import', 'tsx', 'cluster/cluster.ts', '--fronts', '1', '--workers', '1', '--port', String(port)], {
     cwd: ROOT,
     env: { ...process.env, DATABASE_URL: schema.url, SVC_KAFKA_TOPIC_PREFIX: `cli${randomBytes(3).toString('hex')}.`, SVC_BOOTSTRAP_API_KEY: 'svc_test_clusterCliKey0000000001', SVC_LOG_LEVEL: 'info' },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   t.teardown(() => {
@@ -72,8 +73,8 @@ t.test('one front and one worker: listening, answering, stopped by SIGTERM', asy
   });
   let out = '';
   let err = '';
-  child.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
-  child.stderr.setEncoding('utf8').on('data', (c: string) => (err += c));
+  child.stdout!.setEncoding('utf8').on('data', (c: string) => (out += c));
+  child.stderr!.setEncoding('utf8').on('data', (c: string) => (err += c));
   const deadline = Date.now() + 120_000;
   while (!err.includes('cluster: 1 front(s) at')) {
     if (child.exitCode !== null || Date.now() > deadline) throw new Error(`cluster did not start: ${err}\n${out.slice(-2000)}`);
@@ -92,4 +93,50 @@ t.test('one front and one worker: listening, answering, stopped by SIGTERM', asy
   t.ok(lines.length > 0 && out.includes('"proc":"front-1"') && out.includes('"proc":"worker-1"'), 'log lines are tagged with their process');
   const stopped = out.split('\n').filter((l) => l.includes('"msg":"stopped"')).length;
   t.equal(stopped, 2, 'both processes logged their stop');
+});
+
+t.test('the supervisor killed with SIGKILL: its front notices (the IPC channel closed), drains and stops', async (t) => {
+  const why = (await pgUnreachable()) ?? ((await kafkaUp()) ? undefined : 'Kafka at 127.0.0.1:9092 is not listening');
+  if (why) {
+    if (process.env.CI_REQUIRE_SERVICES === '1') t.fail(`${why} (CI_REQUIRE_SERVICES=1)`);
+    else t.plan(0, `${why}: scripts/infra-up.sh starts the servers`);
+    return;
+  }
+  const schema = await freshSchema();
+  t.teardown(() => schema.drop());
+  const port = await freePort();
+  const child = spawn(process.execPath, ['--import', 'tsx', 'cluster/cluster.ts', '--fronts', '1', '--workers', '0', '--port', String(port)], {
+    cwd: ROOT,
+    env: { ...process.env, DATABASE_URL: schema.url, SVC_KAFKA_TOPIC_PREFIX: `cli${randomBytes(3).toString('hex')}.`, SVC_BOOTSTRAP_API_KEY: 'svc_test_clusterCliKey0000000001', SVC_LOG_LEVEL: 'info' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  t.teardown(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
+  let out = '';
+  let err = '';
+  child.stdout!.setEncoding('utf8').on('data', (c: string) => (out += c));
+  child.stderr!.setEncoding('utf8').on('data', (c: string) => (err += c));
+  const deadline = Date.now() + 120_000;
+  while (!err.includes('cluster: 1 front(s) at')) {
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`cluster did not start: ${err}\n${out.slice(-2000)}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const frontPid = Number(/"proc":"front-1","level":30,"time":\d+,"pid":(\d+)/.exec(out)?.[1]);
+  t.ok(frontPid > 0, 'the front logged its pid');
+  t.equal((await fetch(`http://127.0.0.1:${port}/health`)).status, 200, 'the front answers');
+  child.kill('SIGKILL');
+  const alive = (pid: number) => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  // It drains (nothing in flight here) and exits; 30 s is its own drain limit.
+  const until = Date.now() + 45_000;
+  while (alive(frontPid) && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
+  t.notOk(alive(frontPid), 'the front exited by itself');
+  t.ok(await portFree(port), 'its port is free');
 });

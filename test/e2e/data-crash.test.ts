@@ -17,6 +17,7 @@ import { until } from '../helpers/until.ts';
 import { startSim } from '../sim/index.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
+t.setTimeout(300_000); // a first start (up to 120 s on a loaded machine), the vendor's 6 s, a second start
 const sim = await startSim({ tarpitMs: 5000 });
 t.teardown(() => sim.close());
 const pdl = await startPdlStandin();
@@ -35,13 +36,24 @@ t.test('kill -9 while the vendor is answering: no charge, the hold released at t
   const { key } = await setup.keys.create({ accountId, kind: 'test', scopes: null });
   await setup.close();
 
-  const child = spawn(process.execPath, ['--import', 'tsx', 'cluster/embedded.ts'], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  child.stdout.resume();
-  child.stderr.resume();
+  const child = spawn(process.execPath, ['--import', 'tsx', 'cluster/embedded.ts'], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe', 'ipc'] });
+  let out = '';
+  child.stdout!.on('data', (d) => (out += d));
+  child.stderr!.on('data', (d) => (out += d));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   t.teardown(() => void child.kill('SIGKILL'));
   const url = `http://127.0.0.1:${port}`;
-  await until(async () => (await fetch(`${url}/live`).catch(() => undefined))?.status === 200, 60_000, 'the service to listen');
+  // A first start initialises the data directory: seconds on a quiet machine, a minute and more on a loaded one.
+  await until(
+    async () => {
+      if (child.exitCode !== null) throw new Error(`the service exited (${child.exitCode}): ${out.slice(-3000)}`);
+      return (await fetch(`${url}/live`).catch(() => undefined))?.status === 200;
+    },
+    120_000,
+    'the service to listen',
+  ).catch((e: Error) => {
+    throw new Error(`${e.message}; its output: ${out.slice(-3000)}`);
+  });
 
   const seen = pdl.requests.length;
   const body = JSON.stringify({ domain: 'slow.test' });

@@ -169,7 +169,7 @@ interface Proc {
 let spawned = 0;
 
 function spawnService(): Proc {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'cluster/embedded.ts'], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', 'cluster/embedded.ts'], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe', 'ipc'] });
   let out = '';
   let partial = '';
   const lines: Array<Record<string, unknown>> = [];

@@ -28,7 +28,7 @@ interface Proc {
 }
 
 async function startProc(env: Record<string, string>): Promise<Proc> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'cluster/embedded.ts'], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', 'cluster/embedded.ts'], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe', 'ipc'] });
   let out = '';
   let stdout = '';
   let stderr = '';
@@ -190,8 +190,15 @@ t.test('without a bootstrap key, one key is generated and printed once, on stder
   const again = await startProc(env);
   const v = await fetch(`${again.url}/v1/validate`, { method: 'POST', headers: { 'x-api-key': key, 'content-type': 'application/json' }, body: JSON.stringify({ email: 'jane.doe@accept.test' }) });
   t.equal(v.status, 200, 'the printed key works');
-  again.child.kill('SIGTERM');
-  t.equal(await again.closed, 0);
+  // Its parent gone (here: the IPC channel closed, as a SIGKILLed parent's closes): it drains and
+  // stops by itself, as on SIGTERM, instead of running on as an orphan.
+  again.child.disconnect();
+  t.equal(await exited(again.child), 0, 'the IPC channel closed: a clean exit');
+  // ('close' does not come after a disconnect from this side: Node counts the channel among the
+  // streams to close. Both output streams read to their end instead.)
+  await Promise.all([again.child.stdout!, again.child.stderr!].map((s) => (s.readableEnded ? undefined : new Promise((r) => s.once('end', r)))));
+  t.match(again.stdout(), /"reason":"the parent process is gone \(its IPC channel closed\)","msg":"draining in-flight requests and SMTP sessions"/);
+  t.match(again.stdout(), /"msg":"stopped"/);
   t.equal(again.stderr(), '', 'nothing on stderr on the next start: no key generated or printed again');
   t.match(JSON.parse(again.stdout().split('\n')[0]!), { msg: 'starting: opening the data directory', dataDir }, 'the next start opens it');
   t.notOk(/svc_live_[A-Za-z0-9]{40}/.test(again.out()), 'no key anywhere');
@@ -201,7 +208,7 @@ t.test('without a bootstrap key, one key is generated and printed once, on stder
   await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
   t.teardown(() => new Promise<void>((resolve) => blocker.close(() => resolve())));
   const port = (blocker.address() as net.AddressInfo).port;
-  const busy = spawn(process.execPath, ['--import', 'tsx', 'cluster/embedded.ts'], { cwd: ROOT, env: { ...process.env, ...env, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const busy = spawn(process.execPath, ['--import', 'tsx', 'cluster/embedded.ts'], { cwd: ROOT, env: { ...process.env, ...env, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe', 'ipc'] });
   let busyOut = '';
   let busyErr = '';
   busy.stdout!.on('data', (d) => (busyOut += d));
@@ -268,6 +275,7 @@ t.test('the README flow: `npm run sim`, then `npm start` with the variables it p
   });
   const url = `http://127.0.0.1:${base + 2}`;
   while (!svcOut.includes('email validation service listening') && Date.now() < deadline + 90_000) await new Promise((r) => setTimeout(r, 50));
+  if (!svcOut.includes('email validation service listening')) throw new Error(`npm start did not listen within 120 s (exit ${svc.exitCode}): ${svcOut.slice(-3000)}`);
   const post = async (email: string) => {
     const r = await fetch(`${url}/v1/validate`, { method: 'POST', headers: { 'x-api-key': 'svc_test_readmeFlowKey000000000001', 'content-type': 'application/json' }, body: JSON.stringify({ email }) });
     return { status: r.status, body: (await r.json()) as Record<string, unknown> };

@@ -129,7 +129,7 @@ export function startClusterRun(t: Tap, opts: ClusterRunOptions): ClusterRun {
       ...opts.env,
       ...extra,
     });
-    const child = spawn(process.execPath, ['--import', 'tsx', 'cluster/embedded.ts'], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', 'cluster/embedded.ts'], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe', 'ipc'] });
     const log = createWriteStream(path.join(logDir, `${name}.log`));
     logs.push(log);
     let last = '';
