@@ -8,8 +8,10 @@
 // whatever the process umask, and an existing one that others can reach is refused.
 
 import { OperatorError } from '@svc/contracts';
+import { spawn } from 'node:child_process';
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import v8 from 'node:v8';
 import { Worker } from 'node:worker_threads';
 import type { Db, Queryable, Row } from './db.ts';
@@ -122,15 +124,25 @@ export interface PgliteOptions {
 const EXTRA_START_PARAMS = ['-c', 'shared_buffers=32MB', '-c', 'wal_buffers=1MB'];
 
 /**
- * initdb of a new data directory, in a PGlite thread of its own that then ends. initdb in WASM
- * grows its WebAssembly memory to ~750 MiB and that memory is never given back while its isolate
- * lives: kept in the thread that serves the database it would stay in the RSS for the life of the
- * process (measured: 750 MiB after initdb in-process; 230 MiB after the worker has gone, ~330 once
- * the database is open). The thread writes through the owner-only file system; the tree is
- * tightened once more afterwards (the data directory around it is 0700 already).
+ * initdb of a new data directory, in a process of its own (pglite-initdb.cjs). initdb in WASM
+ * grows its WebAssembly memory to ~750 MiB; run in this process's PGlite thread that memory stayed
+ * in the RSS for the life of the process, and run in a thread of its own that then ended, the C
+ * heap that thread grew (~30-60 MiB) still did (idle after a first start: 333-365 MiB, against
+ * 302-303 for a directory initialised elsewhere). A process gives everything back when it exits.
+ * The process writes through the owner-only file system; the tree is tightened once more
+ * afterwards (the data directory around it is 0700 already).
  */
-async function initdbInWorker(pgdata: string): Promise<void> {
-  await (await startThread(pgdata, undefined)).close();
+async function initdbInProcess(pgdata: string): Promise<void> {
+  // Liftoff only, as in this process (compileWithLiftoffOnly): initdb is short, TurboFan's
+  // compilations of it would be wasted work. No loader flags: the script is plain CommonJS.
+  const child = spawn(process.execPath, ['--liftoff-only', fileURLToPath(new URL('./pglite-initdb.cjs', import.meta.url)), pgdata, JSON.stringify(EXTRA_START_PARAMS)], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    env: { ...process.env, NODE_OPTIONS: '' },
+  });
+  let stderr = '';
+  child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+  const code = await new Promise<number | null>((resolve, reject) => child.once('error', reject).once('close', (c) => resolve(c)));
+  if (code !== 0) throw new Error(`initdb of ${pgdata} failed (exit ${code}): ${stderr.trim().slice(-2000)}`);
   tightenTree(pgdata);
 }
 
@@ -275,7 +287,7 @@ export async function openPglite(dataDir: string | undefined, opts: PgliteOption
         if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
         if ((statSync(pgdata).mode & 0o077) !== 0) tightenTree(pgdata);
       }
-      if (!opts.template && !existsSync(path.join(pgdata, 'PG_VERSION'))) await initdbInWorker(pgdata);
+      if (!opts.template && !existsSync(path.join(pgdata, 'PG_VERSION'))) await initdbInProcess(pgdata);
     }
     thread = await startThread(pgdata, opts.template, opts.backgroundMaxWaitMs);
   } catch (err) {
