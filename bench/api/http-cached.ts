@@ -18,6 +18,7 @@ import autocannon, { type AutocannonResult } from 'autocannon';
 import { startChild, type Child } from '../lib/children.ts';
 import type { BenchResult, Row } from '../lib/result.ts';
 import { fmt, withTimeout } from '../lib/stats.ts';
+import { benchServiceEnv } from '../lib/service-env.ts';
 
 export const NAME = 'api/http-cached';
 export const KEY = 'svc_live_benchBootstrapKey000000000001';
@@ -100,31 +101,14 @@ export interface SimInfo {
 
 /** The environment of a service child (bench/api/service-child.ts) on the sim, as this benchmark runs it. */
 export function serviceEnv(sim: SimInfo): Record<string, string> {
-  return {
-    PORT: '0',
-    HOST: '127.0.0.1',
-    SVC_DATA_DIR: '', // the child makes (and removes) a temporary one
-    DATABASE_URL: '', // embedded profile: PGlite, in-process caches
-    REDIS_URL: '',
-    KAFKA_BROKERS: '',
-    CLICKHOUSE_URL: '',
-    SVC_DNS_SERVERS: sim.dnsServers,
-    SVC_SMTP_PORT: String(sim.smtpPort),
+  return benchServiceEnv(sim, KEY, {
     SVC_WEB_HTTP_PORT: String(sim.webHttpPort),
     SVC_WEB_HTTPS_PORT: String(sim.webHttpsPort),
     // The sim's websites are on loopback.
     SVC_OUTBOUND_ALLOW_NETWORKS: '127.0.0.0/8',
-    SVC_READY_DOMAIN: 'gmail.com',
-    SVC_HELO_NAME: 'verifier.bench.test',
-    SVC_MAIL_FROM: 'probe@verifier.bench.test',
     SVC_SMTP_TIMEOUT_MS: '5000',
-    SVC_LOG_LEVEL: 'silent',
-    SVC_BOOTSTRAP_API_KEY: KEY,
     SVC_BOOTSTRAP_CREDITS: String(CREDITS),
-    // The configured maximum (10,000,000 a minute): the limiter is passed, not the thing measured.
-    SVC_RATE_LIMIT_PER_KEY: '10000000',
-    SVC_RATE_LIMIT_PER_IP: '10000000',
-  };
+  });
 }
 
 export async function run(opts: HttpOptions = {}): Promise<BenchResult> {

@@ -39,6 +39,7 @@ import { startChild, type Child } from '../lib/children.ts';
 import type { BenchResult, Row } from '../lib/result.ts';
 import { fmt } from '../lib/stats.ts';
 import { RTT_MS, worldAddresses, type WorldAddress } from '../engine/world.ts';
+import { benchServiceEnv } from '../lib/service-env.ts';
 
 export const NAME = 'jobs/big-job';
 const KEY = 'svc_live_benchBigJobKey00000000000001';
@@ -131,27 +132,12 @@ function serviceEnv(world: World, dataDir: string): Record<string, string> {
       .filter(Boolean)
       .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
   );
-  return {
-    PORT: '0',
-    HOST: '127.0.0.1',
+  return benchServiceEnv(world.info, KEY, {
     SVC_DATA_DIR: dataDir,
     SVC_ROLE: 'all',
-    DATABASE_URL: '',
-    REDIS_URL: '',
-    KAFKA_BROKERS: '',
-    CLICKHOUSE_URL: '',
-    SVC_DNS_SERVERS: world.info.dnsServers,
-    SVC_SMTP_PORT: String(world.info.smtpPort),
-    SVC_READY_DOMAIN: 'gmail.com',
-    SVC_HELO_NAME: 'verifier.bench.test',
-    SVC_MAIL_FROM: 'probe@verifier.bench.test',
-    SVC_LOG_LEVEL: 'silent',
-    SVC_BOOTSTRAP_API_KEY: KEY,
     SVC_BOOTSTRAP_CREDITS: '10000000',
-    SVC_RATE_LIMIT_PER_KEY: '10000000',
-    SVC_RATE_LIMIT_PER_IP: '10000000',
     ...extra,
-  };
+  });
 }
 
 async function oneJob(kind: Kind, world: World, addrs: readonly WorldAddress[], nWorld: number, limitMs: number, windowS?: number): Promise<Outcome> {

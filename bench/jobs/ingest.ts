@@ -48,6 +48,7 @@ import { startChild, type Child } from '../lib/children.ts';
 import type { BenchResult, Row } from '../lib/result.ts';
 import { fmt, percentile, withTimeout } from '../lib/stats.ts';
 import { seededRandom as rng } from '../../test/helpers/random.ts';
+import { benchServiceEnv } from '../lib/service-env.ts';
 
 export const NAME = 'jobs/ingest';
 const KEY = 'svc_live_benchBootstrapKey000000000001';
@@ -330,29 +331,17 @@ async function ingestIn(kind: Kind, role: Role, input: { body: Buffer; rows: num
   const svc = await startChild<{ url: string; pid: number }>('jobs/ingest-child.ts', {
     // A profile per thread of the service (the main thread's is the largest) in <profDir>/<kind>-<role>/.
     nodeArgs: [...(o.profDir ? ['--cpu-prof', `--cpu-prof-dir=${path.join(o.profDir, `${kind}-${role}`)}`] : []), ...(o.nodeArgs ?? [])],
-    env: {
-      PORT: '0',
-      HOST: '127.0.0.1',
+    env: benchServiceEnv(sim.info, KEY, {
       SVC_DATA_DIR: dataDir,
       DATABASE_URL: databaseUrl ?? '', // embedded profile: PGlite; front-pg / front-kafka: PostgreSQL
       // front-kafka: the cluster front, its work published to Kafka (topics of their own) and its caches on Redis.
       REDIS_URL: role === 'front-kafka' ? (process.env.REDIS_URL ?? 'redis://127.0.0.1:6379') : '',
       KAFKA_BROKERS: role === 'front-kafka' ? (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092') : '',
       SVC_KAFKA_TOPIC_PREFIX: `bench${process.pid}${Date.now().toString(36)}.`,
-      CLICKHOUSE_URL: '',
       SVC_ROLE: role === 'all' ? 'all' : 'front',
-      SVC_DNS_SERVERS: sim.info.dnsServers,
-      SVC_SMTP_PORT: String(sim.info.smtpPort),
-      SVC_READY_DOMAIN: 'gmail.com',
-      SVC_HELO_NAME: 'verifier.bench.test',
-      SVC_MAIL_FROM: 'probe@verifier.bench.test',
       SVC_SMTP_TIMEOUT_MS: '5000',
-      SVC_LOG_LEVEL: 'silent',
-      SVC_BOOTSTRAP_API_KEY: KEY,
       SVC_BOOTSTRAP_CREDITS: String(CREDITS),
-      SVC_RATE_LIMIT_PER_KEY: '10000000',
-      SVC_RATE_LIMIT_PER_IP: '10000000',
-    },
+    }),
   });
   const agent = new http.Agent({ keepAlive: true });
   const base = svc.info.url;
