@@ -236,10 +236,10 @@ async function kill9(p: Proc): Promise<void> {
   await p.exited;
 }
 
-/** Waits until the process listens (60 s at most). */
+/** Waits until the process listens (120 s at most: a first start initialises the data directory, a minute and more on a loaded machine). */
 async function listening(p: Proc): Promise<void> {
   let timer: ReturnType<typeof setTimeout> | undefined;
-  const url = await Promise.race([p.ready, new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), 60_000)))]);
+  const url = await Promise.race([p.ready, new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), 120_000)))]);
   clearTimeout(timer);
   if (!url) throw new Error(`service ${p.n} did not start: ${p.output().slice(-4000)}`);
 }
