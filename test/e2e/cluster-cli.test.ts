@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { clusterEnv, parseArgs } from '../../cluster/cluster.ts';
 import { freshSchema, pgUnreachable } from '../helpers/postgres.ts';
 
@@ -52,77 +52,62 @@ const kafkaUp = () =>
     s.once('error', () => resolve(false));
   });
 
-t.test('one front and one worker: listening, answering, stopped by SIGTERM', async (t) => {
+/** Whether PostgreSQL or Kafka is missing: then the test is skipped, or failed under CI_REQUIRE_SERVICES=1. */
+async function serversMissing(t: Test): Promise<boolean> {
   const why = (await pgUnreachable()) ?? ((await kafkaUp()) ? undefined : 'Kafka at 127.0.0.1:9092 is not listening');
-  if (why) {
-    if (process.env.CI_REQUIRE_SERVICES === '1') t.fail(`${why} (CI_REQUIRE_SERVICES=1)`);
-    else t.plan(0, `${why}: scripts/infra-up.sh starts the servers`);
-    return;
-  }
+  if (!why) return false;
+  if (process.env.CI_REQUIRE_SERVICES === '1') t.fail(`${why} (CI_REQUIRE_SERVICES=1)`);
+  else t.plan(0, `${why}: scripts/infra-up.sh starts the servers`);
+  return true;
+}
+
+/** `npm run cluster -- --fronts 1 --workers <workers>` on a fresh schema, once it says where it listens. */
+async function startCluster(t: Test, workers: number) {
   const schema = await freshSchema();
   t.teardown(() => schema.drop());
   const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', 'cluster/cluster.ts', '--fronts', '1', '--workers', '1', '--port', String(port)], {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'cluster/cluster.ts', '--fronts', '1', '--workers', String(workers), '--port', String(port)], {
     cwd: ROOT,
     env: { ...process.env, DATABASE_URL: schema.url, SVC_KAFKA_TOPIC_PREFIX: `cli${randomBytes(3).toString('hex')}.`, SVC_BOOTSTRAP_API_KEY: 'svc_test_clusterCliKey0000000001', SVC_LOG_LEVEL: 'info' },
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   t.teardown(() => {
-    if (child.exitCode === null) child.kill('SIGKILL');
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   });
-  let out = '';
-  let err = '';
-  child.stdout!.setEncoding('utf8').on('data', (c: string) => (out += c));
-  child.stderr!.setEncoding('utf8').on('data', (c: string) => (err += c));
+  const io = { out: '', err: '' };
+  child.stdout!.setEncoding('utf8').on('data', (c: string) => (io.out += c));
+  child.stderr!.setEncoding('utf8').on('data', (c: string) => (io.err += c));
   const deadline = Date.now() + 120_000;
-  while (!err.includes('cluster: 1 front(s) at')) {
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`cluster did not start: ${err}\n${out.slice(-2000)}`);
+  while (!io.err.includes('cluster: 1 front(s) at')) {
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`cluster did not start: ${io.err}\n${io.out.slice(-2000)}`);
     await new Promise((r) => setTimeout(r, 100));
   }
-  t.match(err, `cluster: 1 front(s) at http://localhost:${port}; 1 worker(s)`);
+  return { child, port, exited, io };
+}
+
+t.test('one front and one worker: listening, answering, stopped by SIGTERM', async (t) => {
+  if (await serversMissing(t)) return;
+  const { child, port, exited, io } = await startCluster(t, 1);
+  t.match(io.err, `cluster: 1 front(s) at http://localhost:${port}; 1 worker(s)`);
   const front = await fetch(`http://127.0.0.1:${port}/health`);
   t.equal(front.status, 200, 'the front answers');
   const worker = await fetch(`http://127.0.0.1:${port + 11}/health`);
   t.equal(worker.status, 200, 'the worker answers on the port after the fronts');
-  const lines = out.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { proc: string; msg: string; role?: string; bus?: string });
+  const lines = io.out.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { proc: string; msg: string; role?: string; bus?: string });
   const listening = lines.filter((l) => l.msg === 'email validation service listening');
   t.strictSame(listening.map((l) => [l.proc, l.role, l.bus]).sort(), [['front-1', 'front', 'kafka'], ['worker-1', 'worker', 'kafka']], 'each process says its role and its bus');
   child.kill('SIGTERM');
   t.equal(await exited, 0, 'SIGTERM: every process drains and the cluster exits 0');
-  t.ok(lines.length > 0 && out.includes('"proc":"front-1"') && out.includes('"proc":"worker-1"'), 'log lines are tagged with their process');
-  const stopped = out.split('\n').filter((l) => l.includes('"msg":"stopped"')).length;
+  t.ok(lines.length > 0 && io.out.includes('"proc":"front-1"') && io.out.includes('"proc":"worker-1"'), 'log lines are tagged with their process');
+  const stopped = io.out.split('\n').filter((l) => l.includes('"msg":"stopped"')).length;
   t.equal(stopped, 2, 'both processes logged their stop');
 });
 
 t.test('the supervisor killed with SIGKILL: its front notices (the IPC channel closed), drains and stops', async (t) => {
-  const why = (await pgUnreachable()) ?? ((await kafkaUp()) ? undefined : 'Kafka at 127.0.0.1:9092 is not listening');
-  if (why) {
-    if (process.env.CI_REQUIRE_SERVICES === '1') t.fail(`${why} (CI_REQUIRE_SERVICES=1)`);
-    else t.plan(0, `${why}: scripts/infra-up.sh starts the servers`);
-    return;
-  }
-  const schema = await freshSchema();
-  t.teardown(() => schema.drop());
-  const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', 'cluster/cluster.ts', '--fronts', '1', '--workers', '0', '--port', String(port)], {
-    cwd: ROOT,
-    env: { ...process.env, DATABASE_URL: schema.url, SVC_KAFKA_TOPIC_PREFIX: `cli${randomBytes(3).toString('hex')}.`, SVC_BOOTSTRAP_API_KEY: 'svc_test_clusterCliKey0000000001', SVC_LOG_LEVEL: 'info' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  t.teardown(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-  let out = '';
-  let err = '';
-  child.stdout!.setEncoding('utf8').on('data', (c: string) => (out += c));
-  child.stderr!.setEncoding('utf8').on('data', (c: string) => (err += c));
-  const deadline = Date.now() + 120_000;
-  while (!err.includes('cluster: 1 front(s) at')) {
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`cluster did not start: ${err}\n${out.slice(-2000)}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  const frontPid = Number(/"proc":"front-1","level":30,"time":\d+,"pid":(\d+)/.exec(out)?.[1]);
+  if (await serversMissing(t)) return;
+  const { child, port, io } = await startCluster(t, 0);
+  const frontPid = Number(/"proc":"front-1","level":30,"time":\d+,"pid":(\d+)/.exec(io.out)?.[1]);
   t.ok(frontPid > 0, 'the front logged its pid');
   t.equal((await fetch(`http://127.0.0.1:${port}/health`)).status, 200, 'the front answers');
   child.kill('SIGKILL');
