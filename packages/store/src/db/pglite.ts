@@ -137,7 +137,6 @@ async function initdbInProcess(pgdata: string): Promise<void> {
   // compilations of it would be wasted work. No loader flags: the script is plain CommonJS.
   const child = spawn(process.execPath, ['--liftoff-only', fileURLToPath(new URL('./pglite-initdb.cjs', import.meta.url)), pgdata, JSON.stringify(EXTRA_START_PARAMS)], {
     stdio: ['ignore', 'ignore', 'pipe'],
-    env: { ...process.env, NODE_OPTIONS: '' },
   });
   let stderr = '';
   child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
