@@ -23,7 +23,8 @@ import { createUser } from '@svc/accounts';
 import { ERRORS } from '@svc/contracts';
 import { startStack } from '../helpers/stack.ts';
 
-// tap's default of 120 s a file is too tight on a loaded 2-core machine: 58 s in a full CI run on a slow day.
+// tap's default of 120 s a file is too tight on a loaded 2-core machine: 58 s in a full CI run on a
+// slow day.
 t.setTimeout(240_000);
 
 const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');

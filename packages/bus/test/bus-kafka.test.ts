@@ -16,7 +16,8 @@ import { DEAD_LETTER_TOPIC, KafkaBus, type BusMessage, type DeadLetter, type Kaf
 import { busConformance, until, type Adapter, type FreshOptions, type Tap } from './bus-conformance.ts';
 import { privateKafkaMissing, startPrivateKafka } from '../../../test/helpers/private-infra.ts';
 
-// tap's default of 120 s a file is too tight on a loaded 2-core machine: 78 s in a full CI run on a slow day, 114 s beside two cluster tests (the broker restarts are JVM starts of 9-13 s).
+// tap's default of 120 s a file is too tight on a loaded 2-core machine: 78 s in a full CI run on a
+// slow day, 114 s beside two cluster tests (the broker restarts are JVM starts of 9-13 s).
 t.setTimeout(300_000);
 
 const BROKERS = (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',').map((b) => b.trim()).filter(Boolean);

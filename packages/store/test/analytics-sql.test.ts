@@ -18,7 +18,8 @@ import { migratedPglite, pgliteTemplate } from '../../../test/helpers/pglite.ts'
 import { readFileSync } from 'node:fs';
 import { freshSchema, PG_SHOWN, pgUnreachable } from '../../../test/helpers/postgres.ts';
 
-// tap's default of 120 s a file is too tight on a loaded 2-core machine: 65 s in a full CI run on a slow day.
+// tap's default of 120 s a file is too tight on a loaded 2-core machine: 65 s in a full CI run on a
+// slow day.
 t.setTimeout(240_000);
 
 const REQUIRED = process.env.CI_REQUIRE_SERVICES === '1';

@@ -10,7 +10,8 @@ import { openPglite } from '../src/db/pglite.ts';
 import { storeConformance, type Adapter } from './conformance.ts';
 import { freshPglite } from '../../../test/helpers/pglite.ts';
 
-// tap's default of 120 s a file is too tight on a loaded 2-core machine: 53 s in a full CI run on a slow day.
+// tap's default of 120 s a file is too tight on a loaded 2-core machine: 53 s in a full CI run on a
+// slow day.
 t.setTimeout(240_000);
 
 const adapter: Adapter = {
