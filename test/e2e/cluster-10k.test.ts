@@ -26,6 +26,8 @@
 //
 // PostgreSQL, Redis or Kafka missing: skipped, or a failure under CI_REQUIRE_SERVICES=1.
 // CLUSTER_KEEP_LOGS=1 writes the cluster's whole output to a file (its path printed) even when the test passes.
+// A job that does not finish fails with where its work waits: the consumer groups' lag per partition
+// (describeKafkaGroups), its rows by state, and the PostgreSQL sessions that are not idle.
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -39,7 +41,7 @@ import { loadConfig, startService } from '@svc/runtime';
 import { hashKey, openPostgres, Store, type Db } from '@svc/store';
 import { startSim } from '../sim/index.ts';
 import { BOOTSTRAP_KEY, stackEnv } from '../helpers/stack.ts';
-import { BROKERS, REDIS_URL, callApi, clusterServersUnreachable, runUnlessMissing, dropKafkaPrefix, dropRedisPrefix } from '../helpers/cluster.ts';
+import { BROKERS, REDIS_URL, callApi, clusterServersUnreachable, describeKafkaGroups, runUnlessMissing, dropKafkaPrefix, dropRedisPrefix } from '../helpers/cluster.ts';
 import { freshSchema } from '../helpers/postgres.ts';
 import { migratedPglite } from '../helpers/pglite.ts';
 import { countersFrom, dedupeKeyOf, everyBehaviourJob, parseResults, seededRandom, seedFrom, shownCell, verdictKey, RESULT_COLUMNS, type ResultRow } from '../helpers/jobs.ts';
@@ -216,11 +218,30 @@ async function main(): Promise<void> {
 
   // ---- The cluster's job: submitted to front 1, polled on front 2, downloaded from both.
   clusterDb = await openPostgres(schema.url, 2);
-  const clusterRun = await runJob('cluster', fronts[0]!, fronts[1]!, fronts[1]!, clusterDb).catch((e: Error) => {
+  const clusterRun = await runJob('cluster', fronts[0]!, fronts[1]!, fronts[1]!, clusterDb).catch(async (e: Error) => {
     // What the cluster's processes said last: the reason a job stalls is in their logs.
     const logs = path.join(os.tmpdir(), `svc-10k-cluster-${id}.log`);
     writeFileSync(logs, `${out}\n----- stderr -----\n${err}`);
-    throw new Error(`${e.message}\n(at ${at()}; the cluster's whole output: ${logs}; its last errors:\n${err.slice(-1500)}\n${out.split('\n').filter((l) => /"level":(40|50|60)/.test(l)).slice(-15).join('\n')})`);
+    // And where its work waits (a stall has logged nothing: seen twice in full CI runs, never
+    // alone): the consumer groups' lag per partition, the job's rows by state, and what the
+    // cluster's PostgreSQL sessions are doing.
+    const where = await Promise.all([
+      describeKafkaGroups(id).catch((x: unknown) => `groups: ${String(x)}`),
+      clusterDb!.query<{ state: string; n: number }>('SELECT state, count(*)::int AS n FROM job_results GROUP BY state ORDER BY state').then(
+        (r) => `job_results: ${r.map((x) => `${x.state} ${x.n}`).join(', ')}`,
+        (x: unknown) => `job_results: ${String(x)}`,
+      ),
+      clusterDb!
+        .query<{ pid: number; state: string; wait: string | null; age: string; query: string }>(
+          `SELECT pid, state, wait_event_type || ':' || wait_event AS wait, (now() - xact_start)::text AS age, left(query, 120) AS query
+             FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND state <> 'idle' ORDER BY xact_start`,
+        )
+        .then(
+          (r) => `PostgreSQL sessions not idle: ${r.length ? r.map((x) => `${x.pid} ${x.state} ${x.wait ?? '-'} ${x.age ?? '-'} ${x.query}`).join(' | ') : 'none'}`,
+          (x: unknown) => `pg_stat_activity: ${String(x)}`,
+        ),
+    ]);
+    throw new Error(`${e.message}\n${where.join('\n')}\n(at ${at()}; the cluster's whole output: ${logs}; its last errors:\n${err.slice(-1500)}\n${out.split('\n').filter((l) => /"level":(40|50|60)/.test(l)).slice(-15).join('\n')})`);
   });
   t.comment(`cluster: job done in ${clusterRun.seconds.toFixed(1)} s (at ${at()})`);
   const again = await callApi(fronts[0]!, 'GET', `/v1/csv/jobs/${clusterRun.job.id}/download`);

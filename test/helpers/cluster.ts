@@ -91,6 +91,44 @@ export async function dropKafkaPrefix(prefix: string): Promise<void> {
   }
 }
 
+/**
+ * Where a cluster's Kafka work stands, for a stalled test's failure message: each consumer group
+ * whose name contains `prefix`, its state and members, and each partition of its topic whose
+ * committed offset is behind the end (the lag).
+ */
+export async function describeKafkaGroups(prefix: string): Promise<string> {
+  const admin = kafkaAdmin({ clientId: 'cluster-test-describe', brokers: BROKERS, retry: { retries: 1 } });
+  await admin.connect();
+  try {
+    const groups = (await admin.listGroups()).groups.map((g) => g.groupId).filter((g) => g.includes(prefix)).sort();
+    const described = groups.length ? (await admin.describeGroups(groups)).groups : [];
+    const lines: string[] = [];
+    for (const g of described) {
+      // The bus names a topic's group as the topic itself (`<prefix>.<port topic>`).
+      const fullTopic = g.groupId;
+      let detail = '';
+      try {
+        const ends = await admin.fetchTopicOffsets(fullTopic);
+        const committed = (await admin.fetchOffsets({ groupId: g.groupId, topics: [fullTopic] }))[0]?.partitions ?? [];
+        detail = ends
+          .map((e) => {
+            const c = committed.find((x) => x.partition === e.partition)?.offset ?? '-1';
+            const lag = Number(e.offset) - Math.max(0, Number(c));
+            return lag > 0 ? `p${e.partition} lag ${lag} (committed ${c}, end ${e.offset})` : '';
+          })
+          .filter(Boolean)
+          .join('; ');
+      } catch (err) {
+        detail = `offsets of ${fullTopic}: ${String(err)}`;
+      }
+      lines.push(`${g.groupId}: ${g.state}, members ${g.members.map((m) => m.clientId).join(' ') || 'none'}; ${detail || 'no lag'}`);
+    }
+    return lines.join('\n') || `no group contains ${prefix}`;
+  } finally {
+    await admin.disconnect();
+  }
+}
+
 /** A service's answer: the status, the body parsed as JSON (or the text itself when it is not JSON: a CSV), and the text. */
 export interface ApiAnswer {
   status: number;
