@@ -176,17 +176,19 @@ async function main(): Promise<void> {
   let err = '';
   child.stdout!.setEncoding('utf8').on('data', (c: string) => (out += c));
   child.stderr!.setEncoding('utf8').on('data', (c: string) => (err += c));
+  /** Writes the cluster's whole output so far to a file; returns its path. */
+  const saveLogs = (): string => {
+    const logs = path.join(os.tmpdir(), `svc-10k-cluster-${id}.log`);
+    writeFileSync(logs, `${out}\n----- stderr -----\n${err}`);
+    return logs;
+  };
   let clusterDb: Db | undefined;
   t.teardown(async () => {
     if (child.exitCode === null && child.signalCode === null) {
       child.kill('SIGKILL');
       await exited;
     }
-    if (process.env.CLUSTER_KEEP_LOGS === '1') {
-      const logs = path.join(os.tmpdir(), `svc-10k-cluster-${id}.log`);
-      writeFileSync(logs, `${out}\n----- stderr -----\n${err}`);
-      t.comment(`the cluster's whole output: ${logs}`);
-    }
+    if (process.env.CLUSTER_KEEP_LOGS === '1') t.comment(`the cluster's whole output: ${saveLogs()}`);
     await clusterDb?.close();
     await schema.drop();
     rmSync(clusterDir, { recursive: true, force: true });
@@ -220,8 +222,7 @@ async function main(): Promise<void> {
   clusterDb = await openPostgres(schema.url, 2);
   const clusterRun = await runJob('cluster', fronts[0]!, fronts[1]!, fronts[1]!, clusterDb).catch(async (e: Error) => {
     // What the cluster's processes said last: the reason a job stalls is in their logs.
-    const logs = path.join(os.tmpdir(), `svc-10k-cluster-${id}.log`);
-    writeFileSync(logs, `${out}\n----- stderr -----\n${err}`);
+    const logs = saveLogs();
     // And where its work waits (a stall has logged nothing: seen twice in full CI runs, never
     // alone): the consumer groups' lag per partition, the job's rows by state, and what the
     // cluster's PostgreSQL sessions are doing.
