@@ -67,6 +67,51 @@ t.test('a long statement runs off the event loop', async (t) => {
   t.ok(gap < took / 2, `longest pause of a 5 ms timer: ${gap.toFixed(0)} ms while the statement ran ${took.toFixed(0)} ms`);
 });
 
+// A statement with parameters runs through a prepared statement the thread keeps by its text
+// (pglite-thread.cjs, MAX_PREPARED): the same rows as PGlite's own query(), and never a stale one.
+t.test('kept prepared statements: the rows query() gives, errors with their fields, a schema change or a DEALLOCATE seen, at most 256 kept', async (t) => {
+  const db = await freshPglite();
+  t.teardown(() => db.close());
+  const kept = async () => (await db.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_prepared_statements'))[0]!.n;
+  const at = new Date('2026-01-02T03:04:05.678Z');
+  const sql = `SELECT $1::bigint AS big, $2::numeric AS num, $3::timestamptz AS at, $4::jsonb AS j, $5::bigint[] AS arr,
+                      $6::text[] AS texts, $7::boolean AS yes, $8::text AS nothing, $9::bytea AS bin, $10::int AS small`;
+  const params = [9_007_199_254_740_991, 12.5, at, { a: [1, 'x'] }, [1, 2, 3], ['a,b', 'c"d', ''], true, null, new Uint8Array([0, 255]), -7];
+  const want = { big: 9_007_199_254_740_991, num: 12.5, at, j: { a: [1, 'x'] }, arr: [1, 2, 3], texts: ['a,b', 'c"d', ''], yes: true, nothing: null, bin: new Uint8Array([0, 255]), small: -7 };
+  t.same(await db.query(sql, params), [want], 'first use: prepared, then run');
+  t.same(await db.query(sql, params), [want], 'second use: the kept statement');
+  t.equal(await kept(), 1, 'this one kept (the counting statement has no parameters: not prepared)');
+
+  // A failure keeps the Postgres fields, and the statement stays usable.
+  await db.exec('CREATE TABLE p (k int PRIMARY KEY, v text)');
+  await db.query('INSERT INTO p VALUES ($1, $2)', [1, 'one']);
+  await t.rejects(db.query('INSERT INTO p VALUES ($1, $2)', [1, 'again']), { code: '23505', constraint: 'p_pkey' });
+  await db.query('INSERT INTO p VALUES ($1, $2)', [2, 'two']);
+  t.same(await db.query('SELECT * FROM p WHERE k >= $1 ORDER BY k', [1]), [{ k: 1, v: 'one' }, { k: 2, v: 'two' }]);
+  // A failed statement of a transaction still rolls the whole transaction back.
+  await t.rejects(
+    db.transaction(async (tx) => {
+      await tx.query('INSERT INTO p VALUES ($1, $2)', [3, 'three']);
+      await tx.query('INSERT INTO p VALUES ($1, $2)', [1, 'dup']);
+    }),
+    { code: '23505' },
+  );
+  t.same(await db.query('SELECT k FROM p WHERE k >= $1 ORDER BY k', [0]), [{ k: 1 }, { k: 2 }]);
+
+  // A column added (by a script, or by a statement without parameters): `SELECT *` shows it.
+  await db.exec('ALTER TABLE p ADD COLUMN w int DEFAULT 5');
+  t.same(await db.query('SELECT * FROM p WHERE k >= $1 ORDER BY k', [1]), [{ k: 1, v: 'one', w: 5 }, { k: 2, v: 'two', w: 5 }]);
+  await db.query('ALTER TABLE p DROP COLUMN v');
+  t.same(await db.query('SELECT * FROM p WHERE k >= $1 ORDER BY k', [1]), [{ k: 1, w: 5 }, { k: 2, w: 5 }]);
+  await db.query('DEALLOCATE ALL');
+  t.same(await db.query('SELECT * FROM p WHERE k = $1', [2]), [{ k: 2, w: 5 }], 'prepared again after a DEALLOCATE');
+
+  // Many distinct texts: the least recently used are closed, at most 256 are kept.
+  for (let i = 0; i < 300; i++) t.equal((await db.query<{ x: number }>(`SELECT $1::int + ${i} AS x`, [1]))[0]!.x, i + 1);
+  const n = await kept();
+  t.ok(n <= 256 && n >= 250, `${n} statements kept after 300 distinct ones`);
+});
+
 t.test('errors cross the thread with their Postgres fields; a closed database refuses', async (t) => {
   const db = await freshPglite();
   await db.exec('CREATE TABLE u (k int PRIMARY KEY)');
