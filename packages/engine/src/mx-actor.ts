@@ -279,7 +279,13 @@ export class MxActor {
     if (refused !== undefined) return this.#withoutPermit(refused);
     if (!opened) {
       // No slot: the work went to our other sessions, or the host has no address. Not pumped
-      // again from here (what changed nothing would only be asked again); idle if nothing is left.
+      // again from here while a session or another open of ours will (what changed nothing would
+      // only be asked again); idle if nothing is left. But when this was the last thing in motion
+      // and recipients still wait, pump: a gate whose limit came down asks each waiting open of
+      // ours whether it is still wanted while counting the others as held, so two waiting opens
+      // can each be refused for the other, and then nothing would ever open a session for the
+      // queue (a job's recipients have no deadline: its message never finished).
+      if (this.queue.live() > 0 && this.#sessions.size === 0 && this.#opening === 0) return this.#pump();
       if (!this.busy) this.deps.idle();
       return;
     }

@@ -167,6 +167,32 @@ t.test('a per-client connection cap (421 at the banner) lowers the session limit
   await closed(t);
 });
 
+t.test('two opens waiting at an address whose limit came down: the slot freed later still opens a session for their recipients', async (t) => {
+  // Two MX names on one address that takes one connection per client; two sessions allowed at
+  // first. mx.b.test's recipients take both slots; mx.a.test's arrive meanwhile, and its two opens
+  // wait at the address. B's second open is refused at the banner (421): the limit comes down to
+  // 1. When B's session ends, the gate asks A's waiting opens in turn whether each is still
+  // wanted, and each counted the other as held: both were refused, and nothing ever opened a
+  // session for A's queue (a job's recipients have no deadline: "not settled, and no timer left").
+  const clock = new ManualClock();
+  const addresses = { 'mx.a.test': ['192.0.2.30'], 'mx.b.test': ['192.0.2.30'] };
+  const smtp = new FakeSmtp({ 'mx.a.test': { latencyMs: 20 }, 'mx.b.test': { latencyMs: 20 } }, clock, { '192.0.2.30': { maxSessions: 1 } });
+  const engine = new Engine({ dns: new FakeDns(addresses), smtp, cache: new MemoryCache(), clock, config: { ...CONFIG, maxConnectionsPerMx: 2 }, randomLocal: probeLocals(), closeCheckMs: 600_000 });
+  const { closed } = harness(clock, smtp, engine);
+  const check = (host: string, domain: string, local: string) => engine.check({ domain, hosts: [{ exchange: host, priority: 10 }], local, utf8: false, retries: 0 });
+  // 40 recipients each: enough that each host wants two sessions (open-policy.ts).
+  const b = Array.from({ length: 40 }, (_, i) => check('mx.b.test', 'b.test', `u${i}`));
+  await clock.advance(5);
+  const a = Array.from({ length: 40 }, (_, i) => check('mx.a.test', 'a.test', `u${i}`));
+  const outcomes = await clock.run(Promise.all([...b, ...a]));
+  t.strictSame(classes(outcomes), Array(80).fill('accepted'));
+  t.equal(smtp.refusedAtBanner, 1, "B's second open was refused at the banner");
+  t.equal(engine.mxState('mx.a.test')?.limit, 1, 'the limit of the address came down to 1');
+  t.equal(smtp.peakByIp.get('192.0.2.30'), 1, 'never more than the one connection the address allows');
+  t.equal(smtp.sessions.filter((s) => s.server === 'mx.a.test').length, 1, "one session took A's 40 recipients");
+  await closed(t);
+});
+
 t.test('421 in the middle of a round: the unanswered recipients go to a new session without an attempt', async (t) => {
   const { smtp, engine, check, all, one, closed, clock } = setup({
     'mx.shared.test': {
