@@ -131,6 +131,26 @@ function ownership(workMs: (m: BusMessage) => number) {
 }
 
 function kafkaOnly(t: Tap): void {
+  t.test('a handler still running after slowHandlerMs is reported once, with its partition and offset; a quick one is not', async (t) => {
+    const prefix = newPrefix();
+    const slow: Array<{ topic: string; partition: number; offset: string; key: string; ms: number }> = [];
+    const bus = testBus(prefix, 'bus-test-slow', { slowHandlerMs: 300, onSlow: (at) => slow.push(at) });
+    cleanUp(t, prefix, [bus]);
+    const done: string[] = [];
+    bus.subscribe('slow', async (m, key) => {
+      await sleep(m.ms as number);
+      done.push(key);
+    });
+    await bus.ready(WAIT_MS);
+    await bus.publish('slow', 'quick', { v: 1, ms: 10 });
+    await until(() => done.includes('quick'), WAIT_MS, 'the quick message');
+    await bus.publish('slow', 'long', { v: 1, ms: 1_000 });
+    await until(() => done.includes('long'), WAIT_MS, 'the long message');
+    t.equal(slow.length, 1, 'one report');
+    t.match(slow[0], { topic: `${prefix}slow`, key: 'long', ms: 300 });
+    t.ok(Number.isInteger(slow[0]?.partition) && /^\d+$/.test(slow[0]?.offset ?? ''), `where it was: ${JSON.stringify(slow[0])}`);
+  });
+
   t.test('a topic is `<topic prefix><topic>` and its group `<group prefix>.<topic>`: the prefix is not repeated', async (t) => {
     const prefix = newPrefix();
     const bus = new KafkaBus({ brokers: BROKERS, clientId: 'bus-test-names', groupPrefix: prefix.replace(/\.$/, ''), topicPrefix: prefix, defaultPartitions: 2, logLevel: logLevel.ERROR, logCreator: testLog, consumer: { sessionTimeout: 6000, heartbeatInterval: 300, maxWaitTimeInMs: 50 } });

@@ -223,6 +223,7 @@ export async function createServices(config: Config, opts: { store?: Store } = {
         // measured as 30-60 s stalls of the whole group in test/e2e/cluster-crash.test.ts).
         consumer: { sessionTimeout: config.kafkaSessionTimeoutMs, heartbeatInterval: Math.floor(config.kafkaSessionTimeoutMs / 3) },
         onError: onBusError,
+        onSlow: (at) => log.warn(at, 'bus message still being handled; its partition waits behind it'),
         maxAttempts: config.busMaxAttempts,
         // kafkajs's own lines go to the service's log as warnings (it logs a group's rebalances,
         // which members learn of from "rebalancing" answers, as errors).

@@ -168,6 +168,7 @@ export class KafkaBus implements Bus {
   readonly #retryDelayMs: number;
   readonly #maxAttempts: number;
   readonly #heartbeatMs: number;
+  readonly #slowMs: number;
   #subs = new Map<string, Subscription>();
   #publishing = new Set<Promise<unknown>>();
   #handling = new Set<Promise<unknown>>();
@@ -186,6 +187,7 @@ export class KafkaBus implements Bus {
     this.#retryDelayMs = opts.retryDelayMs ?? 500;
     this.#maxAttempts = Math.max(1, Math.floor(opts.maxAttempts ?? DEFAULT_MAX_ATTEMPTS));
     this.#heartbeatMs = opts.consumer?.heartbeatInterval ?? 3000;
+    this.#slowMs = opts.slowHandlerMs ?? 120_000;
     this.#queue = new PublishQueue(kafkaClient(opts, opts.retry ?? PRODUCER_RETRY), { idempotent: opts.idempotent ?? true, onError: this.#onError, givesUp: (err) => this.#givesUp(err) });
     this.#topics = new KafkaTopics(kafkaClient(opts, opts.retry), opts, (topic) => this.topicName(topic));
     this.#consumerClient = () => kafkaClient(opts, opts.retry ?? CLIENT_RETRY);
@@ -468,7 +470,7 @@ export class KafkaBus implements Bus {
         continue;
       }
       const index = i;
-      const run = this.#handle(sub, message, key, heartbeat).then((f) => {
+      const run = this.#handle(sub, message, key, heartbeat, { topic: batch.topic, partition: batch.partition, offset: m.offset }).then((f) => {
         if (!f) {
           finished[index] = true;
           if (member.failures.get(batch.partition)?.offset === m.offset) member.failures.delete(batch.partition);
@@ -534,9 +536,10 @@ export class KafkaBus implements Bus {
     }
   }
 
-  /** Runs the handler, heartbeating meanwhile. Returns the failure, if any. */
-  async #handle(sub: Subscription, message: BusMessage, key: string, heartbeat: () => Promise<void>): Promise<{ err: unknown } | undefined> {
+  /** Runs the handler, heartbeating meanwhile (and reporting it once if it runs past slowHandlerMs). Returns the failure, if any. */
+  async #handle(sub: Subscription, message: BusMessage, key: string, heartbeat: () => Promise<void>, at: { topic: string; partition: number; offset: string }): Promise<{ err: unknown } | undefined> {
     const beat = setInterval(() => void heartbeat().catch(() => {}), this.#heartbeatMs);
+    const slow = setTimeout(() => this.#opts.onSlow?.({ ...at, key, ms: this.#slowMs }), this.#slowMs);
     const run = (async () => {
       try {
         await sub.handler(message, key);
@@ -550,6 +553,7 @@ export class KafkaBus implements Bus {
       return await run;
     } finally {
       clearInterval(beat);
+      clearTimeout(slow);
       this.#handling.delete(run);
     }
   }

@@ -20,6 +20,13 @@ export interface KafkaBusOptions {
   replicationFactor?: number;
   /** A handler failed (its message is retried after a back-off), or a consumer failed to start or crashed. */
   onError?: (err: unknown, topic: string, key?: string) => void;
+  /**
+   * A handler still running after `slowHandlerMs` (default 120 s) is reported once, with where its
+   * message is: its partition waits behind it (nothing else on that partition starts). A handler
+   * that never ends holds its partition for good, silently but for this line.
+   */
+  onSlow?: (info: { topic: string; partition: number; offset: string; key: string; ms: number }) => void;
+  slowHandlerMs?: number;
   /** First retry delay of a failed message; doubled per failure of the same message, capped at 30 s (default 500 ms). */
   retryDelayMs?: number;
   /** Deliveries of a failing message before it is dead-lettered (default DEFAULT_MAX_ATTEMPTS). */
