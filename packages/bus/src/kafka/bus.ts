@@ -86,7 +86,10 @@
 //   partition for the retry back-offs only (8 attempts: about a minute). Fairness lanes
 //   (PublishOptions.lane) are not kept here: a partition is handled in its order.
 // - Heartbeats: kafkajs heartbeats only between messages, so while a handler runs the adapter
-//   heartbeats every heartbeatInterval itself; a handler may run longer than sessionTimeout
+//   heartbeats itself, asking every half heartbeatInterval (kafkajs sends one only when
+//   heartbeatInterval has passed since the last one's answer, so asking every heartbeatInterval
+//   sent one every other time: every 2/3 of sessionTimeout, one slow event-loop turn from being
+//   expelled from the group mid-job); a handler may run longer than sessionTimeout
 //   (measured: a 9 s handler with sessionTimeout 6 s kept its partitions, no rebalance).
 //   It should not run longer than rebalanceTimeout (default 60 s): in a rebalance the group waits
 //   that long for this member to finish its messages in progress and rejoin.
@@ -167,6 +170,7 @@ export class KafkaBus implements Bus {
   readonly #onError: NonNullable<KafkaBusOptions['onError']>;
   readonly #retryDelayMs: number;
   readonly #maxAttempts: number;
+  /** How often a running handler asks kafkajs for a heartbeat: half the heartbeat interval. */
   readonly #heartbeatMs: number;
   readonly #slowMs: number;
   #subs = new Map<string, Subscription>();
@@ -186,7 +190,8 @@ export class KafkaBus implements Bus {
     this.#onError = opts.onError ?? (() => {});
     this.#retryDelayMs = opts.retryDelayMs ?? 500;
     this.#maxAttempts = Math.max(1, Math.floor(opts.maxAttempts ?? DEFAULT_MAX_ATTEMPTS));
-    this.#heartbeatMs = opts.consumer?.heartbeatInterval ?? 3000;
+    // Half the interval: see "Heartbeats" in the header.
+    this.#heartbeatMs = Math.max(50, Math.floor((opts.consumer?.heartbeatInterval ?? 3000) / 2));
     this.#slowMs = opts.slowHandlerMs ?? 120_000;
     this.#queue = new PublishQueue(kafkaClient(opts, opts.retry ?? PRODUCER_RETRY), { idempotent: opts.idempotent ?? true, onError: this.#onError, givesUp: (err) => this.#givesUp(err) });
     this.#topics = new KafkaTopics(kafkaClient(opts, opts.retry), opts, (topic) => this.topicName(topic));
@@ -446,10 +451,22 @@ export class KafkaBus implements Bus {
         await p.commitOffsetsIfNecessary();
       }
     };
-    const stopping = (): boolean => this.#closing || !p.isRunning() || p.isStale() || member.rebalance !== undefined || failed !== undefined;
+    // A commit between messages that fails (the group moved on: ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID)
+    // stops the batch like a heartbeat's rebalance answer; thrown at once, it would hand the
+    // partition to kafkajs's rejoin while this member's handlers still run (two owners at once).
+    let commitFailed: { err: unknown } | undefined;
+    const advanceBetween = async (): Promise<void> => {
+      try {
+        await advance();
+      } catch (err) {
+        if (isRebalance(err)) member.rebalance ??= err;
+        else commitFailed ??= { err };
+      }
+    };
+    const stopping = (): boolean => this.#closing || !p.isRunning() || p.isStale() || member.rebalance !== undefined || failed !== undefined || commitFailed !== undefined;
     for (let i = 0; i < msgs.length; i++) {
       while (running.size >= sub.concurrency) await Promise.race(running);
-      await advance();
+      await advanceBetween();
       // Between messages as kafkajs would: a rebalance answer sets member.rebalance (thrown below,
       // once the messages in flight finished); any other heartbeat error is thrown there too.
       if (i > 0) await heartbeat().catch(() => {});
@@ -481,6 +498,7 @@ export class KafkaBus implements Bus {
     }
     // The group waits for this member's messages in flight before it moves the partition.
     await Promise.all(running);
+    if (commitFailed) throw commitFailed.err;
     await advance();
     if (failed) {
       const m = msgs[failed.index]!;

@@ -29,5 +29,10 @@ const WARMUP_ERRORS = new Set(['UNKNOWN_TOPIC_OR_PARTITION', 'LEADER_NOT_AVAILAB
 export const isKafkaWarmup = (err: unknown): boolean => chainHas(err, WARMUP_ERRORS) || errorChain(err).some((e) => /does not host this topic-partition|rebalanc/i.test(String(e.message)));
 /** A programming error or a refusal no retry cures (see PERMANENT_PUBLISH_ERRORS). */
 export const isPermanentPublishError = (err: unknown): boolean => chainHas(err, PERMANENT_PUBLISH_ERRORS) || errorChain(err).some((e) => ['TypeError', 'RangeError', 'ReferenceError', 'SyntaxError'].includes(String(e.name)) || /Invalid topic/.test(String(e.message)));
-const REBALANCE_ERRORS = new Set(['REBALANCE_IN_PROGRESS', 'NOT_COORDINATOR_FOR_GROUP', 'ILLEGAL_GENERATION']);
+/**
+ * Heartbeat answers after which this member must stop starting messages and rejoin: a rebalance,
+ * or (UNKNOWN_MEMBER_ID) the group expelled it (a session that timed out), so its partitions are
+ * someone else's already. kafkajs rejoins on each when the batch throws it.
+ */
+const REBALANCE_ERRORS = new Set(['REBALANCE_IN_PROGRESS', 'NOT_COORDINATOR_FOR_GROUP', 'ILLEGAL_GENERATION', 'UNKNOWN_MEMBER_ID']);
 export const isRebalance = (err: unknown): boolean => REBALANCE_ERRORS.has(String((err as { type?: unknown } | null)?.type));
