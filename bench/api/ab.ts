@@ -5,8 +5,8 @@
 // service child per checkout (bench/api/service-child.ts of that checkout, from its own directory
 // and node_modules, on the same simulated internet), fills each one's verdict cache, then loads them
 // in alternation, round after round (the order reversed every other round), with the same
-// autocannon load as benchmark 2. The medians of the rounds are compared: requests/s and the
-// server's CPU per request (its process, the PGlite thread included).
+// autocannon load as benchmark 2. The medians of the rounds are compared: requests/s, the
+// server's CPU per request (its process, the PGlite thread included) and its main thread's alone.
 //
 //   node --import tsx bench/api/ab.ts [--address role|charged] [--rounds 6] [--seconds 4] DIR[@VAR=VALUE,...] DIR ...
 //
@@ -58,13 +58,15 @@ try {
   const baseRps = median(base.runs.map((l) => l.reqPerS));
   const baseCpu = median(base.runs.map((l) => l.serverCpuMs));
   console.log(`cached ${values.address} address (${email}), ${rounds} alternating rounds of ${seconds} s, 50 connections; medians, ratios to the first checkout\n`);
-  console.log('| checkout | req/s | ratio | server CPU µs/req | ratio | failed answers | req/s by round |');
-  console.log('|---|---|---|---|---|---|---|');
+  const baseMain = median(base.runs.map((l) => l.mainCpuMs));
+  console.log('| checkout | req/s | ratio | server CPU µs/req | ratio | main thread µs/req | ratio | failed answers | req/s by round |');
+  console.log('|---|---|---|---|---|---|---|---|---|');
   for (const t of targets) {
     const rps = median(t.runs.map((l) => l.reqPerS));
     const cpu = median(t.runs.map((l) => l.serverCpuMs));
+    const main = median(t.runs.map((l) => l.mainCpuMs));
     const failed = t.runs.reduce((n, l) => n + l.other + l.errors, 0);
-    console.log(`| ${t.spec} | ${fmt(rps)} | ${fmt(rps / baseRps)} | ${fmt(cpu * 1000)} | ${fmt(cpu / baseCpu)} | ${failed} | ${t.runs.map((l) => fmt(l.reqPerS)).join(' ')} |`);
+    console.log(`| ${t.spec} | ${fmt(rps)} | ${fmt(rps / baseRps)} | ${fmt(cpu * 1000)} | ${fmt(cpu / baseCpu)} | ${fmt(main * 1000)} | ${fmt(main / baseMain)} | ${failed} | ${t.runs.map((l) => fmt(l.reqPerS)).join(' ')} |`);
   }
 } finally {
   await Promise.all([...targets.map((t) => t.child.stop()), sim.stop()]);

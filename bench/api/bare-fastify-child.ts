@@ -5,6 +5,7 @@
 
 import Fastify from 'fastify';
 import { serveParent } from '../lib/children.ts';
+import { mainThreadCpuMs } from '../lib/thread-cpu.ts';
 
 const template = JSON.parse(process.argv[2] ?? '{}') as Record<string, unknown>;
 const app = Fastify({ logger: false });
@@ -12,5 +13,5 @@ app.post<{ Body: { email?: unknown } }>('/v1/validate', async (req) => ({ ...tem
 await app.listen({ port: 0, host: '127.0.0.1' });
 const addr = app.server.address();
 const port = typeof addr === 'object' && addr ? addr.port : 0;
-serveParent({ cpuUsage: () => process.cpuUsage() }, () => app.close());
+serveParent({ cpuUsage: () => process.cpuUsage(), mainCpuMs: () => mainThreadCpuMs() }, () => app.close());
 process.stdout.write(`${JSON.stringify({ url: `http://127.0.0.1:${port}` })}\n`);

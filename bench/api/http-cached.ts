@@ -49,6 +49,8 @@ export interface Load {
   serverCpuMs: number;
   /** CPU of the server process as a share of one core over the run. */
   serverCores: number;
+  /** CPU of the server's main thread (where requests are handled) per request, ms. */
+  mainCpuMs: number;
 }
 
 async function post(url: string, body: unknown): Promise<{ status: number; text: string; json: Record<string, unknown> }> {
@@ -72,10 +74,14 @@ export async function load(label: string, child: Child<{ url: string }>, email: 
   const bounded = (r: PromiseLike<AutocannonResult>, s: number) => withTimeout(Promise.resolve(r), (s + 20) * 1000, `autocannon ${label}`);
   if (o.warmupS > 0) await bounded(autocannon({ ...opts, duration: o.warmupS }), o.warmupS);
   const c0 = await child.request<NodeJS.CpuUsage>('cpuUsage');
+  // (NaN from a child that cannot say: a checkout older than this question, in bench/api/ab.ts.)
+  const mainCpu = () => child.request<number>('mainCpuMs').catch(() => Number.NaN);
+  const m0 = await mainCpu();
   const t0 = performance.now();
   const r = await bounded(autocannon({ ...opts, duration: o.durationS }), o.durationS);
   const wallMs = performance.now() - t0;
   const c1 = await child.request<NodeJS.CpuUsage>('cpuUsage');
+  const m1 = await mainCpu();
   const cpuMs = (c1.user - c0.user + c1.system - c0.system) / 1000;
   return {
     label,
@@ -88,6 +94,7 @@ export async function load(label: string, child: Child<{ url: string }>, email: 
     errors: r.errors + r.timeouts,
     serverCpuMs: r.requests.total > 0 ? cpuMs / r.requests.total : Number.NaN,
     serverCores: cpuMs / wallMs,
+    mainCpuMs: r.requests.total > 0 ? (m1 - m0) / r.requests.total : Number.NaN,
   };
 }
 
@@ -167,12 +174,12 @@ export async function run(opts: HttpOptions = {}): Promise<BenchResult> {
     for (const l of loads) if (l.other > 0 || l.errors > 0) warnings.push(`${l.label}: ${l.other} non-2xx answers, ${l.errors} errors/timeouts`);
     details.push(
       `autocannon in the bench process, ${o.connections} connections, pipelining 1, ${o.warmupS} s warm-up then ${o.durationS} s measured per target; servers in child processes. ` +
-        'Server CPU per request = user+system CPU of the server process over the measured run / requests completed; "cores busy" = that CPU / wall time. ' +
+        'Server CPU per request = user+system CPU of the server process over the measured run / requests completed (its main thread alone, where requests are handled, beside it: the thread that saturates first); "cores busy" = that CPU / wall time. ' +
         'Baseline = mean of the two bare runs.',
       '',
-      '| target | req/s | p50 ms | p90 ms | p99 ms | 2xx | non-2xx | errors | server CPU ms/req | server cores busy | req/s ratio to bare |',
-      '|---|---|---|---|---|---|---|---|---|---|---|',
-      ...loads.map((l) => `| ${l.label} | ${fmt(l.reqPerS)} | ${l.p50} | ${l.p90} | ${l.p99} | ${l.ok} | ${l.other} | ${l.errors} | ${fmt(l.serverCpuMs)} | ${fmt(l.serverCores)} | ${fmt(l.reqPerS / base.reqPerS)} |`),
+      '| target | req/s | p50 ms | p90 ms | p99 ms | 2xx | non-2xx | errors | server CPU ms/req | of it, main thread | server cores busy | req/s ratio to bare |',
+      '|---|---|---|---|---|---|---|---|---|---|---|---|',
+      ...loads.map((l) => `| ${l.label} | ${fmt(l.reqPerS)} | ${l.p50} | ${l.p90} | ${l.p99} | ${l.ok} | ${l.other} | ${l.errors} | ${fmt(l.serverCpuMs)} | ${fmt(l.mainCpuMs)} | ${fmt(l.serverCores)} | ${fmt(l.reqPerS / base.reqPerS)} |`),
       '',
       `Credits spent during the chargeable runs (warm-up + measured): (b) ${spent}, 2xx answers in its measured run ${b.ok}; (c) ${spentC}, 2xx answers ${c.ok}.`,
       `Answer sizes: service role ${role.text.length} B, service chargeable ${charged.text.length} B, bare ${probe.text.length} B.`,

@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { loadConfig, startService } from '@svc/runtime';
 import { serveParent } from '../lib/children.ts';
+import { mainThreadCpuMs } from '../lib/thread-cpu.ts';
 
 const ownDir = process.env.SVC_DATA_DIR ? undefined : mkdtempSync(path.join(os.tmpdir(), 'svc-bench-'));
 const env = { ...process.env, ...(ownDir ? { SVC_DATA_DIR: ownDir } : {}) };
@@ -17,6 +18,7 @@ await svc.services.readiness.refresh();
 serveParent(
   {
     cpuUsage: () => process.cpuUsage(),
+    mainCpuMs: () => mainThreadCpuMs(),
     memory: () => process.memoryUsage(),
     enableDataProduct: async () => {
       const accounts = await svc.services.store.accounts.list();
