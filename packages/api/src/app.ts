@@ -105,9 +105,10 @@ export async function buildApp(services: ApiServices, settings: ApiSettings, opt
     app.server.keepAliveTimeout = 1;
   });
 
-  // Every response carries the request id, error or not.
+  // Every response carries the request id, error or not (`x-request-id`: in lower case, as
+  // Fastify stores every header name, so it is not lowered again per request).
   app.addHook('onRequest', (req, reply, done) => {
-    reply.header('X-Request-ID', req.id);
+    reply.header('x-request-id', req.id);
     // A request that takes no body ignores an empty one, whatever Content-Type it names (many
     // HTTP clients send `Content-Type: application/json` on every GET and DELETE): an empty
     // body is not parsed, so it is not an `invalid_json`.

@@ -6,7 +6,7 @@
 
 import { ServiceError } from '@svc/contracts';
 import type { IdempotentCompletion, Store } from '@svc/store';
-import type { Verifier } from '@svc/verifier';
+import { settledVerdicts, type Verifier } from '@svc/verifier';
 import { recordDecisions, syncDecisions, type SyncDecisionContext } from './decisions.ts';
 import { upstream } from './failures.ts';
 import { creditsOf, priced, type ChargedResult } from './pricing.ts';
@@ -73,13 +73,15 @@ export async function validateAndCharge(store: Store, verifier: Verifier, accoun
   const completion = opts.completion;
   const plan = await verifier.plan(emails);
   // The account's suppressed addresses are answered from its own evidence, never probed or charged.
-  await upstream(applySuppressions(store, accountId, plan));
+  const suppressing = applySuppressions(store, accountId, plan);
+  if (suppressing instanceof Promise) await upstream(suppressing);
   // With an Idempotency-Key the response is recorded in the same transaction as the money, so a
   // crash can never leave a charge without its stored response (and a later retry re-charging).
-  if (plan.settled) {
-    // Every verdict is known already (syntax, cache): the cost is exact, so take it in one
-    // statement instead of a reservation and a settlement.
-    const results = priced(await verifier.run(plan), plan);
+  const known = settledVerdicts(plan);
+  if (known) {
+    // Every verdict is known already (syntax, cache, suppression): the cost is exact, so take it
+    // in one statement instead of a reservation and a settlement.
+    const results = priced(known, plan);
     const completes = completionOf(accountId, completion, results);
     // Exactly what the results say was charged (never more than the plan priced).
     const cost = creditsOf(results);

@@ -76,10 +76,12 @@ export interface SyncDecisionContext {
 export function syncDecisions(results: readonly ChargedResult[], accountId: string, requestId: string, source: DecisionSource, decidedAt = new Date()): Decision[] {
   return results.map((r, i) => {
     const trace = verdictTrace(r);
+    const who = addressIdentity(r.email, trace);
     return {
       id: `${requestId}:${i}`,
       account_id: accountId,
-      ...addressIdentity(r.email, trace),
+      email_hash: who.email_hash,
+      domain: who.domain,
       result: r.result,
       reason_code: r.reason_code,
       layer: r.validation_layer,

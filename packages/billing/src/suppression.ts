@@ -13,11 +13,18 @@ export const suppressedVerdict = (email: string, parsed: ParsedAddress, kind: Su
 /**
  * Answers the plan's suppressed addresses in place and prices the plan again (maxCost counts
  * each mailbox still open or chargeable once; settled when every item has its verdict). Returns
- * how many items it answered.
+ * how many items it answered: at once (0) when the account has no suppression by the store's
+ * fresh reading, as nearly every request finds, else once the addresses are looked up.
  */
-export async function applySuppressions(store: Pick<Store, 'outcomes'>, accountId: string, plan: Plan): Promise<number> {
+export function applySuppressions(store: Pick<Store, 'outcomes'>, accountId: string, plan: Plan): number | Promise<number> {
+  if (!plan.items.some((i) => i.key !== undefined)) return 0;
+  const may = store.outcomes.mayHaveSuppressions(accountId);
+  return may === false ? 0 : answerSuppressed(store, accountId, plan, may);
+}
+
+async function answerSuppressed(store: Pick<Store, 'outcomes'>, accountId: string, plan: Plan, may: boolean | Promise<boolean>): Promise<number> {
+  if (!(await may)) return 0;
   const keys = plan.items.flatMap((i) => (i.key === undefined ? [] : [i.key]));
-  if (keys.length === 0 || !(await store.outcomes.mayHaveSuppressions(accountId))) return 0;
   const suppressed = await store.outcomes.suppressedAmong(accountId, keys);
   if (suppressed.size === 0) return 0;
   let answered = 0;

@@ -332,7 +332,7 @@ export function dataService(config: Config, store: Store, verifier: Verifier, ca
     throw new ConfigError('SVC_COMPANY_PROVIDERS', `names ${name}, which this build does not have`);
   });
   const finder = config.finderProviders.map((name) => {
-    if (name === 'native') return new NativeFinder({ prober: verifier, evidence: store.finderPatterns, maxCandidates: config.finderMaxCandidates, suppress: (accountId, plan) => applySuppressions(store, accountId, plan),
+    if (name === 'native') return new NativeFinder({ prober: verifier, evidence: store.finderPatterns, maxCandidates: config.finderMaxCandidates, suppress: async (accountId, plan) => applySuppressions(store, accountId, plan),
         delivered: async (accountId, mailboxes) => new Set([...(await store.outcomes.evidenceFor(accountId, mailboxes))].flatMap(([m, e]) => (e.label === 'delivered' ? [m] : []))),
         deliveredOn: (accountId, domain) => store.outcomes.deliveredMailboxes(accountId, domain),
       });

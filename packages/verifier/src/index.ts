@@ -2,7 +2,7 @@
 // classification, verdicts) and its ports. Network adapters: '@svc/verifier/adapters'.
 export * from './types.ts';
 export type * from './ports.ts';
-export { Verifier, verifierConfig, verdictTrace, type KnownMx, type Route, type VerdictTrace, type VerifierConfig, type VerifierDeps, type Plan, type PlanItem, type RunOptions } from './verifier.ts';
+export { Verifier, verifierConfig, verdictTrace, settledVerdicts, type KnownMx, type Route, type VerdictTrace, type VerifierConfig, type VerifierDeps, type Plan, type PlanItem, type RunOptions } from './verifier.ts';
 export { parseAddress } from './syntax.ts';
 export { buildVerdict, processingFailedVerdict } from './verdict.ts';
 export { Semaphore } from './semaphore.ts';

@@ -70,11 +70,21 @@ export interface VerdictTrace {
 
 /** Per verdict object of a run: a WeakMap, so nothing is added to the objects and nothing outlives them. */
 const traces = new WeakMap<object, VerdictTrace>();
-/** When each plan was made (performance.now()): the start of its latencies. */
-const planStarts = new WeakMap<Plan, number>();
 
 /** The trace of a verdict returned by Verifier.run (or of the same object priced in place); undefined for any other object. */
 export const verdictTrace = (v: object): VerdictTrace | undefined => traces.get(v);
+
+/**
+ * Notes how the plan's item got its verdict, and returns the verdict. (A module function, not a
+ * closure made per run: the TypeScript loader names every named closure it creates, an
+ * Object.defineProperty per call that also turns the function into a slow dictionary object.)
+ */
+function traced(plan: Plan, item: PlanItem, v: Verdict, mxHost: string | null, catchallDeferred?: true): Verdict {
+  const p = item.parsed;
+  const latency_ms = performance.now() - plan.startedAt;
+  traces.set(v, p.ok ? { key: item.key!, domain: p.asciiDomain, mx_host: mxHost, latency_ms, ...(catchallDeferred ? { catchall_deferred: true } : {}) } : { mx_host: null, latency_ms });
+  return v;
+}
 
 /** A fresh verdict of one mailbox, and the MX host that answered it. */
 interface Fresh {
@@ -120,6 +130,8 @@ export interface PlanItem {
 
 export interface Plan {
   items: PlanItem[];
+  /** When plan() began (performance.now()): the start of its verdicts' latencies. */
+  startedAt: number;
   /** Unique addresses whose verdict may still turn out chargeable: the most the work can cost. */
   maxCost: number;
   /** Every verdict is already known (syntax or cache): maxCost is then the exact cost. */
@@ -128,56 +140,86 @@ export interface Plan {
 
 const withEmail = (email: string, s: Stored): Verdict => ({ email, ...s });
 
+/** An input string parsed, with its mailbox key and verdict-cache key when the syntax passed. */
+interface Parsed {
+  parsed: ParsedAddress;
+  /** `local@ascii-domain`: the mailbox (cache and in-request dedupe key). */
+  key?: string;
+  /** `v:` + key: where the mailbox's verdict is cached. */
+  cacheKey?: string;
+}
+
+function parsedOf(email: string): Parsed {
+  const parsed = parseAddress(email);
+  if (!parsed.ok) return { parsed };
+  const key = `${parsed.local}@${parsed.asciiDomain}`;
+  return { parsed, key, cacheKey: `v:${key}` };
+}
+
+/**
+ * The verdicts of a plan whose every verdict is known already (plan.settled: syntax, cache,
+ * suppression), at once, as Verifier.run would answer them; undefined for a plan that needs work.
+ */
+export function settledVerdicts(plan: Plan): Verdict[] | undefined {
+  if (!plan.settled) return undefined;
+  return plan.items.map((item) => traced(plan, item, item.verdict!, null));
+}
+
 export class Verifier {
   #inflight = new Map<string, Promise<Fresh>>();
   #mxInflight = new Map<string, Promise<MxAnswer>>();
-  /** Parsed addresses by input string: the hot path of cached validations parses the same few. */
-  #parsed = new Map<string, ParsedAddress>();
+  /** Parsed addresses (and their keys) by input string: the hot path of cached validations parses the same few. */
+  #parsed = new Map<string, Parsed>();
 
   constructor(readonly deps: VerifierDeps) {}
 
   async plan(emails: readonly string[]): Promise<Plan> {
-    const started = performance.now();
+    const startedAt = performance.now();
     const items: PlanItem[] = [];
-    const open = new Set<string>();
-    // One cache read per mailbox: a repeated address must be priced and answered from the same entry.
-    const seen = new Map<string, Stored | undefined>();
+    // A request of several addresses: each mailbox is read from the cache once (a repeated
+    // address must be priced and answered from the same entry) and priced once.
+    const open = emails.length > 1 ? new Set<string>() : undefined;
+    const seen = emails.length > 1 ? new Map<string, Stored | undefined>() : undefined;
     let maxCost = 0;
     let settled = true;
     for (const email of emails) {
-      const parsed = this.#parse(email);
+      const { parsed, key, cacheKey } = this.#parse(email);
       if (!parsed.ok) {
         items.push({ email, parsed, verdict: buildVerdict(email, parsed, { layer: 'syntax', reason: parsed.reason }) });
         continue;
       }
-      const key = `${parsed.local}@${parsed.asciiDomain}`;
       const item: PlanItem = { email, parsed, key };
-      const cached = seen.has(key) ? seen.get(key) : await this.deps.cache.get<Stored>(`v:${key}`);
-      seen.set(key, cached);
+      let cached: Stored | undefined;
+      if (seen?.has(key!)) cached = seen.get(key!);
+      else {
+        // The in-process cache answers at once; only a remote one (Redis) is waited for.
+        const got = this.deps.cache.get<Stored>(cacheKey!);
+        cached = got instanceof Promise ? await got : got;
+        seen?.set(key!, cached);
+      }
       if (cached) item.verdict = withEmail(email, cached);
       else settled = false;
-      if (!open.has(key) && (!cached || cached.chargeable)) {
-        open.add(key);
+      if (!open?.has(key!) && (!cached || cached.chargeable)) {
+        open?.add(key!);
         maxCost++;
       }
       items.push(item);
     }
-    const plan: Plan = { items, maxCost, settled };
-    planStarts.set(plan, started);
-    return plan;
+    return { items, startedAt, maxCost, settled };
   }
 
-  #parse(email: string): ParsedAddress {
+  #parse(email: string): Parsed {
     // Only address-sized strings are remembered: a 1 MiB "email" must not be kept 10,000 times.
-    if (email.length > 320) return parseAddress(email);
+    if (email.length > 320) return parsedOf(email);
     let p = this.#parsed.get(email);
     if (!p) {
-      p = parseAddress(email);
+      p = parsedOf(email);
       if (this.#parsed.size >= 10_000) this.#parsed.clear();
       this.#parsed.set(email, p);
     }
     return p;
   }
+
 
   /** Verdicts in input order, one per submitted string. */
   run(plan: Plan, opts: RunOptions = {}): Promise<Verdict[]> {
@@ -185,19 +227,13 @@ export class Verifier {
   }
 
   async #run(plan: Plan, opts: RunOptions, known: KnownMx | undefined): Promise<Verdict[]> {
-    const started = planStarts.get(plan) ?? performance.now();
-    const traced = (item: PlanItem, v: Verdict, mxHost: string | null, catchallDeferred?: true): Verdict => {
-      const p = item.parsed;
-      const latency_ms = performance.now() - started;
-      traces.set(v, p.ok ? { key: item.key!, domain: p.asciiDomain, mx_host: mxHost, latency_ms, ...(catchallDeferred ? { catchall_deferred: true } : {}) } : { mx_host: null, latency_ms });
-      return v;
-    };
-    if (plan.settled) return plan.items.map((item) => traced(item, item.verdict!, null));
+    const settled = settledVerdicts(plan);
+    if (settled) return settled;
     return Promise.all(
       plan.items.map(async (item) => {
-        if (item.verdict) return traced(item, item.verdict, null);
+        if (item.verdict) return traced(plan, item, item.verdict, null);
         const fresh = await this.#verifyKey(item.key!, item.parsed, opts, known);
-        return traced(item, withEmail(item.email, fresh.stored), fresh.mxHost, fresh.catchallDeferred);
+        return traced(plan, item, withEmail(item.email, fresh.stored), fresh.mxHost, fresh.catchallDeferred);
       }),
     );
   }
@@ -228,7 +264,7 @@ export class Verifier {
   async routes(emails: readonly string[]): Promise<Array<Route | null>> {
     return Promise.all(
       emails.map(async (email): Promise<Route | null> => {
-        const parsed = this.#parse(email);
+        const { parsed } = this.#parse(email);
         if (!parsed.ok) return null;
         try {
           const mx = await this.#mx(parsed.asciiDomain);

@@ -98,10 +98,14 @@ function then<T, R>(v: T | Promise<T>, f: (t: T) => R | Promise<R>): R | Promise
   return v instanceof Promise ? v.then(f) : f(v);
 }
 
+/**
+ * The RateLimit headers. Named in lower case, as Fastify stores (and Node sends) every header
+ * name: a name already in lower case is not lowered again into a new string per request.
+ */
 export function setRateHeaders(reply: FastifyReply, d: RateDecision): void {
-  reply.header('RateLimit-Limit', d.limit);
-  reply.header('RateLimit-Remaining', d.remaining);
-  reply.header('RateLimit-Reset', d.resetSeconds);
+  reply.header('ratelimit-limit', d.limit);
+  reply.header('ratelimit-remaining', d.remaining);
+  reply.header('ratelimit-reset', d.resetSeconds);
 }
 
 /** Over a rate limit: 429 with `retry_after` 60 and `Retry-After: 60` (docs/errors.md). */

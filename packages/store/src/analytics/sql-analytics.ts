@@ -64,6 +64,21 @@ export async function insertDecisionRows(db: Queryable, batch: readonly Decision
 
 const UNIQUE_VIOLATION = '23505';
 
+/**
+ * The ISO text of a decision time (~0.4 µs a call), the last one kept: decisions come in time
+ * order, many of them within one millisecond under load.
+ */
+let lastMs = Number.NaN;
+let lastIso = '';
+function isoOf(at: Date): string {
+  const ms = at.getTime();
+  if (ms !== lastMs) {
+    lastIso = at.toISOString();
+    lastMs = ms;
+  }
+  return lastIso;
+}
+
 /** A decision's values in WRITTEN order (for Db.copyIn). */
 const decisionValues = (d: Decision): Array<string | number | null> => [
   d.id,
@@ -78,7 +93,7 @@ const decisionValues = (d: Decision): Array<string | number | null> => [
   d.job_id,
   d.source,
   d.credits_charged,
-  d.decided_at.toISOString(),
+  isoOf(d.decided_at),
   emailKey(d.email_hash),
 ];
 

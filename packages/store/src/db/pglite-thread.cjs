@@ -182,8 +182,10 @@ async function handle(m) {
       }
     }
     case 'copy':
-      // PGlite reads COPY FROM '/dev/blob' from the blob option: the rows as one text, no parameters.
-      await pg.query(m.sql, [], { blob: new Blob([m.text]) });
+      // PGlite reads COPY FROM '/dev/blob' from the blob option: the rows as one text, no
+      // parameters. Sent as a simple query (Query, Sync: two calls into Postgres) rather than
+      // query()'s extended protocol (six).
+      await pg.exec(m.sql, { blob: new Blob([m.text]) });
       return {};
     case 'exec':
       // A script that fails after its own BEGIN leaves the one connection in an aborted

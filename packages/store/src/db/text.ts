@@ -32,6 +32,8 @@ export function dbJson(value: unknown): string {
 
 /** What COPY's text format escapes in a value: the backslash, and the row and column separators. */
 const COPY_SPECIAL = /[\\\n\r\t]/g;
+/** The same, tested first: nearly no value holds one, and a test is a third of a replace's cost. */
+const HAS_COPY_SPECIAL = /[\\\n\r\t]/;
 const COPY_ESCAPES: Record<string, string> = { '\\': '\\\\', '\n': '\\n', '\r': '\\r', '\t': '\\t' };
 
 /**
@@ -48,7 +50,7 @@ export function copyText(rows: ReadonlyArray<ReadonlyArray<string | number | nul
       if (i > 0) out += '\t';
       if (v === null || v === undefined) out += '\\N';
       else if (typeof v === 'number') out += String(v);
-      else out += v.replace(COPY_SPECIAL, (c) => COPY_ESCAPES[c]!);
+      else out += HAS_COPY_SPECIAL.test(v) ? v.replace(COPY_SPECIAL, (c) => COPY_ESCAPES[c]!) : v;
     }
     out += '\n';
   }

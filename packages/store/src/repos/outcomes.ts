@@ -132,9 +132,10 @@ export class OutcomesRepo {
    * Whether the account may have suppressions: read from the database at most once a second per
    * account (SUPPRESSION_FLAG_TTL_MS); an import through this process sets it at once. Validation
    * skips the per-address lookup when it is false: one indexed query per request cost the cached
-   * sync path 85% of its throughput on PGlite.
+   * sync path 85% of its throughput on PGlite. A fresh reading is answered at once (no promise);
+   * a stale one once the query is back.
    */
-  async mayHaveSuppressions(accountId: string): Promise<boolean> {
+  mayHaveSuppressions(accountId: string): boolean | Promise<boolean> {
     const now = this.now();
     const f = this.#flags.get(accountId);
     if (f && (f.has || f.until > now)) return f.has;
