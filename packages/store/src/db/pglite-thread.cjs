@@ -114,6 +114,11 @@ function concat(parts) {
   return out;
 }
 
+/** Closes a kept statement's prepared statement in Postgres (its entry is the caller's to drop). */
+function closeStatement(name) {
+  return pg.execProtocolStream(concat([ser.close({ type: 'S', name }), ser.sync()]));
+}
+
 async function statementFor(sql) {
   const kept = prepared.get(sql);
   if (kept) {
@@ -124,7 +129,7 @@ async function statementFor(sql) {
   if (prepared.size >= MAX_PREPARED) {
     const [oldest, st] = prepared.entries().next().value;
     prepared.delete(oldest);
-    await pg.execProtocolStream(concat([ser.close({ type: 'S', name: st.name }), ser.sync()]));
+    await closeStatement(st.name);
   }
   const name = `svc_${++preparedSeq}`;
   const described = await pg.execProtocolStream(concat([ser.parse({ name, text: sql }), ser.describe({ type: 'S', name }), ser.sync()]));
@@ -161,7 +166,7 @@ async function preparedQuery(sql, params, again = false) {
     // reads changed its columns. Either way it is prepared again, once.
     if (!again && err && (err.code === '26000' || (err.code === '0A000' && /cached plan/.test(err.message)))) {
       prepared.delete(sql);
-      if (err.code === '0A000') await pg.execProtocolStream(concat([ser.close({ type: 'S', name: st.name }), ser.sync()])).catch(() => {});
+      if (err.code === '0A000') await closeStatement(st.name).catch(() => {});
       return preparedQuery(sql, params, true);
     }
     throw err;
