@@ -151,8 +151,12 @@ function suite(t: Tap, open: (t: Tap) => Promise<Db>): void {
     t.equal(asked, 1, '20 concurrent readers, one query');
     t.equal(await repo.mayHaveSuppressions(a), false);
     t.equal(asked, 1, 'then answered from the flag');
+    t.equal(repo.mayHaveSuppressions(a), false, 'a fresh reading is answered at once, not as a promise');
     now += SUPPRESSION_FLAG_TTL_MS;
+    const stale = repo.mayHaveSuppressions(a);
+    t.ok(stale instanceof Promise, 'a stale one is read again');
     await Promise.all(Array.from({ length: 20 }, () => repo.mayHaveSuppressions(a)));
+    t.equal(await stale, false);
     t.equal(asked, 2, 'stale again: one more query for all of them');
   });
 

@@ -3,7 +3,7 @@
 
 import t from 'tap';
 import type { CachePort, DnsPort, ProbePort } from '../src/ports.ts';
-import { Verifier, verdictTrace, verifierConfig } from '../src/verifier.ts';
+import { settledVerdicts, Verifier, verdictTrace, verifierConfig } from '../src/verifier.ts';
 
 const noDns: DnsPort = { resolveMail: async () => ({ kind: 'nxdomain' }), resolveAddresses: async () => [] };
 const noProbe: ProbePort = { check: async () => ({ kind: 'failure', failure: { phase: 'connect', kind: 'connection', detail: 'unused' } }), close: async () => {} };
@@ -23,6 +23,39 @@ t.test('a repeated address is read from the cache once', async (t) => {
   t.equal(plan.maxCost, 0);
   t.equal(plan.settled, true);
   t.same((await v.run(plan)).map((x) => x.result), ['risky', 'risky']);
+});
+
+t.test('settledVerdicts: a plan answered from the cache is answered at once, traced as run() traces it; a plan with work is not', async (t) => {
+  const stored = { result: 'valid', chargeable: true, reason_code: 'accepted' };
+  const cache: CachePort = { get: <T>(key: string) => (key === 'v:a@x.test' ? (stored as T) : undefined), set: () => {} };
+  const v = new Verifier({ dns: noDns, probe: noProbe, cache, config: verifierConfig() });
+  const plan = await v.plan(['a@X.TEST', 'no-at-sign']);
+  t.equal(plan.settled, true);
+  t.equal(plan.maxCost, 1);
+  const verdicts = settledVerdicts(plan)!;
+  t.strictSame(verdicts.map((x) => [x.email, x.result]), [['a@X.TEST', 'valid'], ['no-at-sign', 'invalid']]);
+  const cached = verdictTrace(verdicts[0]!)!;
+  t.strictSame([cached.key, cached.domain, cached.mx_host], ['a@x.test', 'x.test', null]);
+  t.ok(cached.latency_ms >= 0 && cached.latency_ms < 1000, 'latency from plan() to the answer');
+  t.strictSame(Object.keys(verdictTrace(verdicts[1]!)!).sort(), ['latency_ms', 'mx_host'], 'a syntax failure has no mailbox key');
+  // run() answers the same plan the same way.
+  t.strictSame((await v.run(plan)).map((x) => [x.email, x.result]), [['a@X.TEST', 'valid'], ['no-at-sign', 'invalid']]);
+
+  const open = await v.plan(['b@x.test']);
+  t.equal(open.settled, false);
+  t.equal(settledVerdicts(open), undefined);
+});
+
+t.test('plan: a cache that answers with a promise (Redis) is waited for, one that answers at once is read as it is', async (t) => {
+  const stored = { result: 'risky', chargeable: false, reason_code: 'catch_all' };
+  for (const remote of [false, true]) {
+    const cache: CachePort = { get: <T>(key: string) => (key === 'v:a@x.test' ? ((remote ? Promise.resolve(stored) : stored) as T) : undefined), set: () => {} };
+    const v = new Verifier({ dns: noDns, probe: noProbe, cache, config: verifierConfig() });
+    const plan = await v.plan(['a@x.test']);
+    t.equal(plan.settled, true, remote ? 'remote cache' : 'in-process cache');
+    t.equal(plan.maxCost, 0);
+    t.equal(plan.items[0]!.verdict?.result, 'risky');
+  }
 });
 
 t.test('the deadline given to the probe: the configured one for sync calls, none for deadlineMs 0 (jobs)', async (t) => {
