@@ -8,11 +8,14 @@
 // autocannon load as benchmark 2. The medians of the rounds are compared: requests/s, the
 // server's CPU per request (its process, the PGlite thread included) and its main thread's alone.
 //
-//   node --import tsx bench/api/ab.ts [--address role|charged] [--rounds 6] [--seconds 4] DIR[@VAR=VALUE,...] DIR ...
+//   node --import tsx bench/api/ab.ts [--address role|charged] [--rounds 6] [--seconds 4] DIR[@VAR=VALUE,...] DIR ... [BARE]
 //
 // DIR: a checkout with its dependencies installed (`git worktree add /tmp/old <rev> && (cd /tmp/old
 // && npm install)`); `@VAR=VALUE,...` adds environment variables to that one service (the same DIR
-// twice with and without a setting compares the setting).
+// twice with and without a setting compares the setting). BARE: benchmark 2's baseline, the bare
+// Fastify route of this checkout (bench/api/bare-fastify-child.ts) answering the first service's
+// cached answer, loaded in the same alternation: the ratio a full run reports, with the baseline
+// measured between the services' rounds instead of only before and after them.
 
 import { parseArgs } from 'node:util';
 import { startChild, type Child } from '../lib/children.ts';
@@ -40,14 +43,25 @@ interface Target {
 const sim = await startChild<SimInfo>('sim-child.ts', { args: ['0'] });
 const targets: Target[] = [];
 try {
+  let answer: string | undefined;
   for (const spec of positionals) {
+    if (spec === 'BARE') continue;
     const [root, extra = ''] = spec.split('@');
     const env = Object.fromEntries(extra.split(',').filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
     const child = await startChild<{ url: string }>('api/service-child.ts', { root: root!, env: { ...serviceEnv(sim.info), ...env } });
     targets.push({ spec, child, runs: [] });
     // One real validation fills the verdict cache (and, for the charged address, spends a credit).
     const res = await fetch(`${child.info.url}/v1/validate`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': KEY }, body: JSON.stringify({ email }), signal: AbortSignal.timeout(15_000) });
-    if (res.status !== 200) throw new Error(`${spec}: the first validation answered ${res.status} ${await res.text()}`);
+    const text = await res.text();
+    if (res.status !== 200) throw new Error(`${spec}: the first validation answered ${res.status} ${text}`);
+    answer ??= text;
+  }
+  // The bare route in its place among the targets (the first one is the ratios' base).
+  const bareAt = positionals.indexOf('BARE');
+  if (bareAt >= 0) {
+    if (!answer) throw new Error('BARE needs a service to take its answer from');
+    const child = await startChild<{ url: string }>('api/bare-fastify-child.ts', { args: [answer] });
+    targets.splice(bareAt, 0, { spec: 'BARE', child, runs: [] });
   }
   for (let r = 0; r < rounds; r++) {
     for (const t of r % 2 === 0 ? targets : [...targets].reverse()) {

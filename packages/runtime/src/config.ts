@@ -244,7 +244,7 @@ export const CONFIG_TABLE = {
   kafkaTopicPrefix: text('SVC_KAFKA_TOPIC_PREFIX', () => 'svc.', lit('svc.'), 'prefix of every Kafka topic and consumer group of this deployment', (v) => (/^[A-Za-z0-9._-]{0,100}$/.test(v) ? undefined : `must be letters, digits, '.', '_' or '-' (at most 100), got ${shown(v)}`), 'topic-name characters'),
   kafkaPartitions: int('SVC_KAFKA_PARTITIONS', 16, 1, 1000, 'partitions of each topic this deployment creates (at least the number of consuming processes × their consumers)'),
   kafkaSessionTimeoutMs: int('SVC_KAFKA_SESSION_TIMEOUT_MS', 10_000, 6_000, 300_000, 'how long a silent worker keeps its partitions: a killed worker\'s work moves to the others after this (heartbeats every third of it)', ' ms'),
-  clickhouseUrl: url('CLICKHOUSE_URL', ['http', 'https'], 'every validation decision goes to ClickHouse instead of the relational store\'s `validation_decisions` table (cluster profile); `/ready` checks it'),
+  clickhouseUrl: url('CLICKHOUSE_URL', ['http', 'https'], 'every validation decision goes to ClickHouse instead of the relational store\'s `decision_packs` table (cluster profile); `/ready` checks it'),
   clickhouseDatabase: text('SVC_CLICKHOUSE_DATABASE', () => 'svc', lit('svc'), 'ClickHouse database of the analytics tables (created if missing; with CLICKHOUSE_URL)', (v) => (/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(v) ? undefined : `must be letters, digits or '_' (not starting with a digit, at most 63), got ${shown(v)}`), 'identifier'),
   dnsServers: list('SVC_DNS_SERVERS', dnsServer, '`ip` or `ip:port` (IPv6: `[addr]:port`)', 'DNS resolvers to ask, by address (Node\'s resolver takes no names)', 'the system\'s resolvers', []),
   dnsTimeoutMs: int('SVC_DNS_TIMEOUT_MS', 5000, 50, 60_000, 'DNS query timeout', ' ms'),

@@ -53,7 +53,7 @@ export interface Services {
   secret: string;
   /**
    * Every validation decision (sync and job; docs/decisions/storage-and-cluster.md "Analytics"): ClickHouse with CLICKHOUSE_URL, else the
-   * relational store's validation_decisions table. Buffered; closed (flushed) before the store.
+   * relational store's decision_packs table. Buffered; closed (flushed) before the store.
    */
   analytics: Analytics;
   /** Hosted MCP for AI agents: its OAuth server and the svc_* tools on the same use cases. */

@@ -95,7 +95,7 @@ export class Store {
   }
 
   /**
-   * The embedded profile's Analytics adapter on this store's database (table validation_decisions).
+   * The embedded profile's Analytics adapter on this store's database (tables decision_packs and outcome_facts).
    * It uses the store's connection: close it (its flush) before the store.
    */
   sqlAnalytics(opts: AnalyticsOptions = {}): SqlAnalytics {

@@ -14,8 +14,7 @@ import type { Decision } from '../src/analytics/analytics.ts';
 import { analyticsConformance, type AnalyticsAdapter, type Tap } from './analytics-conformance.ts';
 import { PGlite } from '@electric-sql/pglite';
 import { openPglite } from '../src/db/pglite.ts';
-import { migratedPglite, pgliteTemplate } from '../../../test/helpers/pglite.ts';
-import { readFileSync } from 'node:fs';
+import { freshPglite, migratedPglite, pgliteTemplate } from '../../../test/helpers/pglite.ts';
 import { freshSchema, PG_SHOWN, pgUnreachable } from '../../../test/helpers/postgres.ts';
 
 // tap's default of 120 s a file is too tight on a loaded 2-core machine: 65 s in a full CI run on a
@@ -120,20 +119,70 @@ t.test('email_key: the first 64 bits of the hash as SQL computes them; addresses
   t.strictSame([m.claims.valid.bounced_hard, m.claims.invalid.bounced_hard], [1, 0]);
 });
 
-t.test('migration 027 fills email_key for the decisions written before it', async (t) => {
+t.test('migrations 027 and 028 carry the decisions written before them into packs, every field as it was', async (t) => {
+  const db = await freshPglite();
+  t.teardown(() => db.close());
+  // A database as 026 left it: 027 and 028 marked applied, so migrate() stops before them.
+  await db.exec(`CREATE TABLE schema_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now());
+    INSERT INTO schema_migrations (name) VALUES ('027_decision_email_key.sql'), ('028_decision_packs.sql');`);
+  await migrate(db);
+  t.strictSame((await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_tables WHERE tablename = 'decision_packs'`))[0]!.n, 0, 'no packs before 028');
+  const h1 = 'e'.repeat(64);
+  const h2 = '1'.repeat(64);
+  await db.exec(`INSERT INTO validation_decisions (id, account_id, email_hash, domain, result, reason_code, layer, mx_host, latency_ms, job_id, source, credits_charged, decided_at)
+    VALUES ('m1', 'acc_m', '${h1}', 'example.com', 'valid', 'accepted', 'smtp', 'mx.example.com', 12, NULL, 'single', 1, '2026-01-02T03:04:05.678Z'),
+           ('m2', 'acc_m', '${h2}', 'example.org', 'invalid', 'mailbox_not_found', 'smtp', NULL, 40, 'job_1', 'job', 0, '2026-01-02T03:04:06.000Z'),
+           ('m3', 'acc_m', '${h1}', 'example.com', 'risky', 'catch_all', 'catchall', 'mx.example.com', 7, NULL, 'bulk', 0, '2026-01-03T00:00:00.001Z'),
+           ('n1', 'acc_n', '${h1}', 'example.com', 'unknown', 'smtp_tempfail', 'smtp', NULL, 3, NULL, 'mcp', 0, '2026-01-02T03:04:05.678Z');`);
+  await db.exec(`DELETE FROM schema_migrations WHERE name IN ('027_decision_email_key.sql', '028_decision_packs.sql')`);
+  t.strictSame(await migrate(db), ['027_decision_email_key.sql', '028_decision_packs.sql']);
+  const packs = await db.query<{ account_id: string; keys: string; first_at: Date; last_at: Date }>(`SELECT account_id, email_keys::text AS keys, first_at, last_at FROM decision_packs ORDER BY account_id`);
+  t.strictSame(
+    packs.map((p) => [p.account_id, p.keys, new Date(p.first_at).toISOString(), new Date(p.last_at).toISOString()]),
+    [
+      ['acc_m', `{${emailKey(h1)},${emailKey(h2)},${emailKey(h1)}}`, '2026-01-02T03:04:05.678Z', '2026-01-03T00:00:00.001Z'],
+      ['acc_n', `{${emailKey(h1)}}`, '2026-01-02T03:04:05.678Z', '2026-01-02T03:04:05.678Z'],
+    ],
+    "a pack per account, its keys in time order (027's email_key), its times' bounds",
+  );
+  t.equal(emailKey(h1), '-1229782938247303442', 'a key with the top bit set is negative');
+  const a = new SqlAnalytics(db);
+  t.teardown(() => a.close());
+  const base = { account_id: 'acc_m', email_hash: h1, domain: 'example.com', mx_host: 'mx.example.com', job_id: null } as const;
+  t.strictSame(await a.decisionsFor({ account_id: 'acc_m', email_hash: h1 }), [
+    { ...base, id: 'm3', result: 'risky', reason_code: 'catch_all', layer: 'catchall', latency_ms: 7, source: 'bulk', credits_charged: 0, decided_at: new Date('2026-01-03T00:00:00.001Z') },
+    { ...base, id: 'm1', result: 'valid', reason_code: 'accepted', layer: 'smtp', latency_ms: 12, source: 'single', credits_charged: 1, decided_at: new Date('2026-01-02T03:04:05.678Z') },
+  ]);
+  t.strictSame((await a.decisionsFor({ account_id: 'acc_m', email_hash: h2 }))[0], {
+    id: 'm2', account_id: 'acc_m', email_hash: h2, domain: 'example.org', result: 'invalid', reason_code: 'mailbox_not_found', layer: 'smtp', mx_host: null, latency_ms: 40, job_id: 'job_1', source: 'job', credits_charged: 0, decided_at: new Date('2026-01-02T03:04:06.000Z'),
+  });
+  const day = { from: new Date('2026-01-02T00:00:00Z'), to: new Date('2026-01-03T00:00:00.001Z') };
+  t.strictSame(await a.countByResult({ account_id: 'acc_m', ...day }), { valid: 1, valid_role_based: 0, risky: 0, invalid: 1, unknown: 0 }, 'to is exclusive, to the millisecond');
+  const view = await db.query<{ id: string; decided_at: Date; latency_ms: number }>(`SELECT id, decided_at, latency_ms FROM validation_decisions WHERE account_id = 'acc_m' ORDER BY id`);
+  t.strictSame(view.map((r) => [r.id, new Date(r.decided_at).toISOString(), r.latency_ms]), [
+    ['m1', '2026-01-02T03:04:05.678Z', 12],
+    ['m2', '2026-01-02T03:04:06.000Z', 40],
+    ['m3', '2026-01-03T00:00:00.001Z', 7],
+  ], 'the view shows them a row each, as the table had them');
+});
+
+t.test('decisions in packs: grouped by account, 100 a pack; a redelivery is stored again and read once; the view lists each once', async (t) => {
   const db = await migratedPglite();
   t.teardown(() => db.close());
-  // The table as 026 left it, with two decisions in it; then 027's script.
-  await db.exec(`DROP INDEX validation_decisions_email_key; ALTER TABLE validation_decisions DROP COLUMN email_key;
-    CREATE INDEX validation_decisions_account_email ON validation_decisions (account_id, email_hash, decided_at DESC);
-    INSERT INTO validation_decisions (id, account_id, email_hash, domain, result, reason_code, layer, mx_host, latency_ms, job_id, source, credits_charged, decided_at)
-    VALUES ('m1', 'acc_m', '${'e'.repeat(64)}', 'example.com', 'valid', 'accepted', 'smtp', NULL, 1, NULL, 'single', 1, now()),
-           ('m2', 'acc_m', '${'1'.repeat(64)}', 'example.com', 'valid', 'accepted', 'smtp', NULL, 1, NULL, 'single', 1, now());`);
-  await db.exec(readFileSync(new URL('../../../infra/migrations/027_decision_email_key.sql', import.meta.url), 'utf8'));
-  const rows = await db.query<{ id: string; k: string }>(`SELECT id, email_key::text AS k FROM validation_decisions ORDER BY id`);
-  t.strictSame(rows, [
-    { id: 'm1', k: emailKey('e'.repeat(64)) },
-    { id: 'm2', k: emailKey('1'.repeat(64)) },
-  ]);
-  t.equal(emailKey('e'.repeat(64)), '-1229782938247303442', 'a key with the top bit set is negative');
+  const a = new SqlAnalytics(db, { batchSize: 1000 });
+  t.teardown(() => a.close());
+  const mk = (i: number, account: string): Decision => ({
+    id: `p${i}`, account_id: account, email_hash: (i % 16).toString(16).repeat(64), domain: 'example.com', result: i % 3 === 0 ? 'invalid' : 'valid', reason_code: 'accepted', layer: 'smtp',
+    mx_host: null, latency_ms: i, job_id: null, source: 'single', credits_charged: 0, decided_at: new Date(1_000_000 + i),
+  });
+  const batch = Array.from({ length: 250 }, (_, i) => mk(i, i % 5 === 0 ? 'acc_q' : 'acc_p'));
+  await a.recordNow(batch);
+  await a.recordNow(batch.slice(0, 10)); // delivered again
+  const packs = await db.query<{ account_id: string; n: number }>(`SELECT account_id, cardinality(email_keys) AS n FROM decision_packs ORDER BY account_id, n DESC`);
+  t.strictSame(packs.map((p) => [p.account_id, p.n]), [['acc_p', 100], ['acc_p', 100], ['acc_p', 8], ['acc_q', 50], ['acc_q', 2]], 'acc_p 200 + 8 again, acc_q 50 + 2 again');
+  const wide = { from: new Date(0), to: new Date(2_000_000) };
+  const p = await a.countByResult({ account_id: 'acc_p', ...wide });
+  const q = await a.countByResult({ account_id: 'acc_q', ...wide });
+  t.strictSame([p.valid + p.invalid, q.valid + q.invalid], [200, 50], 'every decision once');
+  t.equal((await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM validation_decisions`))[0]!.n, 250, 'the view lists each once');
 });

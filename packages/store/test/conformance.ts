@@ -42,7 +42,7 @@ export interface Adapter {
 const MIGRATIONS = readdirSync(new URL('../../../infra/migrations/', import.meta.url))
   .filter((f) => f.endsWith('.sql'))
   .sort();
-const TABLES = ['accounts', 'api_keys', 'blob_chunks', 'blob_objects', 'catchall_recoveries', 'catchall_recovery_rows', 'credit_ledger', 'credit_reservations', 'dead_letters', 'decision_outbox', 'enrich_cache', 'finder_patterns', 'finder_shapes', 'idempotency_keys', 'job_results', 'jobs', 'oauth_clients', 'oauth_codes', 'oauth_grants', 'oauth_tokens', 'outcome_connectors', 'outcome_events', 'outcome_facts', 'plans', 'schema_migrations', 'service_settings', 'subscription_events', 'subscriptions', 'suppressions', 'user_links', 'user_sessions', 'users', 'validation_decisions', 'webhook_events', 'webhook_secrets'];
+const TABLES = ['accounts', 'api_keys', 'blob_chunks', 'blob_objects', 'catchall_recoveries', 'catchall_recovery_rows', 'credit_ledger', 'credit_reservations', 'dead_letters', 'decision_outbox', 'decision_packs', 'enrich_cache', 'finder_patterns', 'finder_shapes', 'idempotency_keys', 'job_results', 'jobs', 'oauth_clients', 'oauth_codes', 'oauth_grants', 'oauth_tokens', 'outcome_connectors', 'outcome_events', 'outcome_facts', 'plans', 'schema_migrations', 'service_settings', 'subscription_events', 'subscriptions', 'suppressions', 'user_links', 'user_sessions', 'users', 'webhook_events', 'webhook_secrets'];
 
 const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex');
 

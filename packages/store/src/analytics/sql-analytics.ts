@@ -2,107 +2,132 @@
 
 import { VALIDATION_RESULTS, type ValidationResult } from '@svc/contracts';
 import type { Db, Queryable } from '../db/db.ts';
+import { dbJson } from '../db/text.ts';
 import { decisionFromRow, type AnalyticsOptions, type DailyCounts, type Decision, type DomainSummaryRow, type OutcomeFact, type ResultCounts, type Window } from './analytics.ts';
 import { BufferedAnalytics } from './buffered.ts';
 import { dailyFrom, zeroCounts, type MatrixRow } from './report.ts';
 import { checkLimit, checkWindow, EMAIL_HASH } from './validate.ts';
 
-/** A Decision's fields, then this table's own `email_key` (emailKey of the hash). */
-const COLUMNS = ['id', 'account_id', 'email_hash', 'domain', 'result', 'reason_code', 'layer', 'mx_host', 'latency_ms', 'job_id', 'source', 'credits_charged', 'decided_at'] as const;
-const WRITTEN = [...COLUMNS, 'email_key'] as const;
-
 /**
  * The first 64 bits of a hex SHA-256 as a signed bigint, in decimal: the key of one address's
- * decisions (infra/migrations/027_decision_email_key.sql), the value of
- * `('x' || left(email_hash, 16))::bit(64)::bigint` in SQL.
+ * decisions (infra/migrations/027_decision_email_key.sql, kept in a pack's `email_keys`), the
+ * value of `('x' || left(email_hash, 16))::bit(64)::bigint` in SQL.
  */
 export const emailKey = (emailHash: string): string => BigInt.asIntN(64, BigInt(`0x${emailHash.slice(0, 16)}`)).toString();
 /** The same key computed in SQL from a hash column or parameter. */
 const emailKeyOf = (hashSql: string): string => `('x' || left(${hashSql}, 16))::bit(64)::bigint`;
+
 /**
- * Rows per INSERT (or COPY) statement. The store's connection is shared with the requests (on PGlite one
- * statement at a time, in its own thread): a statement of 250 decision rows holds it ~5-10 ms,
- * where one of 1,000 held it 40-70 ms, and a debit or a job's results waits behind it.
+ * Decisions per pack (infra/migrations/028_decision_packs.sql): one row of decision_packs, its
+ * write ~1-2 ms of the store's one connection (on PGlite one statement at a time, in its own
+ * thread, shared with the requests' debits and the jobs' results).
  */
-const ROWS_PER_STATEMENT = 250;
-const ROWS_PER_COPY = 100;
+const ROWS_PER_PACK = 100;
+const PACK_COLUMNS = ['account_id', 'first_at', 'last_at', 'email_keys', 'body'] as const;
 
 /**
- * Writes checked decisions to validation_decisions on `db` (a connection or a transaction), in
- * statements of ROWS_PER_STATEMENT rows. A decision delivered again (the same account, time and
- * id: in the batch, or written before) inserts nothing. The jobs repository uses it in the
- * transaction of a job's results when analytics is this table (JobsRepo.decisionsInTable).
- */
-export async function insertDecisionRows(db: Queryable, batch: readonly Decision[]): Promise<void> {
-  for (let start = 0; start < batch.length; start += ROWS_PER_STATEMENT) {
-    const rows = batch.slice(start, start + ROWS_PER_STATEMENT);
-    // The columns as 13 arrays: one short statement however many rows (13 parameters, not 13 per
-    // row: binding thousands of parameters cost more than the rows' own inserts).
-    await db.query(
-      `INSERT INTO validation_decisions (${WRITTEN.join(', ')})
-       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::int[], $10::text[], $11::text[], $12::int[], $13::timestamptz[], $14::bigint[])
-       ON CONFLICT (account_id, decided_at, id) DO NOTHING`,
-      [
-        rows.map((d) => d.id),
-        rows.map((d) => d.account_id),
-        rows.map((d) => d.email_hash),
-        rows.map((d) => d.domain),
-        rows.map((d) => d.result),
-        rows.map((d) => d.reason_code),
-        rows.map((d) => d.layer),
-        rows.map((d) => d.mx_host),
-        rows.map((d) => d.latency_ms),
-        rows.map((d) => d.job_id),
-        rows.map((d) => d.source),
-        rows.map((d) => d.credits_charged),
-        rows.map((d) => d.decided_at.toISOString()),
-        rows.map((d) => emailKey(d.email_hash)),
-      ],
-    );
-  }
-}
-
-const UNIQUE_VIOLATION = '23505';
-
-/**
- * The ISO text of a decision time (~0.4 µs a call), the last one kept: decisions come in time
- * order, many of them within one millisecond under load.
+ * The ISO text of a time in ms (~0.4 µs a call), the last one kept: packs come in time order,
+ * many of them within one millisecond under load.
  */
 let lastMs = Number.NaN;
 let lastIso = '';
-function isoOf(at: Date): string {
-  const ms = at.getTime();
+function isoOf(ms: number): string {
   if (ms !== lastMs) {
-    lastIso = at.toISOString();
+    lastIso = new Date(ms).toISOString();
     lastMs = ms;
   }
   return lastIso;
 }
+/** emailKey of the last hash asked (a BigInt parse and print, ~1 µs), kept: one address is often decided many times in a row. */
+let lastHash = '';
+let lastKey = '';
+function keyOf(hash: string): string {
+  if (hash !== lastHash) {
+    lastKey = emailKey(hash);
+    lastHash = hash;
+  }
+  return lastKey;
+}
 
-/** A decision's values in WRITTEN order (for Db.copyIn). */
-const decisionValues = (d: Decision): Array<string | number | null> => [
-  d.id,
-  d.account_id,
-  d.email_hash,
-  d.domain,
-  d.result,
-  d.reason_code,
-  d.layer,
-  d.mx_host,
-  d.latency_ms,
-  d.job_id,
-  d.source,
-  d.credits_charged,
-  isoOf(d.decided_at),
-  emailKey(d.email_hash),
-];
-
-/** A row of validation_decisions: a Decision as the database gives it back. */
-type DecisionRow = Decision & Record<string, unknown>;
+/** One decision as a pack's body holds it: its fields but the account, in the migration's order. */
+const packed = (d: Decision): unknown[] => [d.id, d.email_hash, d.domain, d.result, d.reason_code, d.layer, d.mx_host, d.latency_ms, d.job_id, d.source, d.credits_charged, d.decided_at.getTime()];
 
 /**
- * The embedded profile's adapter: the `validation_decisions` table (infra/migrations/
- * 007_analytics.sql) in the relational store, on PGlite or Postgres through the same SQL. It uses
+ * Checked decisions as the rows of decision_packs, in PACK_COLUMNS order: grouped by account (in
+ * the order each account first appears), up to ROWS_PER_PACK a pack, `email_keys` as an array
+ * literal (the same text for COPY and for a parameter on either driver).
+ */
+export function packsOf(batch: readonly Decision[]): string[][] {
+  const byAccount = new Map<string, Decision[]>();
+  for (const d of batch) {
+    const list = byAccount.get(d.account_id);
+    if (list) list.push(d);
+    else byAccount.set(d.account_id, [d]);
+  }
+  const packs: string[][] = [];
+  for (const [account, list] of byAccount) {
+    for (let start = 0; start < list.length; start += ROWS_PER_PACK) {
+      const part = list.length <= ROWS_PER_PACK ? list : list.slice(start, start + ROWS_PER_PACK);
+      let first = Infinity;
+      let last = -Infinity;
+      let keys = '';
+      for (const d of part) {
+        const ms = d.decided_at.getTime();
+        if (ms < first) first = ms;
+        if (ms > last) last = ms;
+        keys += keys === '' ? keyOf(d.email_hash) : `,${keyOf(d.email_hash)}`;
+      }
+      packs.push([account, isoOf(first), isoOf(last), `{${keys}}`, dbJson(part.map(packed))]);
+    }
+  }
+  return packs;
+}
+
+/**
+ * Writes checked decisions to decision_packs on `db` (a connection or a transaction), a statement
+ * a pack. A decision delivered again is written again and counted once by every read. The jobs
+ * repository uses it in the transaction of a job's results when analytics is this store
+ * (JobsRepo.decisionsInTable).
+ */
+export async function insertDecisionRows(db: Queryable, batch: readonly Decision[]): Promise<void> {
+  for (const pack of packsOf(batch)) {
+    await db.query(`INSERT INTO decision_packs (${PACK_COLUMNS.join(', ')}) VALUES ($1, $2::timestamptz, $3::timestamptz, $4::bigint[], $5)`, pack);
+  }
+}
+
+/**
+ * The decisions of the packs `p` one row each (the body's elements `e`), as SQL expressions by
+ * column; `at_ms` is decided_at in ms since the epoch, `decided_at` the timestamptz.
+ */
+const E = {
+  id: `(e->>0)`,
+  email_hash: `(e->>1)`,
+  domain: `(e->>2)`,
+  result: `(e->>3)`,
+  reason_code: `(e->>4)`,
+  layer: `(e->>5)`,
+  mx_host: `(e->>6)`,
+  latency_ms: `(e->>7)::int`,
+  job_id: `(e->>8)`,
+  source: `(e->>9)`,
+  credits_charged: `(e->>10)::int`,
+  at_ms: `(e->>11)::bigint`,
+} as const;
+const UNPACKED = 'decision_packs p CROSS JOIN LATERAL jsonb_array_elements(p.body::jsonb) e';
+/**
+ * An account's decisions in [$2, $3) ($2 and $3 timestamptz, $4 and $5 the same in ms): the packs
+ * that can hold one through their index, then each decision's own time.
+ */
+const IN_WINDOW = `p.account_id = $1 AND p.last_at >= $2::timestamptz AND p.first_at < $3::timestamptz AND ${E.at_ms} >= $4 AND ${E.at_ms} < $5`;
+const windowParams = (q: Window, from: number, to: number): unknown[] => [q.account_id, new Date(from).toISOString(), new Date(to).toISOString(), from, to];
+
+/** A decision as decisionsFor reads it back. */
+type DecisionRow = Omit<Decision, 'decided_at'> & { at_ms: number | string } & Record<string, unknown>;
+
+/**
+ * The embedded profile's adapter: decisions in packs (decision_packs, infra/migrations/
+ * 028_decision_packs.sql; the view validation_decisions shows them a row each) and outcome facts
+ * (outcome_facts) in the relational store, on PGlite or Postgres through the same SQL. It uses
  * the store's connection and does not close it.
  */
 export class SqlAnalytics extends BufferedAnalytics {
@@ -116,30 +141,21 @@ export class SqlAnalytics extends BufferedAnalytics {
   protected async write(batch: readonly Decision[]): Promise<void> {
     const copyIn = this.#db.copyIn?.bind(this.#db);
     if (!copyIn) return insertDecisionRows(this.#db, batch);
-    for (let start = 0; start < batch.length; start += ROWS_PER_COPY) {
-      const rows = batch.slice(start, start + ROWS_PER_COPY);
-      try {
-        await copyIn('validation_decisions', WRITTEN, rows.map(decisionValues), { background: true });
-      } catch (err) {
-        // A decision written before (a redelivery): COPY has no ON CONFLICT and wrote nothing of
-        // these rows, so they go again through the INSERT that skips what is there.
-        if ((err as { code?: unknown }).code !== UNIQUE_VIOLATION) throw err;
-        await insertDecisionRows(this.#db, rows);
-      }
-    }
+    // A COPY a pack: each holds the connection ~1-2 ms, and a debit waiting behind it goes first.
+    for (const pack of packsOf(batch)) await copyIn('decision_packs', PACK_COLUMNS, [pack], { background: true });
   }
 
   protected async closeBackend(): Promise<void> {
     // The connection is the store's.
   }
 
+  // Every read counts a decision once however often it was delivered: distinct ids.
+
   async countByResult(q: Window): Promise<ResultCounts> {
     const { from, to } = checkWindow(q);
     const rows = await this.#db.query<{ result: ValidationResult; n: number }>(
-      `SELECT result, count(*)::int AS n FROM validation_decisions
-        WHERE account_id = $1 AND decided_at >= $2::timestamptz AND decided_at < $3::timestamptz
-        GROUP BY result`,
-      [q.account_id, new Date(from).toISOString(), new Date(to).toISOString()],
+      `SELECT ${E.result} AS result, count(DISTINCT ${E.id})::int AS n FROM ${UNPACKED} WHERE ${IN_WINDOW} GROUP BY 1`,
+      windowParams(q, from, to),
     );
     const out = zeroCounts();
     for (const r of rows) out[r.result] = r.n;
@@ -151,23 +167,26 @@ export class SqlAnalytics extends BufferedAnalytics {
     if (typeof q.account_id !== 'string' || typeof q.email_hash !== 'string') throw new TypeError('account_id and email_hash must be strings');
     // Every stored hash is 64 lower-case hex digits (checkDecision): nothing else has decisions.
     if (!EMAIL_HASH.test(q.email_hash)) return [];
+    const columns = Object.entries(E).map(([name, sql]) => `${sql} AS ${name}`).join(', ');
     const rows = await this.#db.query<DecisionRow>(
-      `SELECT ${COLUMNS.join(', ')} FROM validation_decisions
-        WHERE email_key = $4 AND account_id = $1 AND email_hash = $2
-        ORDER BY decided_at DESC, id COLLATE "C" DESC
-        LIMIT $3`,
+      `SELECT * FROM (
+         SELECT DISTINCT ON (${E.id}) p.account_id, ${columns} FROM ${UNPACKED}
+          WHERE p.email_keys @> ARRAY[$4::bigint] AND p.account_id = $1 AND ${E.email_hash} = $2
+       ) d
+       ORDER BY at_ms DESC, id COLLATE "C" DESC
+       LIMIT $3`,
       [q.account_id, q.email_hash, limit, emailKey(q.email_hash)],
     );
-    return rows.map((r) => decisionFromRow(r, new Date(r.decided_at)));
+    return rows.map((r) => decisionFromRow(r, new Date(Number(r.at_ms))));
   }
 
   async daily(q: Window): Promise<DailyCounts[]> {
     const { from, to } = checkWindow(q);
     const rows = await this.#db.query<{ d: number | string; result: ValidationResult; n: number }>(
-      `SELECT floor(extract(epoch FROM decided_at) / 86400)::int AS d, result, count(*)::int AS n FROM validation_decisions
-        WHERE account_id = $1 AND decided_at >= $2::timestamptz AND decided_at < $3::timestamptz
+      `SELECT floor(${E.at_ms} / 86400000)::int AS d, ${E.result} AS result, count(DISTINCT ${E.id})::int AS n FROM ${UNPACKED}
+        WHERE ${IN_WINDOW}
         GROUP BY 1, 2`,
-      [q.account_id, new Date(from).toISOString(), new Date(to).toISOString()],
+      windowParams(q, from, to),
     );
     return dailyFrom(rows.map((r) => ({ d: Number(r.d), result: r.result, n: Number(r.n) })));
   }
@@ -178,12 +197,11 @@ export class SqlAnalytics extends BufferedAnalytics {
     const perResult = VALIDATION_RESULTS.map((r, k) => `count(*) FILTER (WHERE result = '${r}')::int AS r${k}`).join(', ');
     const rows = await this.#db.query<Record<string, number> & { domain: string; total: number; latency_sum: number }>(
       `SELECT domain, count(*)::int AS total, ${perResult}, sum(latency_ms)::bigint AS latency_sum
-         FROM validation_decisions
-        WHERE account_id = $1 AND decided_at >= $2::timestamptz AND decided_at < $3::timestamptz
+         FROM (SELECT DISTINCT ON (${E.id}) ${E.domain} AS domain, ${E.result} AS result, ${E.latency_ms} AS latency_ms FROM ${UNPACKED} WHERE ${IN_WINDOW}) d
         GROUP BY domain
         ORDER BY count(*) DESC, domain COLLATE "C" ASC
-        LIMIT $4`,
-      [q.account_id, new Date(from).toISOString(), new Date(to).toISOString(), limit],
+        LIMIT $6`,
+      [...windowParams(q, from, to), limit],
     );
     return rows.map((r) => ({
       domain: r.domain,
@@ -219,9 +237,10 @@ export class SqlAnalytics extends BufferedAnalytics {
       `SELECT ${byDomain ? 'f.domain, ' : ''}coalesce(d.result, 'not_validated') AS result, f.label, f.signal, count(*)::int AS n
          FROM outcome_facts f
          LEFT JOIN LATERAL (
-           SELECT result FROM validation_decisions v
-            WHERE v.email_key = ${emailKeyOf('f.email_hash')} AND v.account_id = f.account_id AND v.email_hash = f.email_hash AND v.decided_at <= f.occurred_at
-            ORDER BY v.decided_at DESC, v.id COLLATE "C" DESC
+           SELECT ${E.result} AS result FROM ${UNPACKED}
+            WHERE p.email_keys @> ARRAY[${emailKeyOf('f.email_hash')}] AND p.account_id = f.account_id AND p.first_at <= f.occurred_at
+              AND ${E.email_hash} = f.email_hash AND ${E.at_ms} <= floor(extract(epoch FROM f.occurred_at) * 1000)::bigint
+            ORDER BY ${E.at_ms} DESC, ${E.id} COLLATE "C" DESC
             LIMIT 1
          ) d ON true
         WHERE f.account_id = $1 AND f.occurred_at >= $2::timestamptz AND f.occurred_at < $3::timestamptz

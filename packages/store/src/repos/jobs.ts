@@ -145,7 +145,7 @@ export function decodeJobCursor(cursor: string): { createdKey: string; id: strin
 export class JobsRepo {
   /**
    * Where recordResults puts the decisions of the rows it makes done: false, the decision outbox
-   * (a relay ships it to analytics wherever that is); true, validation_decisions itself, for
+   * (a relay ships it to analytics wherever that is); true, the store's decision_packs itself, for
    * analytics on this database's table (Store.sqlAnalytics): the same transaction, without the
    * outbox's insert, lease and delete.
    */
