@@ -73,14 +73,16 @@ try {
   const baseCpu = median(base.runs.map((l) => l.serverCpuMs));
   console.log(`cached ${values.address} address (${email}), ${rounds} alternating rounds of ${seconds} s, 50 connections; medians, ratios to the first checkout\n`);
   const baseMain = median(base.runs.map((l) => l.mainCpuMs));
-  console.log('| checkout | req/s | ratio | server CPU µs/req | ratio | main thread µs/req | ratio | failed answers | req/s by round |');
-  console.log('|---|---|---|---|---|---|---|---|---|');
+  console.log('| checkout | req/s | ratio | server CPU µs/req | ratio | main thread µs/req | ratio | answers per ledger row | failed answers | req/s by round |');
+  console.log('|---|---|---|---|---|---|---|---|---|---|');
   for (const t of targets) {
     const rps = median(t.runs.map((l) => l.reqPerS));
     const cpu = median(t.runs.map((l) => l.serverCpuMs));
     const main = median(t.runs.map((l) => l.mainCpuMs));
     const failed = t.runs.reduce((n, l) => n + l.other + l.errors, 0);
-    console.log(`| ${t.spec} | ${fmt(rps)} | ${fmt(rps / baseRps)} | ${fmt(cpu * 1000)} | ${fmt(cpu / baseCpu)} | ${fmt(main * 1000)} | ${fmt(main / baseMain)} | ${failed} | ${t.runs.map((l) => fmt(l.reqPerS)).join(' ')} |`);
+    // A charged run's answers per debit statement (group commit); '-' where nothing was written.
+    const perRow = median(t.runs.map((l) => l.ok / l.ledgerRows));
+    console.log(`| ${t.spec} | ${fmt(rps)} | ${fmt(rps / baseRps)} | ${fmt(cpu * 1000)} | ${fmt(cpu / baseCpu)} | ${fmt(main * 1000)} | ${fmt(main / baseMain)} | ${Number.isFinite(perRow) ? fmt(perRow) : '-'} | ${failed} | ${t.runs.map((l) => fmt(l.reqPerS)).join(' ')} |`);
   }
 } finally {
   await Promise.all([...targets.map((t) => t.child.stop()), sim.stop()]);

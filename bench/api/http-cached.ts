@@ -51,6 +51,8 @@ export interface Load {
   serverCores: number;
   /** CPU of the server's main thread (where requests are handled) per request, ms. */
   mainCpuMs: number;
+  /** Ledger rows written during the measured run (a charged run: its debit batches); NaN from a bare route. */
+  ledgerRows: number;
 }
 
 async function post(url: string, body: unknown): Promise<{ status: number; text: string; json: Record<string, unknown> }> {
@@ -77,11 +79,14 @@ export async function load(label: string, child: Child<{ url: string }>, email: 
   // (NaN from a child that cannot say: a checkout older than this question, in bench/api/ab.ts.)
   const mainCpu = () => child.request<number>('mainCpuMs').catch(() => Number.NaN);
   const m0 = await mainCpu();
+  const ledgerSeq = () => child.request<number>('ledgerSeq').catch(() => Number.NaN);
+  const l0 = await ledgerSeq();
   const t0 = performance.now();
   const r = await bounded(autocannon({ ...opts, duration: o.durationS }), o.durationS);
   const wallMs = performance.now() - t0;
   const c1 = await child.request<NodeJS.CpuUsage>('cpuUsage');
   const m1 = await mainCpu();
+  const l1 = await ledgerSeq();
   const cpuMs = (c1.user - c0.user + c1.system - c0.system) / 1000;
   return {
     label,
@@ -95,6 +100,7 @@ export async function load(label: string, child: Child<{ url: string }>, email: 
     serverCpuMs: r.requests.total > 0 ? cpuMs / r.requests.total : Number.NaN,
     serverCores: cpuMs / wallMs,
     mainCpuMs: r.requests.total > 0 ? (m1 - m0) / r.requests.total : Number.NaN,
+    ledgerRows: l1 - l0,
   };
 }
 
@@ -182,6 +188,7 @@ export async function run(opts: HttpOptions = {}): Promise<BenchResult> {
       ...loads.map((l) => `| ${l.label} | ${fmt(l.reqPerS)} | ${l.p50} | ${l.p90} | ${l.p99} | ${l.ok} | ${l.other} | ${l.errors} | ${fmt(l.serverCpuMs)} | ${fmt(l.mainCpuMs)} | ${fmt(l.serverCores)} | ${fmt(l.reqPerS / base.reqPerS)} |`),
       '',
       `Credits spent during the chargeable runs (warm-up + measured): (b) ${spent}, 2xx answers in its measured run ${b.ok}; (c) ${spentC}, 2xx answers ${c.ok}.`,
+      `Debit statements (ledger rows written, one a group-committed batch) in the measured runs: (b) ${b.ledgerRows}, ${fmt(b.ok / b.ledgerRows)} answers each; (c) ${c.ledgerRows}, ${fmt(c.ok / c.ledgerRows)} each.`,
       `Answer sizes: service role ${role.text.length} B, service chargeable ${charged.text.length} B, bare ${probe.text.length} B.`,
       `CPU per request, bare / service: (a) ${fmt(base.serverCpuMs / a.serverCpuMs)}x, (b) ${fmt(base.serverCpuMs / b.serverCpuMs)}x, (c) ${fmt(base.serverCpuMs / c.serverCpuMs)}x (what the req/s ratio would be if both sides were CPU-bound on one core each).`,
       `(c) against (b), both one credit per answer: ${fmt(c.reqPerS / b.reqPerS)}x the requests/s, ${fmt(b.serverCpuMs / c.serverCpuMs)}x (b)'s CPU per request / (c)'s.`,

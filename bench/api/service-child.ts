@@ -1,7 +1,7 @@
 // The full embedded service (startService: PGlite store, key auth, rate limits, credits, verifier)
 // in its own process, configured from the environment the parent passes (loadConfig(env)).
 // SVC_DATA_DIR: a fresh temporary directory unless given, removed on exit. Prints {"url"} as one
-// JSON line on stdout; IPC: cpuUsage() of this process, enableDataProduct() (every account gets the
+// JSON line on stdout; IPC: cpuUsage() of this process, ledgerSeq(), enableDataProduct() (every account gets the
 // data product, as an operator's `account data --enable` would).
 
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -20,6 +20,12 @@ serveParent(
     cpuUsage: () => process.cpuUsage(),
     mainCpuMs: () => mainThreadCpuMs(),
     memory: () => process.memoryUsage(),
+    // The newest credit_ledger row's id: the rows written between two reads are the debit batches
+    // (one row a batch) of a charged run.
+    ledgerSeq: async () => {
+      const [account] = await svc.services.store.accounts.list();
+      return account ? ((await svc.services.store.ledger.entries(account.id, 1))[0]?.id ?? 0) : 0;
+    },
     enableDataProduct: async () => {
       const accounts = await svc.services.store.accounts.list();
       for (const a of accounts) await svc.services.store.accounts.setDataProduct(a.id, true);
