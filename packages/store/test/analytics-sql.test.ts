@@ -146,6 +146,15 @@ t.test('migrations 027 and 028 carry the decisions written before them into pack
     "a pack per account, its keys in time order (027's email_key), its times' bounds",
   );
   t.equal(emailKey(h1), '-1229782938247303442', 'a key with the top bit set is negative');
+  const head = (iso: string, letter: string) => `${String(Date.parse(iso)).padStart(13, '0')}${letter}`;
+  t.strictSame(
+    (await db.query<{ heads: string; hashes: string }>(`SELECT heads, encode(hashes, 'hex') AS hashes FROM decision_packs ORDER BY account_id`)).map((r) => [r.heads, r.hashes]),
+    [
+      [head('2026-01-02T03:04:05.678Z', 'v') + head('2026-01-02T03:04:06.000Z', 'i') + head('2026-01-03T00:00:00.001Z', 'k'), h1 + h2 + h1],
+      [head('2026-01-02T03:04:05.678Z', 'u'), h1],
+    ],
+    "each decision's time and result at a fixed width, and its hash, as the adapter writes them",
+  );
   const a = new SqlAnalytics(db);
   t.teardown(() => a.close());
   const base = { account_id: 'acc_m', email_hash: h1, domain: 'example.com', mx_host: 'mx.example.com', job_id: null } as const;
@@ -185,4 +194,15 @@ t.test('decisions in packs: grouped by account, 100 a pack; a redelivery is stor
   const q = await a.countByResult({ account_id: 'acc_q', ...wide });
   t.strictSame([p.valid + p.invalid, q.valid + q.invalid], [200, 50], 'every decision once');
   t.equal((await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM validation_decisions`))[0]!.n, 250, 'the view lists each once');
+  const [first] = await db.query<{ heads: string; hashes: string; body: string }>(
+    `SELECT heads, encode(hashes, 'hex') AS hashes, body FROM decision_packs WHERE account_id = 'acc_q' ORDER BY cardinality(email_keys) DESC LIMIT 1`,
+  );
+  const d0 = batch[0]!; // acc_q's first decision, invalid (0 % 3 === 0)
+  t.equal(first!.heads.length, 50 * 14, '14 characters a decision');
+  t.equal(first!.heads.slice(0, 14), `${String(d0.decided_at.getTime()).padStart(13, '0')}i`);
+  t.equal(first!.hashes.length, 50 * 64, '32 bytes a decision');
+  t.equal(first!.hashes.slice(0, 64), d0.email_hash);
+  const [stored] = await db.query<{ external: number }>(`SELECT pg_column_size(heads) + pg_column_size(hashes) + pg_column_size(email_keys) AS external FROM decision_packs WHERE account_id = 'acc_p' ORDER BY cardinality(email_keys) DESC LIMIT 1`);
+  t.ok(stored!.external > 100 * (14 + 32 + 8), 'a full pack keeps heads, hashes and keys uncompressed in its row');
+  t.strictSame((JSON.parse(first!.body) as unknown[][])[0], [d0.id, d0.email_hash, 'example.com', 'invalid', 'accepted', 'smtp', null, 0, null, 'single', 0, d0.decided_at.getTime()], "the body's first decision, every field");
 });
