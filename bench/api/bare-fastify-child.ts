@@ -5,7 +5,7 @@
 
 import Fastify from 'fastify';
 import { serveParent } from '../lib/children.ts';
-import { mainThreadCpuMs } from '../lib/thread-cpu.ts';
+import { mainThreadCpuMs } from '../lib/proc.ts';
 
 const template = JSON.parse(process.argv[2] ?? '{}') as Record<string, unknown>;
 const app = Fastify({ logger: false });

@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { loadConfig, startService } from '@svc/runtime';
 import { serveParent } from '../lib/children.ts';
-import { mainThreadCpuMs } from '../lib/thread-cpu.ts';
+import { mainThreadCpuMs } from '../lib/proc.ts';
 
 const ownDir = process.env.SVC_DATA_DIR ? undefined : mkdtempSync(path.join(os.tmpdir(), 'svc-bench-'));
 const env = { ...process.env, ...(ownDir ? { SVC_DATA_DIR: ownDir } : {}) };

@@ -191,6 +191,7 @@ import { seededRandom } from '../../test/helpers/random.ts';
 import { statsSince, type FlowStats } from './real-postfix.ts';
 import { eximLogCounts, eximLogSize, EXIM_LOG, restartExim, setupExim, stopExim } from './real-exim.ts';
 import { POSTFIX_HOSTS, worldHosts } from './world.ts';
+import { procCpuMs } from '../lib/proc.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const LOG = '/var/log/postfix.log';
@@ -807,14 +808,7 @@ async function startServiceChild(env: Record<string, string>): Promise<Service> 
     key,
     pid: cp.pid!,
     stderr: () => stderr,
-    cpuMs() {
-      try {
-        const f = readFileSync(`/proc/${cp.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-        return (Number(f[11]) + Number(f[12])) * 10; // utime + stime, 100 Hz ticks
-      } catch {
-        return NaN;
-      }
-    },
+    cpuMs: () => procCpuMs(cp.pid!),
     stop() {
       return (stopping ??= (async () => {
         if (cp.exitCode === null && cp.signalCode === null) {

@@ -30,7 +30,7 @@
 //   BIG_JOB_ENV='K=V K2=V2'         more environment for the service (e.g. a bound to compare)
 //   BIG_JOB_NODE_ARGS='--a --b'     more node options for the service
 
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -40,6 +40,7 @@ import type { BenchResult, Row } from '../lib/result.ts';
 import { fmt } from '../lib/stats.ts';
 import { RTT_MS, worldAddresses, type WorldAddress } from '../engine/world.ts';
 import { benchServiceEnv } from '../lib/service-env.ts';
+import { procStatus } from '../lib/proc.ts';
 
 export const NAME = 'jobs/big-job';
 const KEY = 'svc_live_benchBigJobKey00000000000001';
@@ -108,10 +109,6 @@ function csvBody(addrs: readonly WorldAddress[]): Buffer {
   return Buffer.from(parts.join(''));
 }
 
-const procStatus = (pid: number, field: 'VmRSS' | 'VmHWM'): number => {
-  const m = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m ? Number(m[1]) / 1024 : Number.NaN;
-};
 
 async function api(base: string, method: string, route: string, body?: Buffer | string, type = 'application/json'): Promise<{ status: number; text: string; json: any }> {
   const res = await fetch(base + route, { method, headers: { 'x-api-key': KEY, ...(body !== undefined ? { 'content-type': type } : {}) }, ...(body !== undefined ? { body: typeof body === 'string' ? body : new Uint8Array(body) } : {}) });

@@ -37,7 +37,7 @@
 //   INGEST_BENCH_DUMP=/tmp/dump     each ingest's stalls, GC pauses and request latencies as JSON
 //   INGEST_BENCH_NODE_ARGS='...'    more node options for the service child
 
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
@@ -49,6 +49,7 @@ import type { BenchResult, Row } from '../lib/result.ts';
 import { fmt, percentile, withTimeout } from '../lib/stats.ts';
 import { seededRandom as rng } from '../../test/helpers/random.ts';
 import { benchServiceEnv } from '../lib/service-env.ts';
+import { procStatus } from '../lib/proc.ts';
 
 export const NAME = 'jobs/ingest';
 const KEY = 'svc_live_benchBootstrapKey000000000001';
@@ -218,10 +219,6 @@ function latency(ms: number[]): Latency {
 // ---------------------------------------------------------------------------------------------
 // Memory of the service process
 
-const procStatus = (pid: number, field: 'VmRSS' | 'VmHWM'): number => {
-  const m = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m ? Number(m[1]) / 1024 : Number.NaN;
-};
 
 class RssPoller {
   peak = 0;

@@ -220,7 +220,6 @@ export class Verifier {
     return p;
   }
 
-
   /** Verdicts in input order, one per submitted string. */
   run(plan: Plan, opts: RunOptions = {}): Promise<Verdict[]> {
     return this.#run(plan, opts, undefined);

@@ -557,7 +557,8 @@ export class KafkaBus implements Bus {
   /** Runs the handler, heartbeating meanwhile (and reporting it once if it runs past slowHandlerMs). Returns the failure, if any. */
   async #handle(sub: Subscription, message: BusMessage, key: string, heartbeat: () => Promise<void>, at: { topic: string; partition: number; offset: string }): Promise<{ err: unknown } | undefined> {
     const beat = setInterval(() => void heartbeat().catch(() => {}), this.#heartbeatMs);
-    const slow = setTimeout(() => this.#opts.onSlow?.({ ...at, key, ms: this.#slowMs }), this.#slowMs);
+    const onSlow = this.#opts.onSlow;
+    const slow = onSlow && setTimeout(() => onSlow({ ...at, key, ms: this.#slowMs }), this.#slowMs);
     const run = (async () => {
       try {
         await sub.handler(message, key);
@@ -571,7 +572,7 @@ export class KafkaBus implements Bus {
       return await run;
     } finally {
       clearInterval(beat);
-      clearTimeout(slow);
+      if (slow) clearTimeout(slow);
       this.#handling.delete(run);
     }
   }
