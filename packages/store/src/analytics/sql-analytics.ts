@@ -62,7 +62,7 @@ const packed = (d: Decision): unknown[] => [d.id, d.email_hash, d.domain, d.resu
  * the order each account first appears), up to ROWS_PER_PACK a pack, `email_keys` as an array
  * literal (the same text for COPY and for a parameter on either driver), `hashes` as hex digits.
  */
-export function packsOf(batch: readonly Decision[]): string[][] {
+function packsOf(batch: readonly Decision[]): string[][] {
   const byAccount = new Map<string, Decision[]>();
   for (const d of batch) {
     const list = byAccount.get(d.account_id);
@@ -98,7 +98,7 @@ export function packsOf(batch: readonly Decision[]): string[][] {
  * repository uses it in the transaction of a job's results when analytics is this store
  * (JobsRepo.decisionsInTable).
  */
-export async function insertDecisionRows(db: Queryable, batch: readonly Decision[]): Promise<void> {
+export async function insertDecisionPacks(db: Queryable, batch: readonly Decision[]): Promise<void> {
   for (const pack of packsOf(batch)) {
     await db.query(`INSERT INTO decision_packs (${PACK_COLUMNS.join(', ')}) VALUES ($1, $2::timestamptz, $3::timestamptz, $4::bigint[], $5, $6, decode($7, 'hex'))`, pack);
   }
@@ -106,7 +106,7 @@ export async function insertDecisionRows(db: Queryable, batch: readonly Decision
 
 /**
  * The decisions of the packs `p` one row each (the body's elements `e`), as SQL expressions by
- * column; `at_ms` is decided_at in ms since the epoch, `decided_at` the timestamptz.
+ * column; `at_ms` is decided_at, in ms since the epoch.
  */
 const E = {
   id: `(e->>0)`,
@@ -158,7 +158,7 @@ export class SqlAnalytics extends BufferedAnalytics {
 
   protected async write(batch: readonly Decision[]): Promise<void> {
     const copyIn = this.#db.copyIn?.bind(this.#db);
-    if (!copyIn) return insertDecisionRows(this.#db, batch);
+    if (!copyIn) return insertDecisionPacks(this.#db, batch);
     // A COPY a pack: each holds the connection ~1-2 ms, and a debit waiting behind it goes first.
     // (hashes in bytea's hex input form, which COPY reads.)
     for (const pack of packsOf(batch)) await copyIn('decision_packs', PACK_COLUMNS, [[...pack.slice(0, 6), `\\x${pack[6]}`]], { background: true });

@@ -10,7 +10,7 @@
 
 import type { Decision } from '../analytics/analytics.ts';
 import { enqueueDecisions } from './decision-outbox.ts';
-import { insertDecisionRows } from '../analytics/sql-analytics.ts';
+import { insertDecisionPacks } from '../analytics/sql-analytics.ts';
 import { checkDecision } from '../analytics/validate.ts';
 import { dbJson, dbText } from '../db/text.ts';
 import { JOB_COUNTERS, countResult, emptyJobCounters, type JobCounters, type JobState, type ResultItem, type ValidationResultBody } from '@svc/contracts';
@@ -368,7 +368,7 @@ export class JobsRepo {
       const done = written.map((w) => w.idx).filter((idx) => byIdx.get(idx)!.state === 'done');
       if (opts.decisions && done.length > 0) {
         const decisions = opts.decisions(job, done);
-        if (this.decisionsInTable) await insertDecisionRows(tx, decisions.map((d, i) => checkDecision(d, i)));
+        if (this.decisionsInTable) await insertDecisionPacks(tx, decisions.map((d, i) => checkDecision(d, i)));
         else await enqueueDecisions(tx, decisions);
       }
       return { accepted: true, written: written.length, finished: processed, job };
