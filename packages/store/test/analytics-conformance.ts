@@ -343,13 +343,18 @@ export function analyticsConformance(t: Tap, adapter: AnalyticsAdapter): void {
     t.equal(a.stats().written, 3, 'a flush with nothing buffered writes nothing');
   });
 
-  t.test('a full batch is written without flush(), then the rest', async (t) => {
-    const a = await (await adapter.fresh(t)).open({ flushIntervalMs: 60_000, batchSize: 10 });
+  t.test('full batches are written at once without flush(); the rest waits for flushIntervalMs', async (t) => {
+    const a = await (await adapter.fresh(t)).open({ flushIntervalMs: 400, batchSize: 10 });
     const sizes: number[] = [];
     a.on('written', (n) => sizes.push(n));
+    const t0 = Date.now();
     await a.record(Array.from({ length: 25 }, () => dec()));
-    await until(a, 'written', () => a.pending === 0, 'the buffer to drain');
-    t.strictSame(sizes, [10, 10, 5], 'batches of batchSize, in order');
+    await until(a, 'written', () => sizes.length === 2, 'the full batches');
+    t.strictSame(sizes, [10, 10], 'batches of batchSize, in order');
+    t.equal(a.pending, 5, 'the rest is not written in a smaller batch at once');
+    await until(a, 'written', () => a.pending === 0, 'the interval write');
+    t.strictSame(sizes, [10, 10, 5]);
+    t.ok(Date.now() - t0 >= 395, `the rest went after the interval (${Date.now() - t0} ms)`);
     t.equal((await a.countByResult({ account_id: 'acc_a', ...WIDE })).valid, 25);
   });
 

@@ -36,6 +36,8 @@ export abstract class BufferedAnalytics extends EventEmitter implements Analytic
   #flushTimer: NodeJS.Timeout | undefined;
   #retryTimer: NodeJS.Timeout | undefined;
   #draining: Promise<void> | undefined;
+  /** Whether the drain under way writes down to the last row (else full batches only). */
+  #drainAll = false;
   #closed = false;
 
   constructor(opts: AnalyticsOptions = {}) {
@@ -113,15 +115,20 @@ export abstract class BufferedAnalytics extends EventEmitter implements Analytic
     const over = this.#buffer.length - this.#cap;
     if (over > 0) this.#drop(over);
     if (this.#retryTimer) return; // backing off: the retry writes the backlog
-    if (this.#buffer.length >= this.#batchSize) this.#kick();
-    else this.#flushTimer ??= unref(setTimeout(() => this.#kick(), this.#interval));
+    if (this.#buffer.length >= this.#batchSize) this.#kick(false);
+    else this.#armFlush();
+  }
+
+  /** Writes what is buffered `flushIntervalMs` from now, unless a timer is set already. */
+  #armFlush(): void {
+    this.#flushTimer ??= unref(setTimeout(() => this.#kick(true), this.#interval));
   }
 
   async flush(): Promise<void> {
     const target = this.#recorded;
     // Rows leave the buffer in order (written or dropped), so once that many have left, every
     // row recorded before this call has.
-    while (this.#written + this.#dropped < target) await this.#drain();
+    while (this.#written + this.#dropped < target) await this.#drain(true);
   }
 
   async close(): Promise<void> {
@@ -153,18 +160,26 @@ export abstract class BufferedAnalytics extends EventEmitter implements Analytic
     this.#flushTimer = this.#retryTimer = undefined;
   }
 
-  /** A background drain: its failure is reported by event and retried, never thrown. */
-  #kick(): void {
+  /** A background drain (`all`: down to the last row, else full batches only); its failure is reported by event and retried, never thrown. */
+  #kick(all: boolean): void {
     clearTimeout(this.#flushTimer);
     this.#flushTimer = undefined;
-    this.#drain().catch(() => {});
+    this.#drain(all).catch(() => {});
   }
 
-  /** Writes the buffer batch by batch until it is empty; one drain at a time. */
-  #drain(): Promise<void> {
+  /**
+   * Writes the buffer batch by batch, one drain at a time: until it is empty (`all`: a flush, the
+   * interval's timer, a retry), or while it holds a full batch (the size trigger). Rows recorded
+   * during a write wait for their batch to fill or for the interval, rather than going at once in
+   * a smaller one: under load that kept batches at what arrives during one write (~100 decisions on
+   * the embedded store), and a statement costs the store's thread about as much as 100 decisions.
+   */
+  #drain(all: boolean): Promise<void> {
+    // (A drain of full batches under way goes on to the last row once one is asked for.)
+    if (all) this.#drainAll = true;
     this.#draining ??= (async () => {
       try {
-        while (this.#buffer.length > 0) {
+        while (this.#buffer.length >= (this.#drainAll ? 1 : this.#batchSize)) {
           const batch = this.#buffer.splice(0, this.#batchSize);
           this.#inFlight = batch.length;
           try {
@@ -191,10 +206,14 @@ export abstract class BufferedAnalytics extends EventEmitter implements Analytic
           this.#retryTimer = undefined;
           this.emit('written', batch.length);
         }
-        clearTimeout(this.#flushTimer);
-        this.#flushTimer = undefined;
+        if (this.#buffer.length > 0) this.#armFlush();
+        else {
+          clearTimeout(this.#flushTimer);
+          this.#flushTimer = undefined;
+        }
       } finally {
         this.#draining = undefined;
+        this.#drainAll = false;
       }
     })();
     return this.#draining;
@@ -210,7 +229,7 @@ export abstract class BufferedAnalytics extends EventEmitter implements Analytic
     this.#retryTimer = unref(
       setTimeout(() => {
         this.#retryTimer = undefined;
-        this.#drain().catch(() => {});
+        this.#drain(true).catch(() => {});
       }, delay),
     );
   }

@@ -11,7 +11,7 @@
 //   { op: 'begin' }                    -> { id, tx }          (the transaction is open)
 //   { op: 'end', tx, commit }          -> { id }              (COMMIT, or ROLLBACK when !commit)
 //   { op: 'exec', sql }                -> { id }
-//   { op: 'copy', sql, text, background?, sentAt? } -> { id } (COPY ... FROM '/dev/blob', `text` its data)
+//   { op: 'copy', sql, text, background?, sentAt? } -> { id } (COPY ... FROM '/dev/blob', `text` its data: a string a row)
 //   { op: 'close' }                    -> { id }              (then the thread ends)
 // A failure replies { id, error }: the error's message, name and Postgres fields (code, detail,
 // constraint, ...), which the caller puts back on an Error of its own.
@@ -187,10 +187,10 @@ async function handle(m) {
       }
     }
     case 'copy':
-      // PGlite reads COPY FROM '/dev/blob' from the blob option: the rows as one text, no
-      // parameters. Sent as a simple query (Query, Sync: two calls into Postgres) rather than
+      // PGlite reads COPY FROM '/dev/blob' from the blob option: the rows' texts one after the
+      // other, no parameters. Sent as a simple query (Query, Sync: two calls into Postgres) rather than
       // query()'s extended protocol (six).
-      await pg.exec(m.sql, { blob: new Blob([m.text]) });
+      await pg.exec(m.sql, { blob: new Blob(m.text) });
       return {};
     case 'exec':
       // A script that fails after its own BEGIN leaves the one connection in an aborted

@@ -315,8 +315,10 @@ export async function openPglite(dataDir: string | undefined, opts: PgliteOption
       return out;
     },
     copyIn: async (table, columns, rows, opts) => {
+      // A text a row, not one text: a COPY of 10 packs of decisions as one string (~250 KB) is a
+      // large object for V8's heap at every write; a pack's text (~25 KB) is not.
       const sql = `COPY ${table} (${columns.join(', ')}) FROM '/dev/blob'`;
-      await thread.call({ op: 'copy', sql, text: copyText(rows), ...(opts?.background && { background: true, sentAt: Date.now() }) });
+      await thread.call({ op: 'copy', sql, text: rows.map((r) => copyText([r])), ...(opts?.background && { background: true, sentAt: Date.now() }) });
     },
     exec: async (sql) => void (await thread.call({ op: 'exec', sql })),
     close: async () => {
