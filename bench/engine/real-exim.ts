@@ -21,6 +21,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { livePidIn } from '../lib/proc.ts';
 
 export const EXIM_CONF = '/etc/exim4/bench.conf';
 export const EXIM_LOG = '/var/log/exim4/mainlog';
@@ -83,15 +84,7 @@ export function setupExim(o: { ports: number[]; perHost: number; acceptMax?: num
   console.log(`wrote ${EXIM_CONF}, ${DOMAINS} (${o.domains.length}), ${USERS} (${o.users.length}); listeners 127.0.0.1:${o.ports[0]}..${o.ports[o.ports.length - 1]}`);
 }
 
-const daemonPid = (): number | undefined => {
-  try {
-    const pid = Number(readFileSync(PID, 'utf8').trim());
-    process.kill(pid, 0);
-    return pid;
-  } catch {
-    return undefined;
-  }
-};
+const daemonPid = (): number | undefined => livePidIn(PID);
 
 export async function stopExim(): Promise<void> {
   const pid = daemonPid();

@@ -191,7 +191,7 @@ import { seededRandom } from '../../test/helpers/random.ts';
 import { statsSince, type FlowStats } from './real-postfix.ts';
 import { eximLogCounts, eximLogSize, EXIM_LOG, restartExim, setupExim, stopExim } from './real-exim.ts';
 import { POSTFIX_HOSTS, worldHosts } from './world.ts';
-import { procCpuMs } from '../lib/proc.ts';
+import { alive, livePidIn, procCpuMs } from '../lib/proc.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const LOG = '/var/log/postfix.log';
@@ -292,15 +292,7 @@ function setup(): void {
   console.log(`wrote /etc/postfix/main.cf, vdomains (${domains.length}), vmailbox (${all.filter((a) => a.exists).length}), ${POSTFIX_HOSTS} listeners 127.0.0.1:${listenerPort(0)}..${listenerPort(POSTFIX_HOSTS - 1)}`);
 }
 
-const masterPid = (): number | undefined => {
-  try {
-    const pid = Number(readFileSync('/var/spool/postfix/pid/master.pid', 'utf8').trim());
-    process.kill(pid, 0);
-    return pid;
-  } catch {
-    return undefined;
-  }
-};
+const masterPid = (): number | undefined => livePidIn('/var/spool/postfix/pid/master.pid');
 
 async function stopPostfix(): Promise<void> {
   if (masterPid() === undefined) return;
@@ -1083,13 +1075,7 @@ function lock(): void {
     writeFileSync(LOCK, String(process.pid), { flag: 'wx' });
   } catch {
     const other = Number(readFileSync(LOCK, 'utf8'));
-    let alive = true;
-    try {
-      process.kill(other, 0);
-    } catch {
-      alive = false;
-    }
-    if (alive) throw new Error(`another run (pid ${other}) holds ${LOCK}`);
+    if (alive(other)) throw new Error(`another run (pid ${other}) holds ${LOCK}`);
     writeFileSync(LOCK, String(process.pid));
   }
   process.once('exit', () => rmSync(LOCK, { force: true }));

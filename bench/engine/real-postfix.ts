@@ -129,6 +129,7 @@ import { nodeDns, netSmtpConnector } from '@svc/verifier/adapters';
 import { startDns, type Zone } from '../../test/sim/dns.ts';
 import { SIM_KNOWN_MAILBOXES } from '../../test/sim/domains.ts';
 import { ERROR_SLEEP_MS, LIMITS, ONE_WAY_MS, POSTFIX_HOSTS, routeByMx, worldAddresses, worldHosts, type WorldAddress } from './world.ts';
+import { livePidIn } from '../lib/proc.ts';
 
 const POSTFIX_PORT = 2626;
 const LOG = '/var/log/postfix.log';
@@ -569,16 +570,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const postmulti = (name: string, cmd: string) =>
   new Promise<boolean>((resolve) => execFile('postmulti', ['-i', name, '-p', cmd], { timeout: 60_000 }, (err) => resolve(!err)));
 /** The instance's master process id, if its pid file names a live process. */
-const masterPid = (name: string): number | undefined => {
-  const file = `/var/spool/${name === '-' ? 'postfix' : name}/pid/master.pid`;
-  try {
-    const pid = Number(readFileSync(file, 'utf8').trim());
-    process.kill(pid, 0);
-    return pid;
-  } catch {
-    return undefined;
-  }
-};
+const masterPid = (name: string): number | undefined => livePidIn(`/var/spool/${name === '-' ? 'postfix' : name}/pid/master.pid`);
 
 /** Stops every instance (default and the 10; in parallel), waits for their masters to exit. */
 async function stopAll(): Promise<void> {

@@ -1,4 +1,5 @@
-// What Linux's /proc says of a process or one of its threads (NaN where /proc is not there).
+// What Linux's /proc says of a process or one of its threads (NaN where /proc is not there), and
+// whether a process is alive.
 //
 // CPU: utime + stime of `/proc/<pid>/stat` (the process, all its threads) or of
 // `/proc/<pid>/task/<tid>/stat` (one thread: `tid` = `pid` is the main thread), in clock ticks of
@@ -25,6 +26,26 @@ export function procCpuMs(pid: number, tid?: number): number {
 
 /** CPU time of this process's main thread alone, ms. */
 export const mainThreadCpuMs = (): number => procCpuMs(process.pid, process.pid);
+
+/** Whether process `pid` is alive (signal 0: nothing is sent, only checked). */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The process id a pid file names, if the file is there and that process is alive. */
+export function livePidIn(file: string): number | undefined {
+  try {
+    const pid = Number(readFileSync(file, 'utf8').trim());
+    return Number.isInteger(pid) && pid > 0 && alive(pid) ? pid : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 /** A memory field of `/proc/<pid>/status` (VmRSS: resident now; VmHWM: its peak), MiB. */
 export function procStatus(pid: number, field: 'VmRSS' | 'VmHWM'): number {
