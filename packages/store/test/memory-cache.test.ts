@@ -44,3 +44,30 @@ t.test('replacing and expiring an entry give its characters back', async (t) => 
   c.set('b', 'x', 0);
   t.strictSame([c.size, c.chars], [0, 0], 'no time: nothing held');
 });
+
+t.test('entries read lately are copied from their parsed value: always a new object, never a stale one', async (t) => {
+  const c = new MemoryCache();
+  c.set('v', { result: 'valid', flags: ['a'], smtp: { code: 250, lines: ['ok'] } }, 60_000);
+  const first = c.get<{ result: string; flags: string[]; smtp: { code: number; lines: string[] } }>('v')!;
+  const second = c.get<typeof first>('v')!;
+  t.not(first, second, 'two reads, two objects');
+  t.not(first.flags, second.flags, 'and two arrays');
+  t.not(first.smtp, second.smtp, 'and two nested objects');
+  t.not(first.smtp.lines, second.smtp.lines, 'at every depth');
+  second.flags.push('changed');
+  second.smtp.lines.push('changed');
+  second.result = 'invalid';
+  t.strictSame(c.get('v'), { result: 'valid', flags: ['a'], smtp: { code: 250, lines: ['ok'] } }, 'a read after a reader changed its copy');
+  c.set('v', { result: 'risky', flags: [] }, 60_000);
+  t.strictSame(c.get('v'), { result: 'risky', flags: [] }, 'a replaced entry is read from its new value');
+  // More keys read than are kept parsed: each still reads back as stored.
+  for (let i = 0; i < 1100; i++) c.set(`k${i}`, { i, list: [i] }, 60_000);
+  for (let round = 0; round < 2; round++) {
+    let wrong = 0;
+    for (let i = 0; i < 1100; i++) {
+      const v = c.get<{ i: number; list: number[] }>(`k${i}`);
+      if (v?.i !== i || v.list[0] !== i) wrong++;
+    }
+    t.equal(wrong, 0, `round ${round + 1}: every one of 1,100 keys reads back as stored`);
+  }
+});
