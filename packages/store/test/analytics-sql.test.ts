@@ -10,6 +10,7 @@ import { migrate } from '../src/db/migrate.ts';
 import { openPostgres } from '../src/db/postgres.ts';
 import type { Analytics } from '../src/analytics/analytics.ts';
 import { emailKey, SqlAnalytics } from '../src/analytics/sql-analytics.ts';
+import { dbJson } from '../src/db/text.ts';
 import type { Decision } from '../src/analytics/analytics.ts';
 import { analyticsConformance, type AnalyticsAdapter, type Tap } from './analytics-conformance.ts';
 import { PGlite } from '@electric-sql/pglite';
@@ -205,4 +206,21 @@ t.test('decisions in packs: grouped by account, 100 a pack; a redelivery is stor
   const [stored] = await db.query<{ external: number }>(`SELECT pg_column_size(heads) + pg_column_size(hashes) + pg_column_size(email_keys) AS external FROM decision_packs WHERE account_id = 'acc_p' ORDER BY cardinality(email_keys) DESC LIMIT 1`);
   t.ok(stored!.external > 100 * (14 + 32 + 8), 'a full pack keeps heads, hashes and keys uncompressed in its row');
   t.strictSame((JSON.parse(first!.body) as unknown[][])[0], [d0.id, d0.email_hash, 'example.com', 'invalid', 'accepted', 'smtp', null, 0, null, 'single', 0, d0.decided_at.getTime()], "the body's first decision, every field");
+});
+
+t.test("a pack's body is what dbJson makes of its decisions' arrays, whatever their texts hold", async (t) => {
+  const db = await migratedPglite();
+  t.teardown(() => db.close());
+  const a = new SqlAnalytics(db, { batchSize: 1000 });
+  t.teardown(() => a.close());
+  const texts = ['plain', `q"uote \\ back\\slash /slash`, 'tab\there', 'ünïcødé 日本 🙂', 'lone \ud800 high', 'lone \udc00 low', 'escape-like \\u0000 text', '\u0001\u001f controls', 'x'.repeat(255)];
+  const batch: Decision[] = texts.map((s, i) => ({
+    id: `id ${s}`.slice(0, 256), account_id: 'acc_t', email_hash: (i % 16).toString(16).repeat(64), domain: s.slice(0, 255), result: 'valid', reason_code: 'accepted', layer: 'smtp',
+    mx_host: i % 2 === 0 ? `mx ${s}`.slice(0, 255) : null, latency_ms: i * 1.4, job_id: i % 3 === 0 ? `job ${s}`.slice(0, 256) : null, source: 'job', credits_charged: i % 2, decided_at: new Date(1_700_000_000_000 + i),
+  }));
+  await a.recordNow(batch);
+  const [row] = await db.query<{ body: string }>(`SELECT body FROM decision_packs WHERE account_id = 'acc_t'`);
+  const arrays = batch.map((d) => [d.id, d.email_hash, d.domain.toLowerCase(), d.result, d.reason_code, d.layer, d.mx_host, Math.round(d.latency_ms), d.job_id, d.source, d.credits_charged, d.decided_at.getTime()]);
+  t.equal(row!.body, dbJson(arrays), 'byte for byte');
+  t.equal((JSON.parse(row!.body) as unknown[][])[4]![2], 'lone \ufffd high', 'a lone surrogate became U+FFFD');
 });

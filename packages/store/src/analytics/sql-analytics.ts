@@ -2,7 +2,7 @@
 
 import { VALIDATION_RESULTS, type ValidationResult } from '@svc/contracts';
 import type { Db, Queryable } from '../db/db.ts';
-import { dbJson } from '../db/text.ts';
+import { dbJsonString } from '../db/text.ts';
 import { decisionFromRow, type AnalyticsOptions, type DailyCounts, type Decision, type DomainSummaryRow, type OutcomeFact, type ResultCounts, type Window } from './analytics.ts';
 import { BufferedAnalytics } from './buffered.ts';
 import { dailyFrom, zeroCounts, type MatrixRow } from './report.ts';
@@ -56,8 +56,14 @@ function keyOf(hash: string): string {
   return lastKey;
 }
 
-/** One decision as a pack's body holds it: its fields but the account, in the migration's order. */
-const packed = (d: Decision): unknown[] => [d.id, d.email_hash, d.domain, d.result, d.reason_code, d.layer, d.mx_host, d.latency_ms, d.job_id, d.source, d.credits_charged, d.decided_at.getTime()];
+/**
+ * One checked decision as a pack's body holds it, a JSON array of its fields but the account, in
+ * the migration's order: what dbJson would make of that array, written out. (The checks leave
+ * nothing to escape in the hash, the codes and the integers; the texts go through dbJsonString.
+ * dbJson's general walk of the same array cost ~2.5x this.)
+ */
+const packed = (d: Decision): string =>
+  `[${dbJsonString(d.id)},"${d.email_hash}",${dbJsonString(d.domain)},"${d.result}","${d.reason_code}","${d.layer}",${d.mx_host === null ? 'null' : dbJsonString(d.mx_host)},${d.latency_ms},${d.job_id === null ? 'null' : dbJsonString(d.job_id)},"${d.source}",${d.credits_charged},${d.decided_at.getTime()}]`;
 
 /**
  * Checked decisions as the rows of decision_packs, in PACK_COLUMNS order: grouped by account (in
@@ -88,7 +94,7 @@ function packsOf(batch: readonly Decision[]): string[][] {
         heads += String(ms).padStart(MS_DIGITS, '0') + RESULT_LETTER[d.result];
         hashes += d.email_hash;
       }
-      packs.push([account, isoOf(first), isoOf(last), `{${keys}}`, dbJson(part.map(packed)), heads, hashes]);
+      packs.push([account, isoOf(first), isoOf(last), `{${keys}}`, `[${part.map(packed).join(',')}]`, heads, hashes]);
     }
   }
   return packs;

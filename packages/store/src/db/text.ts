@@ -30,6 +30,13 @@ export function dbJson(value: unknown): string {
   return plain !== undefined && ESCAPE_TO_CLEAN.test(plain) ? JSON.stringify(value, (_k, v: unknown) => (typeof v === 'string' ? dbText(v) : v)) : plain;
 }
 
+/** JSON text of one string, passed through dbText (dbJson of a string, without the general walk). */
+export function dbJsonString(s: string): string {
+  const plain = JSON.stringify(s);
+  // Only its quotes added: nothing was escaped, so nothing needs cleaning (nearly every text).
+  return plain.length === s.length + 2 || !ESCAPE_TO_CLEAN.test(plain) ? plain : JSON.stringify(dbText(s));
+}
+
 /** What COPY's text format escapes in a value: the backslash, and the row and column separators. */
 const COPY_SPECIAL = /[\\\n\r\t]/g;
 /** The same, tested first: nearly no value holds one, and a test is a third of a replace's cost. */
