@@ -8,16 +8,19 @@
 // packages/store/src/repos/ledger.ts) to /v1/validate. Each answer is also a decision for
 // analytics (buffered, written in batches to the store's validation_decisions table).
 // Baseline in the same run: a bare Fastify app (bench/api/bare-fastify-child.ts) in a child
-// process with one POST route that parses the same body and answers an object of the same size,
-// loaded once before and once after the service (order: bare, a, b, c, bare; baseline = their mean).
+// process with one POST route that parses the same body and answers an object of the same size.
 // (c) is a data endpoint: a cached company/enrich (charged 1 credit, as (b)), against (b) in the
 // same run: its target is half the requests/s of a cached validation.
+// The four targets are loaded in alternation, round after round (bare, a, b, c, then c, b, a,
+// bare, ...), and each one's figures are the medians of its rounds: this machine's speed drifts
+// by a third within minutes, and one run per target, minutes apart, measured the drift as much as
+// the code (bench/api/ab.ts measures two checkouts the same way).
 
 import { pathToFileURL } from 'node:url';
 import autocannon, { type AutocannonResult } from 'autocannon';
 import { startChild, type Child } from '../lib/children.ts';
 import type { BenchResult, Row } from '../lib/result.ts';
-import { fmt, withTimeout } from '../lib/stats.ts';
+import { fmt, median, withTimeout } from '../lib/stats.ts';
 import { benchServiceEnv } from '../lib/service-env.ts';
 
 export const NAME = 'api/http-cached';
@@ -29,11 +32,13 @@ const TARGET_RATIO = 0.5;
 const COMPANY = 'acme-robotics.test';
 
 export interface HttpOptions {
-  /** Seconds of measured load per target (default 10). */
+  /** Seconds of measured load per target and round (default 4). */
   durationS?: number;
-  /** Seconds of unmeasured load before each measured run (default 2). */
+  /** Seconds of unmeasured load before each measured run (default 1; the first round's are doubled). */
   warmupS?: number;
   connections?: number;
+  /** Rounds of the alternation (default 3). */
+  rounds?: number;
 }
 
 export interface Load {
@@ -61,7 +66,7 @@ async function post(url: string, body: unknown): Promise<{ status: number; text:
   return { status: res.status, text, json: JSON.parse(text) as Record<string, unknown> };
 }
 
-export async function load(label: string, child: Child<{ url: string }>, email: string, o: Required<HttpOptions>, route = '/v1/validate', body: unknown = { email }): Promise<Load> {
+export async function load(label: string, child: Child<{ url: string }>, email: string, o: Omit<Required<HttpOptions>, 'rounds'>, route = '/v1/validate', body: unknown = { email }): Promise<Load> {
   const opts = {
     url: `${child.info.url}${route}`,
     method: 'POST' as const,
@@ -125,7 +130,7 @@ export function serviceEnv(sim: SimInfo): Record<string, string> {
 }
 
 export async function run(opts: HttpOptions = {}): Promise<BenchResult> {
-  const o: Required<HttpOptions> = { durationS: opts.durationS ?? 10, warmupS: opts.warmupS ?? 2, connections: opts.connections ?? 50 };
+  const o: Required<HttpOptions> = { durationS: opts.durationS ?? 4, warmupS: opts.warmupS ?? 1, connections: opts.connections ?? 50, rounds: opts.rounds ?? 3 };
   const warnings: string[] = [];
   const details: string[] = [];
   const loads: Load[] = [];
@@ -150,44 +155,68 @@ export async function run(opts: HttpOptions = {}): Promise<BenchResult> {
     await svc.request('enableDataProduct');
     const company = await post(`${svc.info.url}/v1/company/enrich`, { domain: COMPANY });
     if (company.status !== 200 || company.json.found !== true || company.json.credits_charged !== 1 || company.json.cache_hit !== false) throw new Error(`warm-up ${COMPANY}: ${company.status} ${company.text}`);
-    const creditsBefore = await fetch(`${svc.info.url}/v1/credits`, { headers: { 'x-api-key': KEY }, signal: AbortSignal.timeout(10_000) }).then((r) => r.json() as Promise<{ balance: number }>);
 
     bare = await startChild<{ url: string }>('api/bare-fastify-child.ts', { args: [role.text], ...(profDir ? { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${profDir}/bare`] } : {}) });
     const probe = await post(`${bare.info.url}/v1/validate`, { email: ROLE });
     if (probe.status !== 200) throw new Error(`bare route: ${probe.status} ${probe.text}`);
 
-    // Bare before and after the service (both children stay up, the idle one costs nothing): on a
-    // small shared machine the two bare runs show how much the baseline itself moved.
-    const bare1 = await load('bare Fastify route, before', bare, ROLE, o);
-    const a = await load(`service, cached role address (${ROLE}, not charged)`, svc, ROLE, o);
-    const b = await load(`service, cached chargeable address (${CHARGED}, 1 credit each)`, svc, CHARGED, o);
-    const creditsAfterB = await fetch(`${svc.info.url}/v1/credits`, { headers: { 'x-api-key': KEY }, signal: AbortSignal.timeout(10_000) }).then((r) => r.json() as Promise<{ balance: number }>);
-    const c = await load(`service, cached company/enrich (${COMPANY}, 1 credit each)`, svc, CHARGED, o, '/v1/company/enrich', { domain: COMPANY });
-    const bare2 = await load('bare Fastify route, after', bare, ROLE, o);
-    loads.push(bare1, a, b, c, bare2);
-    const creditsAfter = await fetch(`${svc.info.url}/v1/credits`, { headers: { 'x-api-key': KEY }, signal: AbortSignal.timeout(10_000) }).then((r) => r.json() as Promise<{ balance: number }>);
-    const spent = creditsBefore.balance - creditsAfterB.balance;
-    if (spent < b.ok) warnings.push(`only ${spent} credits were charged for ${b.ok} chargeable answers`);
-    const spentC = creditsAfterB.balance - creditsAfter.balance;
-    if (spentC < c.ok) warnings.push(`only ${spentC} credits were charged for ${c.ok} company answers`);
-    const base = {
-      reqPerS: (bare1.reqPerS + bare2.reqPerS) / 2,
-      p50: (bare1.p50 + bare2.p50) / 2,
-      p99: (bare1.p99 + bare2.p99) / 2,
-      serverCpuMs: (bare1.serverCpuMs + bare2.serverCpuMs) / 2,
+    // Every target once a round, the order reversed every other round (the bare route is loaded
+    // first, then last, then first...); all children stay up, the idle ones cost nothing. Credits
+    // are read around each chargeable run (warm-up included).
+    const credits = () => fetch(`${svc!.info.url}/v1/credits`, { headers: { 'x-api-key': KEY }, signal: AbortSignal.timeout(10_000) }).then((r) => r.json() as Promise<{ balance: number }>);
+    const targets: Array<{ label: string; child: Child<{ url: string }>; email: string; route?: string; body?: unknown; charged?: boolean; runs: Load[]; spent: number }> = [
+      { label: 'bare Fastify route', child: bare, email: ROLE, runs: [], spent: 0 },
+      { label: `service, cached role address (${ROLE}, not charged)`, child: svc, email: ROLE, runs: [], spent: 0 },
+      { label: `service, cached chargeable address (${CHARGED}, 1 credit each)`, child: svc, email: CHARGED, charged: true, runs: [], spent: 0 },
+      { label: `service, cached company/enrich (${COMPANY}, 1 credit each)`, child: svc, email: CHARGED, route: '/v1/company/enrich', body: { domain: COMPANY }, charged: true, runs: [], spent: 0 },
+    ];
+    for (let round = 0; round < o.rounds; round++) {
+      const ro = { ...o, warmupS: round === 0 ? 2 * o.warmupS : o.warmupS };
+      for (const t of round % 2 === 0 ? targets : [...targets].reverse()) {
+        const before = t.charged ? (await credits()).balance : 0;
+        t.runs.push(await load(t.label, t.child, t.email, ro, t.route, t.body));
+        if (t.charged) t.spent += before - (await credits()).balance;
+      }
+    }
+    /** A target's medians over its rounds (counts summed). */
+    const med = (t: (typeof targets)[number]): Load => {
+      const m = (f: (l: Load) => number) => median(t.runs.map(f));
+      const sum = (f: (l: Load) => number) => t.runs.reduce((n, l) => n + f(l), 0);
+      return {
+        label: t.label,
+        reqPerS: m((l) => l.reqPerS),
+        p50: m((l) => l.p50),
+        p90: m((l) => l.p90),
+        p99: m((l) => l.p99),
+        ok: sum((l) => l.ok),
+        other: sum((l) => l.other),
+        errors: sum((l) => l.errors),
+        serverCpuMs: m((l) => l.serverCpuMs),
+        serverCores: m((l) => l.serverCores),
+        mainCpuMs: m((l) => l.mainCpuMs),
+        ledgerRows: sum((l) => l.ledgerRows),
+      };
     };
+    const [base, a, b, c] = targets.map(med) as [Load, Load, Load, Load];
+    loads.push(base, a, b, c);
+    const [, , tb, tc] = targets;
+    const spent = tb!.spent;
+    if (spent < b.ok) warnings.push(`only ${spent} credits were charged for ${b.ok} chargeable answers`);
+    const spentC = tc!.spent;
+    if (spentC < c.ok) warnings.push(`only ${spentC} credits were charged for ${c.ok} company answers`);
+    const byRound = new Map(targets.map((t, i) => [loads[i]!, t.runs.map((l) => fmt(l.reqPerS)).join(' ')]));
 
     for (const l of loads) if (l.other > 0 || l.errors > 0) warnings.push(`${l.label}: ${l.other} non-2xx answers, ${l.errors} errors/timeouts`);
     details.push(
-      `autocannon in the bench process, ${o.connections} connections, pipelining 1, ${o.warmupS} s warm-up then ${o.durationS} s measured per target; servers in child processes. ` +
+      `autocannon in the bench process, ${o.connections} connections, pipelining 1; ${o.rounds} rounds, each target once a round (order reversed every other round), ${o.warmupS} s warm-up (the first round ${2 * o.warmupS} s) then ${o.durationS} s measured; servers in child processes. ` +
         'Server CPU per request = user+system CPU of the server process over the measured run / requests completed (its main thread alone, where requests are handled, beside it: the thread that saturates first); "cores busy" = that CPU / wall time. ' +
-        'Baseline = mean of the two bare runs.',
+        'Each figure is the median of the target\'s rounds (2xx, non-2xx and errors: their sums); the baseline is the bare route\'s.',
       '',
-      '| target | req/s | p50 ms | p90 ms | p99 ms | 2xx | non-2xx | errors | server CPU ms/req | of it, main thread | server cores busy | req/s ratio to bare |',
-      '|---|---|---|---|---|---|---|---|---|---|---|---|',
-      ...loads.map((l) => `| ${l.label} | ${fmt(l.reqPerS)} | ${l.p50} | ${l.p90} | ${l.p99} | ${l.ok} | ${l.other} | ${l.errors} | ${fmt(l.serverCpuMs)} | ${fmt(l.mainCpuMs)} | ${fmt(l.serverCores)} | ${fmt(l.reqPerS / base.reqPerS)} |`),
+      '| target | req/s | p50 ms | p90 ms | p99 ms | 2xx | non-2xx | errors | server CPU ms/req | of it, main thread | server cores busy | req/s ratio to bare | req/s by round |',
+      '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
+      ...loads.map((l) => `| ${l.label} | ${fmt(l.reqPerS)} | ${l.p50} | ${l.p90} | ${l.p99} | ${l.ok} | ${l.other} | ${l.errors} | ${fmt(l.serverCpuMs)} | ${fmt(l.mainCpuMs)} | ${fmt(l.serverCores)} | ${fmt(l.reqPerS / base.reqPerS)} | ${byRound.get(l)} |`),
       '',
-      `Credits spent during the chargeable runs (warm-up + measured): (b) ${spent}, 2xx answers in its measured run ${b.ok}; (c) ${spentC}, 2xx answers ${c.ok}.`,
+      `Credits spent during the chargeable runs (warm-ups + measured): (b) ${spent}, 2xx answers in its measured runs ${b.ok}; (c) ${spentC}, 2xx answers ${c.ok}.`,
       `Debit statements (ledger rows written, one a group-committed batch) in the measured runs: (b) ${b.ledgerRows}, ${fmt(b.ok / b.ledgerRows)} answers each; (c) ${c.ledgerRows}, ${fmt(c.ok / c.ledgerRows)} each.`,
       `Answer sizes: service role ${role.text.length} B, service chargeable ${charged.text.length} B, bare ${probe.text.length} B.`,
       `CPU per request, bare / service: (a) ${fmt(base.serverCpuMs / a.serverCpuMs)}x, (b) ${fmt(base.serverCpuMs / b.serverCpuMs)}x, (c) ${fmt(base.serverCpuMs / c.serverCpuMs)}x (what the req/s ratio would be if both sides were CPU-bound on one core each).`,

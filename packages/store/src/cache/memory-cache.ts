@@ -51,8 +51,11 @@ function flat(s: string): string {
 
 export class MemoryCache implements CachePort {
   #map = new Map<string, { json: string; expires: number }>();
-  /** The entries read lately, parsed: by key, with the text they were parsed from (a replaced entry's text is another). */
-  #hot = new Map<string, { json: string; value: unknown }>();
+  /**
+   * The entries read lately, parsed, by key. Every path that replaces or removes an entry of #map
+   * goes through #drop, which removes its parsed value too: a value here is always its entry's.
+   */
+  #hot = new Map<string, unknown>();
   /** Characters of the keys and JSON texts held (one byte each for the ASCII a verdict is). */
   #chars = 0;
 
@@ -77,11 +80,10 @@ export class MemoryCache implements CachePort {
       this.#drop(key);
       return undefined;
     }
-    const hot = this.#hot.get(key);
-    if (hot !== undefined && hot.json === e.json) return copyJson(hot.value as T);
+    if (this.#hot.has(key)) return copyJson(this.#hot.get(key) as T);
     const value = JSON.parse(e.json) as T;
     if (this.#hot.size >= HOT_ENTRIES) this.#hot.clear();
-    this.#hot.set(key, { json: e.json, value });
+    this.#hot.set(key, value);
     return copyJson(value);
   }
 
